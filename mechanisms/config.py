@@ -1,0 +1,128 @@
+"""Mechanism settings: one frozen, validated value object (spec ``mechanism.md`` §4)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+LossName = Literal["logistic", "squared", "pinball"]
+UtilityName = Literal["linear", "power"]
+ModeName = Literal["default", "paper", "strict"]
+
+_LOSSES = ("logistic", "squared", "pinball")
+_UTILITIES = ("linear", "power")
+_MODES = ("default", "paper", "strict")
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismConfig:
+    """Hyperparameters of the allocation objective ``G`` (spec §4.1, paper eq. (10)).
+
+    Parameters
+    ----------
+    gamma : float
+        Weight ``γ ≥ 0`` on the expected payment ``Σ Ψ_i u(ε_i)``.
+    lam : float
+        Ridge weight ``λ > 0`` on ``‖w‖²/2``.
+    mu : float
+        Weight ``μ ≥ 0`` on ``‖a‖₂`` (spreads weight across sellers).
+    sigma : float
+        Weight ``σ ≥ 0`` on ``1/η`` (the cost of the privacy noise, paper Thm 2.1).
+    k : float
+        Weight cap factor ``k ≥ 1``: ``a_i ≤ k/m`` so ``ε_i ≤ k·ε_avg``.
+    eps_avg_max : float
+        ``L > 0``: the largest average privacy loss, ``η ≤ m·L``.
+    loss : {"logistic", "squared", "pinball"}
+        Per-record loss ``ℓ_i``.
+    u : {"linear", "power"}
+        Seller disutility ``u(ε) = ε`` or ``ε^p``.
+    u_power : float
+        Exponent ``p ≥ 1`` of the power utility.
+    quantile : float
+        Level ``τ ∈ (0, 1)`` of the pinball loss.
+    pinball_smoothing : float
+        Half-width ``h > 0`` of the quadratic smoothing of the pinball kink (keeps the
+        w-step a Newton problem; the loss differs from the exact pinball by at most
+        ``h/2``).
+    mode : {"default", "paper", "strict"}
+        ``"default"``: spec §4.1. ``"paper"``: the paper's literal objective, with the
+        realised noise term ``2bᵀw/η`` (comparison only, spec §4.1 Correction).
+        ``"strict"``: the allocation sees only costs and public data (spec §4.4).
+    eps_floor_ratio : float
+        The ``ε_avg`` grid starts at ``L·eps_floor_ratio`` (spec §4.2: positive floor).
+    n_grid : int
+        Points of the coarse log grid over ``ε_avg``.
+    tol : float
+        Relative tolerance of the block-coordinate solve at each ``η``.
+    max_iter : int
+        Maximum block-coordinate sweeps at each ``η``.
+    """
+
+    gamma: float = 1.0
+    lam: float = 1e-2
+    mu: float = 0.1
+    sigma: float = 1.0
+    k: float = 4.0
+    eps_avg_max: float = 5.0
+    loss: LossName = "logistic"
+    u: UtilityName = "linear"
+    u_power: float = 2.0
+    quantile: float = 0.5
+    pinball_smoothing: float = 1e-3
+    mode: ModeName = "default"
+    eps_floor_ratio: float = 1e-4
+    n_grid: int = 24
+    tol: float = 1e-9
+    max_iter: int = 500
+
+    def __post_init__(self) -> None:
+        _check_real("gamma", self.gamma, low=0.0)
+        _check_real("lam", self.lam, low=0.0, strict=True)
+        _check_real("mu", self.mu, low=0.0)
+        _check_real("sigma", self.sigma, low=0.0)
+        _check_real("k", self.k, low=1.0)
+        _check_real("eps_avg_max", self.eps_avg_max, low=0.0, strict=True)
+        _check_real("u_power", self.u_power, low=1.0)
+        _check_real("quantile", self.quantile, low=0.0, strict=True)
+        if self.quantile >= 1.0:
+            raise ValueError(f"quantile must be in (0, 1), got {self.quantile!r}")
+        _check_real("pinball_smoothing", self.pinball_smoothing, low=0.0, strict=True)
+        _check_real("eps_floor_ratio", self.eps_floor_ratio, low=0.0, strict=True)
+        if self.eps_floor_ratio >= 1.0:
+            raise ValueError(
+                f"eps_floor_ratio must be in (0, 1), got {self.eps_floor_ratio!r}"
+            )
+        _check_real("tol", self.tol, low=0.0, strict=True)
+        if not isinstance(self.n_grid, int) or self.n_grid < 2:
+            raise ValueError(f"n_grid must be an integer >= 2, got {self.n_grid!r}")
+        if not isinstance(self.max_iter, int) or self.max_iter < 1:
+            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
+        _check_choice("loss", self.loss, _LOSSES)
+        _check_choice("u", self.u, _UTILITIES)
+        _check_choice("mode", self.mode, _MODES)
+
+    @property
+    def p(self) -> float:
+        """Exponent of ``u``: 1 for linear."""
+        return 1.0 if self.u == "linear" else float(self.u_power)
+
+    def with_(self, **changes: object) -> MechanismConfig:
+        """Return a copy with ``changes`` applied (validated again)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _check_real(name: str, value: object, *, low: float, strict: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if (strict and v <= low) or (not strict and v < low):
+        op = ">" if strict else ">="
+        raise ValueError(f"{name} must be {op} {low}, got {value!r}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
