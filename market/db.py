@@ -1,0 +1,129 @@
+"""Engines, sessions and write transactions for SQLite (embedded) and PostgreSQL.
+
+SQLite runs in WAL mode with ``synchronous=FULL`` (no acknowledged write lost on power
+loss), ``foreign_keys=ON`` and ``busy_timeout=5000`` ms. Transactions are begun
+explicitly so that :func:`write_session` can take the database write lock up front
+(``BEGIN IMMEDIATE``); on PostgreSQL :func:`lock_rows` takes ``SELECT ... FOR UPDATE``
+row locks instead. Both are used when debiting privacy budget.
+"""
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.pool import StaticPool
+from sqlmodel import Session, col, select
+
+from market import models
+
+BUSY_TIMEOUT_MS = 5000
+_BEGIN_OPTION = "privmarket_sqlite_begin"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def is_sqlite(engine_or_url: Engine | str) -> bool:
+    """Return whether an engine or URL targets SQLite."""
+    url = engine_or_url.url if isinstance(engine_or_url, Engine) else engine_or_url
+    return sa.engine.make_url(url).get_backend_name() == "sqlite"
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """Create an engine for ``url`` with the durability settings of the module docstring."""
+    if not is_sqlite(url):
+        return sa.create_engine(url, echo=echo, pool_pre_ping=True)
+    parsed = sa.engine.make_url(url)
+    in_memory = parsed.database in (None, "", ":memory:")
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
+    if in_memory:
+        kwargs["poolclass"] = StaticPool
+    engine = sa.create_engine(url, echo=echo, **kwargs)
+    _install_sqlite_events(engine)
+    return engine
+
+
+def _install_sqlite_events(engine: Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Autocommit at the driver level; SQLAlchemy then emits BEGIN itself (below),
+        # which is the documented way to get BEGIN IMMEDIATE with pysqlite.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        mode = conn.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """Yield a session that is closed afterwards (commits are the caller's)."""
+    with Session(engine, expire_on_commit=False) as session:
+        yield session
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """Yield a session whose transaction holds the write lock from its first statement.
+
+    On SQLite the transaction starts with ``BEGIN IMMEDIATE`` so read-then-write
+    sequences (remaining budget → debit) cannot interleave with another writer. On
+    PostgreSQL combine it with :func:`lock_rows`. Commits on success, rolls back on error.
+    """
+    bind = engine
+    if is_sqlite(engine):
+        bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+    with Session(bind, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def lock_rows(session: Session, *, account_ids: Sequence[int]) -> None:
+    """Lock the accounts' rows (``FOR UPDATE``, id order so lockers never deadlock).
+
+    A no-op on SQLite, where :func:`write_session` already holds the database lock.
+    """
+    ids = sorted(set(account_ids))
+    if not ids:
+        return
+    stmt = (
+        select(models.Account.id)
+        .where(col(models.Account.id).in_(ids))
+        .order_by(models.Account.id)
+        .with_for_update()
+    )
+    session.exec(stmt).all()
+
+
+def create_all(engine: Engine) -> None:
+    """Create all tables directly (tests); deployments use :func:`upgrade_to_head`."""
+    models.SQLModel.metadata.create_all(engine)
+
+
+def alembic_config(url: str) -> Any:
+    """Return an Alembic ``Config`` for the repository's migrations and ``url``."""
+    from alembic.config import Config
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    cfg.attributes["database_url"] = url
+    return cfg
+
+
+def upgrade_to_head(url: str) -> None:
+    """Bring the database at ``url`` to the newest Alembic revision."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), "head")
