@@ -19,6 +19,9 @@ from learners.losses import Loss
 
 FloatArray = NDArray[np.float64]
 
+# Relative size below which a predicted decrease of F is lost in its rounding error.
+_F_RESOLUTION = 1e-13
+
 
 @dataclass(frozen=True, slots=True)
 class NewtonResult:
@@ -90,10 +93,27 @@ def minimize_ridge_risk(
         H.flat[:: d + 1] += lam
         try:
             step = -np.linalg.solve(H, g)
-        except np.linalg.LinAlgError:  # pragma: no cover - H is λ-PD in exact arithmetic
+        except (
+            np.linalg.LinAlgError
+        ):  # pragma: no cover - H is λ-PD in exact arithmetic
             step = -g / lam
         slope = float(g @ step)
         Xs = X @ step
+        if -slope <= _F_RESOLUTION * max(1.0, abs(f)):
+            # The predicted decrease is below the rounding error of F, so Armijo
+            # cannot certify descent; near the minimiser (where this happens) the
+            # full Newton step is accepted if it shrinks the gradient norm instead.
+            w_new, z_new = w + step, z + Xs
+            g_new = X.T @ (a * loss.derivative(z_new, y)) + lam * w_new
+            if c is not None:
+                g_new += c
+            if float(np.linalg.norm(g_new)) >= gnorm:
+                return NewtonResult(w, f, gnorm, it, gnorm <= gtol)
+            f_new = float(a @ loss.value(z_new, y)) + 0.5 * lam * float(w_new @ w_new)
+            if c is not None:
+                f_new += float(c @ w_new)
+            w, z, f = w_new, z_new, f_new
+            continue
         t = 1.0
         while True:
             w_new = w + t * step

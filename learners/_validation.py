@@ -1,0 +1,125 @@
+"""Input checks shared by the learners (bad input → ``ValueError`` naming it).
+
+The privacy proofs of spec ``mechanism.md`` §3 need ``‖x_i‖₂ ≤ 1`` and labels in
+``{−1, +1}``. These checks refuse violating input; they never clip or rescale with
+statistics of the (private) data (spec §1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+# Rounding slack on the unit-ball constraint: rows scaled to norm 1 may land at 1 + ulp.
+ROW_NORM_TOL = 1e-12
+SIMPLEX_TOL = 1e-9
+
+
+def check_unit_rows(X: NDArray[np.float64], *, name: str = "X") -> None:
+    """Require finite entries and ``‖x_i‖₂ ≤ 1 + 1e-12`` for every row ``i``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the first offending row index.
+    """
+    finite = np.isfinite(X).all(axis=1)
+    if not finite.all():
+        i = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"{name} must be finite; row {i} contains NaN or inf")
+    norms = np.linalg.norm(X, axis=1)
+    bad = np.flatnonzero(norms > 1.0 + ROW_NORM_TOL)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{name} rows must have Euclidean norm <= 1 (the privacy guarantee needs it; "
+            f"scale with public bounds first); row {i} has norm {norms[i]:.6g}"
+        )
+
+
+def check_sign_labels(y: NDArray[Any], *, name: str = "y") -> NDArray[np.float64]:
+    """Return ``y`` as floats after checking every label is ``−1`` or ``+1``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the first bad index (``{0, 1}`` labels are refused too).
+    """
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    try:
+        ok = (arr == 1) | (arr == -1)
+    except (TypeError, ValueError):  # pragma: no cover - exotic dtypes
+        ok = np.zeros(arr.shape, dtype=bool)
+    ok = np.asarray(ok, dtype=bool)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise ValueError(f"{name} labels must be -1 or +1; {name}[{i}] = {arr[i]!r}")
+    return arr.astype(float)
+
+
+def check_nonnegative_vector(
+    values: ArrayLike, *, name: str, n_samples: int
+) -> NDArray[np.float64]:
+    """Return a float copy of a length-``n_samples`` vector of finite ``≥ 0`` entries."""
+    arr = np.array(values, dtype=float, copy=True)
+    if arr.shape != (n_samples,):
+        raise ValueError(f"{name} must have shape ({n_samples},), got {arr.shape}")
+    bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{name} must be finite and >= 0; {name}[{i}] = {arr[i]!r}")
+    return arr
+
+
+def resolve_privacy_weights(
+    *,
+    sample_epsilon: ArrayLike | None,
+    weights: ArrayLike | None,
+    eta: float | None,
+    n_samples: int,
+) -> tuple[NDArray[np.float64], float]:
+    """Turn the caller's privacy request into ``(a, η)`` with ``a ∈ Δ_n``, ``η > 0``.
+
+    Exactly one of: ``sample_epsilon`` (then ``η = Σ ε_i``, ``a = ε/η``, and the
+    constructor's ``eta`` must be None) or ``weights`` on the simplex together with
+    ``eta > 0``.
+
+    Raises
+    ------
+    ValueError
+        Both or neither given, entries negative/non-finite (index named), all
+        ``sample_epsilon`` zero, ``weights`` not summing to 1 within 1e-9, ``eta``
+        missing, non-finite or ``≤ 0``.
+    """
+    if (sample_epsilon is None) == (weights is None):
+        raise ValueError(
+            "give exactly one of sample_epsilon, or weights together with eta; "
+            f"got {'both' if weights is not None else 'neither'}"
+        )
+    if sample_epsilon is not None:
+        if eta is not None:
+            raise ValueError(
+                "eta must be None when sample_epsilon is given (then eta = sum of sample_epsilon)"
+            )
+        eps = check_nonnegative_vector(
+            sample_epsilon, name="sample_epsilon", n_samples=n_samples
+        )
+        total = float(eps.sum())
+        if not (total > 0 and math.isfinite(total)):
+            raise ValueError("sample_epsilon must not be all zero")
+        return eps / total, total
+    a = check_nonnegative_vector(weights, name="weights", n_samples=n_samples)
+    if abs(float(a.sum()) - 1.0) > SIMPLEX_TOL:
+        raise ValueError(
+            f"weights must sum to 1 (within {SIMPLEX_TOL}), got {a.sum()!r}"
+        )
+    if eta is None:
+        raise ValueError("eta must be set (constructor) when weights are given")
+    if not (math.isfinite(float(eta)) and float(eta) > 0):
+        raise ValueError(f"eta must be finite and > 0, got {eta!r}")
+    return a, float(eta)
