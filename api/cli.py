@@ -1,0 +1,72 @@
+"""The ``privmarket`` command line: ``serve``, ``admin create-key``, ``db upgrade``.
+
+The order pipeline adds ``worker`` and ``demo`` below (see the marked section).
+"""
+
+from typing import Annotated
+
+import typer
+
+from market.config import get_settings
+
+app = typer.Typer(
+    help="privmarket: a data market for heterogeneous differential privacy.",
+    no_args_is_help=True,
+)
+admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
+db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
+app.add_typer(admin_app, name="admin")
+app.add_typer(db_app, name="db")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+) -> None:
+    """Upgrade the database to head and serve the API with uvicorn."""
+    import uvicorn
+
+    from api.main import create_app
+    from market.db import upgrade_to_head
+
+    settings = get_settings()
+    upgrade_to_head(settings.database_url)
+    uvicorn.run(create_app(settings), host=host, port=port)
+
+
+@admin_app.command("create-key")
+def create_key(
+    name: Annotated[str, typer.Option(help="Account name.")] = "admin",
+) -> None:
+    """Create an admin account and print only its new API key."""
+    from market import accounts
+    from market.db import make_engine, session_scope, upgrade_to_head
+    from market.models import Role
+
+    settings = get_settings()
+    upgrade_to_head(settings.database_url)
+    engine = make_engine(settings.database_url)
+    try:
+        with session_scope(engine) as session:
+            _, key = accounts.create_account(
+                session, role=Role.ADMIN, name=name, settings=settings
+            )
+    finally:
+        engine.dispose()
+    print(key)
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
+) -> None:
+    """Apply migrations up to ``revision`` (default: head)."""
+    from alembic import command
+
+    from market.db import alembic_config
+
+    command.upgrade(alembic_config(get_settings().database_url), revision)
+
+
+# ---- order pipeline commands (`worker`, `demo`) are added below this line ----

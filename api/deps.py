@@ -1,0 +1,83 @@
+"""Request dependencies: database session, settings, the authenticated account, roles."""
+
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from market import accounts
+from market.config import Settings
+from market.models import Account, Role
+
+bearer = HTTPBearer(auto_error=False, description="API key: `Bearer pm_...`")
+
+
+def get_settings(request: Request) -> Settings:
+    """Return the settings the app was created with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_engine(request: Request) -> Engine:
+    """Return the app's database engine."""
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
+    """Yield one session per request."""
+    with Session(engine, expire_on_commit=False) as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+EngineDep = Annotated[Engine, Depends(get_engine)]
+
+
+def _unauthorized() -> HTTPException:
+    return HTTPException(
+        status_code=status.HTTP_401_UNAUTHORIZED,
+        detail="missing or invalid API key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def get_current_account(
+    session: SessionDep,
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Account:
+    """Return the account of the bearer key; 401 if missing or invalid."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise _unauthorized()
+    account = accounts.authenticate(session, credentials.credentials, settings=settings)
+    if account is None:
+        raise _unauthorized()
+    return account
+
+
+CurrentAccount = Annotated[Account, Depends(get_current_account)]
+
+
+def require_role(*roles: Role) -> Callable[[Account], Account]:
+    """Return a dependency that admits only ``roles`` (403 otherwise)."""
+    allowed = {r.value for r in roles}
+
+    def dependency(account: CurrentAccount) -> Account:
+        if account.role not in allowed:
+            raise HTTPException(
+                status_code=status.HTTP_403_FORBIDDEN,
+                detail=f"requires role {' or '.join(sorted(allowed))}",
+            )
+        return account
+
+    return dependency
+
+
+AdminAccount = Annotated[Account, Depends(require_role(Role.ADMIN))]
+SellerAccount = Annotated[Account, Depends(require_role(Role.SELLER))]
+BuyerAccount = Annotated[Account, Depends(require_role(Role.BUYER))]

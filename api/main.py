@@ -1,0 +1,65 @@
+"""The FastAPI application: ``create_app(settings)`` and the module-level ``app``."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.routing import APIRoute
+
+from api import errors
+from api.middleware import BodySizeLimitMiddleware
+from api.routes import api_router, health
+from market.config import Settings, get_settings
+from market.db import make_engine
+
+
+def _operation_id(route: APIRoute) -> str:
+    tag = route.tags[0] if route.tags else "default"
+    return f"{tag}-{route.name}"
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # Background execution (the order pipeline): in-process worker threads, started
+    # here when settings.workers > 0, are registered as app.state.on_startup hooks.
+    hooks = getattr(app.state, "on_startup", [])
+    stoppers = [hook(app) for hook in hooks]
+    try:
+        yield
+    finally:
+        for stop in reversed(stoppers):
+            if callable(stop):
+                stop()
+        app.state.engine.dispose()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app: ``/v1`` routers, probes, error handlers, size limit, CORS."""
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="privmarket",
+        summary="A data market buying heterogeneous differential privacy.",
+        version="0.1.0",
+        lifespan=_lifespan,
+        generate_unique_id_function=_operation_id,
+        docs_url="/docs" if settings.docs_enabled else None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if settings.docs_enabled else None,
+    )
+    app.state.settings = settings
+    app.state.engine = make_engine(settings.database_url)
+    app.state.on_startup = []
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(api_router, prefix="/v1")
+    if settings.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+        )
+    # Outermost, so oversize bodies are refused before any other work.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
+    return app

@@ -1,0 +1,46 @@
+"""Open registration of sellers and buyers (admins come from the CLI)."""
+
+from fastapi import APIRouter, status
+
+from api.deps import CurrentAccount, SessionDep, SettingsDep
+from api.errors import ERROR_RESPONSES
+from market import accounts
+from market.models import Role
+from market.schemas import AccountCreate, AccountCreated
+
+router = APIRouter(tags=["accounts"], responses={422: ERROR_RESPONSES[422]})
+
+
+def _register(
+    session: SessionDep, settings: SettingsDep, body: AccountCreate, role: Role
+) -> AccountCreated:
+    account, key = accounts.create_account(
+        session, role=role, name=body.name, settings=settings
+    )
+    assert account.id is not None
+    return AccountCreated(
+        id=account.id, name=account.name, role=account.role, api_key=key
+    )
+
+
+@router.post("/sellers", status_code=status.HTTP_201_CREATED)
+def register_seller(
+    session: SessionDep, settings: SettingsDep, body: AccountCreate
+) -> AccountCreated:
+    """Create a seller account; the API key is shown once."""
+    return _register(session, settings, body, Role.SELLER)
+
+
+@router.post("/buyers", status_code=status.HTTP_201_CREATED)
+def register_buyer(
+    session: SessionDep, settings: SettingsDep, body: AccountCreate
+) -> AccountCreated:
+    """Create a buyer account; the API key is shown once."""
+    return _register(session, settings, body, Role.BUYER)
+
+
+@router.get("/me", responses={401: ERROR_RESPONSES[401]})
+def whoami(account: CurrentAccount) -> dict[str, int | str]:
+    """Return the caller's id, name and role."""
+    assert account.id is not None
+    return {"id": account.id, "name": account.name, "role": account.role}

@@ -1,0 +1,255 @@
+"""Non-table shapes: request bodies (``*Create``/``*Update``, ``extra="forbid"`` so
+server-owned fields are rejected) and responses (``*Public``), per ``api.md``.
+"""
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Task = Literal["classification", "regression", "quantile"]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- accounts -------------------------------------------------------------------
+
+
+class AccountCreate(_In):
+    name: Name
+
+
+class AccountCreated(BaseModel):
+    id: int
+    name: str
+    role: str
+    api_key: str
+
+
+# --- markets --------------------------------------------------------------------
+
+
+class FeatureSpec(_In):
+    """A feature and its public bounds ``[low, high]`` used to scale records."""
+
+    name: Name
+    low: Finite
+    high: Finite
+
+
+class TargetSpec(_In):
+    """Public bounds of a regression/quantile target, used to scale ``y`` to [-1, 1]."""
+
+    low: Finite
+    high: Finite
+
+
+class CostPriorSpec(_In):
+    family: Annotated[str, Field(min_length=1, max_length=64)]
+    params: dict[str, Finite]
+
+
+class MechanismSettings(_In):
+    """Mechanism settings; omitted fields take these documented defaults.
+
+    ``gamma`` weights the expected payment in the allocation objective (spec
+    ``mechanism.md`` §4.1), ``eps_avg_max`` is the largest average privacy loss ``L``,
+    ``k`` caps weights at ``k/m``, ``u`` is the seller disutility ``ε`` or ``ε^p``;
+    ``lam``, ``mu``, ``sigma`` are the ridge, spread and noise weights. ``grids`` holds
+    optional hyperparameter grids (e.g. ``{"gamma": [...]}`` for the trade-off job).
+    """
+
+    gamma: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    eps_avg_max: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 5.0
+    k: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 4.0
+    u: Literal["linear", "power"] = "linear"
+    u_power: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 2.0
+    lam: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1e-2
+    mu: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
+    sigma: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    mode: Literal["default", "strict"] = "default"
+    grids: dict[str, Annotated[list[Finite], Field(max_length=100)]] = Field(
+        default_factory=dict
+    )
+
+
+class MechanismUpdate(_In):
+    """Partial mechanism settings for ``PATCH``; given fields replace current ones."""
+
+    gamma: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    eps_avg_max: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    k: Annotated[float, Field(ge=1, allow_inf_nan=False)] | None = None
+    u: Literal["linear", "power"] | None = None
+    u_power: Annotated[float, Field(ge=1, allow_inf_nan=False)] | None = None
+    lam: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    mu: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    sigma: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    mode: Literal["default", "strict"] | None = None
+    grids: dict[str, Annotated[list[Finite], Field(max_length=100)]] | None = None
+
+
+class RecordIn(_In):
+    """One record; finiteness, length and bounds are checked against the market."""
+
+    x: Annotated[list[float], Field(max_length=10_000)]
+    y: float
+
+
+class MarketCreate(_In):
+    name: Name
+    task: Task
+    features: Annotated[list[FeatureSpec], Field(min_length=1, max_length=1000)]
+    cost_prior: CostPriorSpec
+    mechanism: MechanismSettings = Field(default_factory=MechanismSettings)
+    validation: Annotated[list[RecordIn], Field(max_length=100_000)] | None = None
+    lifetime_epsilon_cap: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    target: TargetSpec | None = None
+    out_of_bounds: Literal["reject", "clip"] = "reject"
+
+
+class MarketUpdate(_In):
+    name: Name | None = None
+    mechanism: MechanismUpdate | None = None
+    lifetime_epsilon_cap: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = (
+        None
+    )
+
+
+class MarketPublic(BaseModel):
+    id: int
+    name: str
+    task: str
+    features: list[dict[str, Any]]
+    target: dict[str, Any] | None
+    out_of_bounds: str
+    cost_prior: dict[str, Any]
+    mechanism: dict[str, Any]
+    parameters_version: int
+    lifetime_epsilon_cap: float
+    validation_size: int
+    created_at: datetime
+
+
+# --- offers ---------------------------------------------------------------------
+
+
+class OfferCreate(_In):
+    records: Annotated[list[RecordIn], Field(min_length=1, max_length=100_000)]
+    reported_cost: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    max_epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+
+class OfferPublic(BaseModel):
+    """An offer as its owner sees it (the only response that carries records)."""
+
+    id: int
+    market_id: int
+    seller_id: int
+    status: str
+    reported_cost: float
+    max_epsilon: float | None
+    n_records: int
+    records: list[dict[str, Any]]
+    replaces_id: int | None
+    created_at: datetime
+
+
+# --- orders and jobs ------------------------------------------------------------
+
+
+class OrderCreate(_In):
+    learner: Literal["hetero_dp_logistic"]
+    budget: Annotated[float, Field(gt=0, allow_inf_nan=False, le=1e12)]
+    gamma: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("budget")
+    @classmethod
+    def _budget_finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("budget must be finite")
+        return v
+
+
+class Progress(BaseModel):
+    stage: str
+    fraction: float
+
+
+class OrderPublic(BaseModel):
+    id: int
+    market_id: int
+    status: str
+    learner: str
+    budget: float
+    gamma: float | None
+    parameters_version: int
+    progress: Progress
+    error: str | None
+    summary: dict[str, Any] | None
+    created_at: datetime
+
+
+class OrderAccepted(BaseModel):
+    id: int
+    status: str
+
+
+class AllocationPublic(BaseModel):
+    seller_id: int
+    offer_id: int
+    epsilon: float
+    payment: float
+    payment_minor: int
+
+
+class AllocationsPublic(BaseModel):
+    order_id: int
+    items: list[AllocationPublic]
+    total_payment: float
+
+
+class JobAccepted(BaseModel):
+    job_id: int
+
+
+class JobPublic(BaseModel):
+    id: int
+    kind: str
+    market_id: int | None
+    status: str
+    progress: Progress
+    error: str | None
+    points: list[dict[str, Any]] | None = None
+    result: dict[str, Any] | None = None
+
+
+# --- seller views ---------------------------------------------------------------
+
+
+class EarningsItem(BaseModel):
+    order_id: int
+    market_id: int
+    epsilon: float
+    payment: float
+
+
+class EarningsPublic(BaseModel):
+    items: list[EarningsItem]
+    total_payment: float
+
+
+class PrivacyItem(BaseModel):
+    market_id: int
+    epsilon_spent: float
+    lifetime_epsilon_cap: float
+    remaining: float
+
+
+class PrivacyPublic(BaseModel):
+    items: list[PrivacyItem]

@@ -1,0 +1,85 @@
+"""Database fixtures shared by the market, API and migration tests.
+
+SQLite: a fresh WAL file per test. PostgreSQL (when ``PRIVMARKET_TEST_POSTGRES_URL``
+is set): one private schema per test session (other sessions may share the database),
+tables truncated before each test, the schema dropped at the end.
+"""
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlmodel import SQLModel
+
+from market.db import create_all, make_engine
+
+PG_ENV = "PRIVMARKET_TEST_POSTGRES_URL"
+PG_SKIP_REASON = f"{PG_ENV} is not set: PostgreSQL tests skipped"
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def postgres_base_url() -> str | None:
+    """Return the PostgreSQL test URL from the environment, if any."""
+    return os.environ.get(PG_ENV) or None
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """Return ``url`` with the connection's ``search_path`` set to ``schema``."""
+    parsed = sa.engine.make_url(url).update_query_dict(
+        {"options": f"-csearch_path={schema}"}
+    )
+    return parsed.render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def pg_schema() -> Iterator[tuple[str, str]]:
+    """Create a private schema; yield ``(base_url, schema)``; drop it afterwards."""
+    base = postgres_base_url()
+    if base is None:
+        pytest.skip(PG_SKIP_REASON)
+    schema = f"pm_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(base)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield base, schema
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_tables_url(pg_schema: tuple[str, str]) -> str:
+    """URL of the session schema with all tables created."""
+    url = with_search_path(*pg_schema)
+    engine = make_engine(url)
+    create_all(engine)
+    engine.dispose()
+    return url
+
+
+def truncate_all(url: str) -> None:
+    """Empty every table (PostgreSQL), restarting identities."""
+    engine = make_engine(url)
+    names = ", ".join(f'"{t.name}"' for t in SQLModel.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+    engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """URL of an empty database with all tables, on each backend."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'market.db'}"
+        engine = make_engine(url)
+        create_all(engine)
+        engine.dispose()
+        return url
+    url = str(request.getfixturevalue("pg_tables_url"))
+    truncate_all(url)
+    return url
