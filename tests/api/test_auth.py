@@ -14,13 +14,17 @@ def test_healthz_and_readyz(api: Api) -> None:
 
 
 @pytest.mark.parametrize("role", ["seller", "buyer"])
-def test_registration_returns_key_once_and_it_authenticates(api: Api, role: str) -> None:
+def test_registration_returns_key_once_and_it_authenticates(
+    api: Api, role: str
+) -> None:
     r = api.client.post(f"/v1/{role}s", json={"name": "ada"})
     assert r.status_code == 201
     body = r.json()
     assert set(body) == {"id", "name", "role", "api_key"}
     assert body["role"] == role
-    me = api.client.get("/v1/me", headers={"Authorization": f"Bearer {body['api_key']}"})
+    me = api.client.get(
+        "/v1/me", headers={"Authorization": f"Bearer {body['api_key']}"}
+    )
     assert me.status_code == 200
     assert me.json() == {"id": body["id"], "name": "ada", "role": role}
 
@@ -89,7 +93,9 @@ def test_body_over_limit_is_413_with_and_without_content_length(make_api) -> Non
     ok = b'{"name": "' + b"a" * 50 + b'"}'
     assert small.client.post("/v1/sellers", content=ok, headers=JSON).status_code == 201
     big = b'{"name": "' + b"a" * 120 + b'"}'
-    assert small.client.post("/v1/sellers", content=big, headers=JSON).status_code == 413
+    assert (
+        small.client.post("/v1/sellers", content=big, headers=JSON).status_code == 413
+    )
 
     def chunks():  # a generator body is sent chunked, without Content-Length
         for _ in range(20):
@@ -102,9 +108,7 @@ def test_body_over_limit_is_413_with_and_without_content_length(make_api) -> Non
         yield b'{"name": '
         yield b'"chunky"}'
 
-    r = small.client.post(
-        "/v1/sellers", content=small_chunks(), headers=JSON
-    )
+    r = small.client.post("/v1/sellers", content=small_chunks(), headers=JSON)
     assert r.status_code == 201
 
 
@@ -112,16 +116,25 @@ def test_limit_plus_one_byte_is_413_and_limit_is_accepted(make_api) -> None:  # 
     small = make_api(max_request_bytes=64)
     body = b'{"name": "' + b"a" * (64 - 12) + b'"}'
     assert len(body) == 64
-    assert small.client.post("/v1/sellers", content=body, headers=JSON).status_code == 201
-    assert small.client.post("/v1/sellers", content=body + b" ", headers=JSON).status_code == 413
+    assert (
+        small.client.post("/v1/sellers", content=body, headers=JSON).status_code == 201
+    )
+    assert (
+        small.client.post("/v1/sellers", content=body + b" ", headers=JSON).status_code
+        == 413
+    )
 
 
 def test_cors_allows_only_configured_origins(make_api) -> None:  # type: ignore[no-untyped-def]
     app = make_api(allowed_origins=["https://good.example"])
     pre = {"Access-Control-Request-Method": "GET"}
-    ok = app.client.options("/healthz", headers={"Origin": "https://good.example", **pre})
+    ok = app.client.options(
+        "/healthz", headers={"Origin": "https://good.example", **pre}
+    )
     assert ok.headers.get("access-control-allow-origin") == "https://good.example"
-    bad = app.client.options("/healthz", headers={"Origin": "https://evil.example", **pre})
+    bad = app.client.options(
+        "/healthz", headers={"Origin": "https://evil.example", **pre}
+    )
     assert "access-control-allow-origin" not in bad.headers
 
 

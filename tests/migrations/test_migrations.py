@@ -64,7 +64,8 @@ def test_revisions_form_one_line_and_all_have_downgrades() -> None:
     for rev in script.walk_revisions():
         source = Path(rev.path).read_text()
         assert "def downgrade" in source
-        assert "import market" not in source and "from market" not in source
+        assert "import market" not in source
+        assert "from market" not in source
 
 
 def test_upgrade_of_current_database_keeps_rows(empty_url: str) -> None:
