@@ -81,3 +81,4 @@ def require_role(*roles: Role) -> Callable[[Account], Account]:
 AdminAccount = Annotated[Account, Depends(require_role(Role.ADMIN))]
 SellerAccount = Annotated[Account, Depends(require_role(Role.SELLER))]
 BuyerAccount = Annotated[Account, Depends(require_role(Role.BUYER))]
+BuyerOrAdmin = Annotated[Account, Depends(require_role(Role.BUYER, Role.ADMIN))]

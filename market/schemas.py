@@ -3,18 +3,37 @@ server-owned fields are rejected) and responses (``*Public``), per ``api.md``.
 """
 
 import math
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+
+def _as_utc(value: datetime) -> datetime:
+    # SQLite returns naive datetimes; everything is stored in UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Task = Literal["classification", "regression", "quantile"]
 
 
+T = TypeVar("T")
+
+
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list: ``items`` plus ``total``, ``limit`` and ``offset``."""
+
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
 
 
 # --- accounts -------------------------------------------------------------------
@@ -50,8 +69,12 @@ class TargetSpec(_In):
 
 
 class CostPriorSpec(_In):
+    """``{"family": "uniform", "params": {"low", "high"}}``, ``{"family":
+    "exponential", "params": {"rate"}}`` or another family of
+    ``mechanisms.prior_from_dict`` with its own parameter names."""
+
     family: Annotated[str, Field(min_length=1, max_length=64)]
-    params: dict[str, Finite]
+    params: dict[str, Any]
 
 
 class MechanismSettings(_In):
@@ -132,7 +155,7 @@ class MarketPublic(BaseModel):
     parameters_version: int
     lifetime_epsilon_cap: float
     validation_size: int
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 # --- offers ---------------------------------------------------------------------
@@ -156,7 +179,7 @@ class OfferPublic(BaseModel):
     n_records: int
     records: list[dict[str, Any]]
     replaces_id: int | None
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 # --- orders and jobs ------------------------------------------------------------
@@ -192,7 +215,7 @@ class OrderPublic(BaseModel):
     progress: Progress
     error: str | None
     summary: dict[str, Any] | None
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class OrderAccepted(BaseModel):
@@ -212,6 +235,19 @@ class AllocationsPublic(BaseModel):
     order_id: int
     items: list[AllocationPublic]
     total_payment: float
+
+
+class TradeoffRequest(_In):
+    """Optional ``γ`` grid for the trade-off job (default: ``mechanism.grids["gamma"]``
+    or 8 points log-spaced over ``[10⁻², 10²]``)."""
+
+    gammas: (
+        Annotated[
+            list[Annotated[float, Field(ge=0, allow_inf_nan=False)]],
+            Field(min_length=1, max_length=50),
+        ]
+        | None
+    ) = None
 
 
 class JobAccepted(BaseModel):

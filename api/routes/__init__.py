@@ -2,7 +2,8 @@
 
 from fastapi import APIRouter
 
-from api.routes import accounts
+from api.routes import accounts, jobs, markets, offers, orders, sellers
 
 api_router = APIRouter()
-api_router.include_router(accounts.router)
+for _module in (accounts, sellers, markets, offers, orders, jobs):
+    api_router.include_router(_module.router)

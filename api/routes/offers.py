@@ -1,0 +1,59 @@
+"""Offers: sellers upload, read, replace and withdraw their own records."""
+
+from fastapi import APIRouter, Response, status
+
+from api.deps import SellerAccount, SessionDep
+from api.errors import ERROR_RESPONSES
+from market import markets, offers
+from market.schemas import OfferCreate, OfferPublic
+
+router = APIRouter(
+    tags=["offers"],
+    responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 413, 422)},
+)
+
+
+@router.post(
+    "/markets/{market_id}/offers",
+    status_code=status.HTTP_201_CREATED,
+    responses={409: ERROR_RESPONSES[409]},
+)
+def create_offer(
+    session: SessionDep, seller: SellerAccount, market_id: int, body: OfferCreate
+) -> OfferPublic:
+    """Offer records to a market (one active offer per seller and market)."""
+    market = markets.get_market_or_raise(session, market_id)
+    return offers.to_public(
+        offers.create_offer(session, market=market, seller=seller, body=body)
+    )
+
+
+@router.get("/offers/{offer_id}")
+def get_offer(session: SessionDep, seller: SellerAccount, offer_id: int) -> OfferPublic:
+    """Return one of your offers, with its records."""
+    return offers.to_public(
+        offers.get_own_offer_or_raise(session, offer_id=offer_id, seller=seller)
+    )
+
+
+@router.put("/offers/{offer_id}", responses={409: ERROR_RESPONSES[409]})
+def replace_offer(
+    session: SessionDep, seller: SellerAccount, offer_id: int, body: OfferCreate
+) -> OfferPublic:
+    """Replace an active offer; the response is the new offer (``replaces_id`` links back)."""
+    return offers.to_public(
+        offers.replace_offer(session, offer_id=offer_id, seller=seller, body=body)
+    )
+
+
+@router.delete(
+    "/offers/{offer_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={409: ERROR_RESPONSES[409]},
+)
+def withdraw_offer(
+    session: SessionDep, seller: SellerAccount, offer_id: int
+) -> Response:
+    """Withdraw an offer; finished orders keep the data they used."""
+    offers.withdraw_offer(session, offer_id=offer_id, seller=seller)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,68 @@
+"""Orders: buyers place and follow them; admins see per-seller allocations."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Response, status
+
+from api.deps import AdminAccount, BuyerAccount, BuyerOrAdmin, SessionDep
+from api.errors import ERROR_RESPONSES
+from market import orders
+from market.schemas import AllocationsPublic, OrderAccepted, OrderCreate, OrderPublic
+
+router = APIRouter(
+    tags=["orders"], responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 422)}
+)
+IdempotencyKey = Annotated[
+    str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
+]
+
+
+@router.post(
+    "/markets/{market_id}/orders",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={409: ERROR_RESPONSES[409]},
+)
+def create_order(
+    session: SessionDep,
+    buyer: BuyerAccount,
+    market_id: int,
+    body: OrderCreate,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> OrderAccepted:
+    """Place an order; poll ``GET /v1/orders/{order_id}``. Retries with the same
+    ``Idempotency-Key`` return the same order."""
+    order, created = orders.place_order(
+        session,
+        market_id=market_id,
+        buyer=buyer,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return OrderAccepted(id=order.id, status=order.status)  # type: ignore[arg-type]
+
+
+@router.get("/orders/{order_id}")
+def get_order(session: SessionDep, account: BuyerOrAdmin, order_id: int) -> OrderPublic:
+    """Return an order's status and progress (its buyer or an admin)."""
+    return orders.to_public(
+        session, orders.get_order_or_raise(session, order_id=order_id, account=account)
+    )
+
+
+@router.get("/orders/{order_id}/model", responses={409: ERROR_RESPONSES[409]})
+def get_model(
+    session: SessionDep, buyer: BuyerAccount, order_id: int
+) -> dict[str, Any]:
+    """Return the released model of a succeeded order (its buyer only)."""
+    return orders.get_model(session, order_id=order_id, buyer=buyer)
+
+
+@router.get("/orders/{order_id}/allocations")
+def get_allocations(
+    session: SessionDep, _admin: AdminAccount, order_id: int
+) -> AllocationsPublic:
+    """Return per-seller ε and payment of an order (admin)."""
+    return orders.list_allocations(session, order_id=order_id)

@@ -1,0 +1,214 @@
+"""Orders (buyers): placement with ``Idempotency-Key`` semantics, status, model and
+allocations views. Running an order (claiming, the mechanism, settlement) is the order
+pipeline's part, below the marked line.
+
+State machine: ``queued → running → succeeded | failed``.
+"""
+
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from market import engine, ledgers, markets
+from market.errors import (
+    ConflictError,
+    InvalidInputError,
+    InvalidTransitionError,
+    NotFoundError,
+)
+from market.models import (
+    Account,
+    Allocation,
+    Market,
+    MarketParameters,
+    Order,
+    Role,
+    RunStatus,
+)
+from market.schemas import (
+    AllocationPublic,
+    AllocationsPublic,
+    OrderCreate,
+    OrderPublic,
+    Progress,
+)
+
+ORDER_PARAMS: dict[str, type] = {"fit_intercept": bool}
+"""Buyer-settable learner parameters. Never a noise seed: a buyer who knew the noise
+could remove it."""
+
+
+def _check_params(params: dict[str, Any]) -> None:
+    for key, value in params.items():
+        expected = ORDER_PARAMS.get(key)
+        if expected is None:
+            raise InvalidInputError(
+                f"params.{key}", f"unknown parameter; allowed: {sorted(ORDER_PARAMS)}"
+            )
+        if not isinstance(value, expected):
+            raise InvalidInputError(f"params.{key}", f"must be {expected.__name__}")
+
+
+def _request_hash(market_id: int, body: OrderCreate) -> str:
+    payload = json.dumps({"market_id": market_id, **body.model_dump()}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _validate(market: Market, body: OrderCreate) -> int:
+    tasks = engine.LEARNER_TASKS[body.learner]
+    if market.task not in tasks:
+        raise InvalidInputError(
+            "learner", f"{body.learner} cannot train a {market.task} market"
+        )
+    budget_minor = ledgers.to_minor(body.budget)
+    if budget_minor < 1:
+        raise InvalidInputError("budget", "must be at least one minor unit (0.01)")
+    _check_params(body.params)
+    return budget_minor
+
+
+def _existing(
+    session: Session, *, buyer: Account, key: str, request_hash: str
+) -> Order | None:
+    stmt = select(Order).where(Order.buyer_id == buyer.id, Order.idempotency_key == key)
+    order = session.exec(stmt).first()
+    if order is not None and order.request_hash != request_hash:
+        raise ConflictError("Idempotency-Key was already used with a different request")
+    return order
+
+
+def place_order(
+    session: Session,
+    *,
+    market_id: int,
+    buyer: Account,
+    body: OrderCreate,
+    idempotency_key: str | None = None,
+) -> tuple[Order, bool]:
+    """Record a queued order; return ``(order, created)``.
+
+    With an ``idempotency_key`` a retry of the same request returns the same order
+    (``created=False``).
+
+    Raises
+    ------
+    NotFoundError, InvalidInputError
+    ConflictError
+        The key was used before with a different request.
+    """
+    market = markets.get_market_or_raise(session, market_id)
+    request_hash = _request_hash(market_id, body)
+    if idempotency_key is not None:
+        found = _existing(
+            session, buyer=buyer, key=idempotency_key, request_hash=request_hash
+        )
+        if found is not None:
+            return found, False
+    budget_minor = _validate(market, body)
+    params = markets.current_parameters(session, market_id)
+    order = Order(
+        market_id=market_id,
+        buyer_id=buyer.id,  # type: ignore[arg-type]
+        learner=body.learner,
+        budget_minor=budget_minor,
+        gamma=body.gamma,
+        params=body.params,
+        parameters_id=params.id,  # type: ignore[arg-type]
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+    )
+    session.add(order)
+    try:
+        session.commit()
+    except IntegrityError:  # a concurrent retry with the same key won
+        session.rollback()
+        assert idempotency_key is not None
+        found = _existing(
+            session, buyer=buyer, key=idempotency_key, request_hash=request_hash
+        )
+        if found is None:
+            raise
+        return found, False
+    session.refresh(order)
+    return order, True
+
+
+def get_order_or_raise(session: Session, *, order_id: int, account: Account) -> Order:
+    """Return the order if ``account`` is its buyer or an admin; ``NotFoundError`` else."""
+    order = session.get(Order, order_id)
+    visible = order is not None and (
+        account.role == Role.ADMIN or order.buyer_id == account.id
+    )
+    if not visible:
+        raise NotFoundError(f"order {order_id} not found")
+    assert order is not None
+    return order
+
+
+def to_public(session: Session, order: Order) -> OrderPublic:
+    """Return the status view of an order."""
+    params = session.get(MarketParameters, order.parameters_id)
+    return OrderPublic(
+        id=order.id,  # type: ignore[arg-type]
+        market_id=order.market_id,
+        status=order.status,
+        learner=order.learner,
+        budget=ledgers.to_major(order.budget_minor),
+        gamma=order.gamma,
+        parameters_version=params.version if params else 0,
+        progress=Progress(stage=order.progress_stage, fraction=order.progress_fraction),
+        error=order.error,
+        summary=order.summary,
+        created_at=order.created_at,
+    )
+
+
+def get_model(session: Session, *, order_id: int, buyer: Account) -> dict[str, Any]:
+    """Return the released model of the buyer's succeeded order.
+
+    Raises
+    ------
+    NotFoundError
+        Not the buyer's order.
+    InvalidTransitionError
+        The order has not succeeded (yet).
+    """
+    order = session.get(Order, order_id)
+    if order is None or order.buyer_id != buyer.id:
+        raise NotFoundError(f"order {order_id} not found")
+    if order.status != RunStatus.SUCCEEDED or order.model is None:
+        raise InvalidTransitionError(
+            f"order {order_id} is {order.status}; the model exists once it has succeeded"
+        )
+    return order.model
+
+
+def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
+    """Return per-seller ``ε`` and payment of an order (admin view)."""
+    if session.get(Order, order_id) is None:
+        raise NotFoundError(f"order {order_id} not found")
+    rows = session.exec(
+        select(Allocation)
+        .where(Allocation.order_id == order_id)
+        .order_by(col(Allocation.seller_id))
+    ).all()
+    items = [
+        AllocationPublic(
+            seller_id=a.seller_id,
+            offer_id=a.offer_id,
+            epsilon=a.epsilon,
+            payment=ledgers.to_major(a.payment_minor),
+            payment_minor=a.payment_minor,
+        )
+        for a in rows
+    ]
+    total = sum(a.payment_minor for a in rows)
+    return AllocationsPublic(
+        order_id=order_id, items=items, total_payment=ledgers.to_major(total)
+    )
+
+
+# ---- order execution (claim, run, settle) is added below this line by the pipeline ----
