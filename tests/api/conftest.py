@@ -78,3 +78,64 @@ def make_api(database_url: str) -> Iterator[Callable[..., Api]]:
     yield build
     for client in clients:
         client.__exit__(None, None, None)
+
+
+def market_body(**overrides: object) -> dict[str, object]:
+    """A small valid classification market: two features with public bounds."""
+    body: dict[str, object] = {
+        "name": "wdbc",
+        "task": "classification",
+        "features": [
+            {"name": "radius", "low": 0.0, "high": 10.0},
+            {"name": "texture", "low": -1.0, "high": 1.0},
+        ],
+        "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
+        "validation": [{"x": [1.0, 0.0], "y": 1}, {"x": [9.0, -0.5], "y": -1}],
+        "lifetime_epsilon_cap": 3.0,
+    }
+    body.update(overrides)
+    return body
+
+
+def offer_body(
+    x: list[float] | None = None, y: float = 1, cost: float = 0.3
+) -> dict[str, object]:
+    """A valid one-record offer for :func:`market_body` markets."""
+    return {"records": [{"x": x or [5.0, 0.5], "y": y}], "reported_cost": cost}
+
+
+@dataclass
+class World:
+    """An admin, two sellers, two buyers and one market (id ``market_id``)."""
+
+    api: Api
+    admin: dict[str, str]
+    seller_a: dict[str, str]
+    seller_b: dict[str, str]
+    buyer_a: dict[str, str]
+    buyer_b: dict[str, str]
+    market_id: int
+
+
+@pytest.fixture
+def world(api: Api) -> World:
+    admin = api.admin()
+    r = api.client.post("/v1/markets", headers=admin, json=market_body())
+    assert r.status_code == 201, r.text
+    return World(
+        api=api,
+        admin=admin,
+        seller_a=api.register("seller", "a"),
+        seller_b=api.register("seller", "b"),
+        buyer_a=api.register("buyer", "a"),
+        buyer_b=api.register("buyer", "b"),
+        market_id=r.json()["id"],
+    )
+
+
+def count_rows(api: Api, table: type) -> int:
+    """Return the number of rows of a table model."""
+    from sqlmodel import Session, func, select
+
+    with Session(api.client.app.state.engine) as session:  # type: ignore[attr-defined]
+        return int(session.exec(select(func.count()).select_from(table)).one())
