@@ -212,5 +212,4 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
-        tags.non_deterministic = True  # without random_state the noise changes per fit
         return tags

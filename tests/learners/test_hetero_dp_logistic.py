@@ -85,7 +85,7 @@ def test_released_point_is_the_perturbed_argmin(
 
 
 def test_kkt_check_catches_a_mis_scaled_noise(
-    rng: np.random.Generator, monkeypatch
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Planted bug: noise at half scale (c = b/η instead of 2b/η) must be caught."""
     monkeypatch.setattr(
@@ -233,7 +233,7 @@ def test_noise_moves_the_release_by_the_theoretical_amount(
 
 
 def test_planted_bug_noise_switched_off_is_caught(
-    rng: np.random.Generator, monkeypatch
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
         module, "sample_gamma_direction_noise", lambda d, *, rng: np.zeros(d)
@@ -329,7 +329,8 @@ def test_bad_data_is_refused_with_its_name_and_index(rng: np.random.Generator) -
     yb[2] = np.nan
     with pytest.raises(ValueError, match="y"):
         _bad(X, yb, sample_epsilon=eps)
-    with pytest.raises(ValueError, match=r"y\[0\]"):
+    first_zero = int(np.flatnonzero(y < 0)[0])
+    with pytest.raises(ValueError, match=rf"y\[{first_zero}\]"):
         _bad(X, (y > 0).astype(int), sample_epsilon=eps)  # {0, 1} refused
     y3 = y.copy()
     y3[6] = 2

@@ -62,7 +62,8 @@ def _cvxpy_solution(name: str, X, y, a, lam, c) -> np.ndarray:
         r = y - z
         risk = a @ ((TAU - 0.5) * r + cp.huber(r, H) / (4 * H) + H / 4)
     prob = cp.Problem(cp.Minimize(risk + 0.5 * lam * cp.sum_squares(w) + c @ w))
-    prob.solve(solver="CLARABEL")
+    tight = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11}
+    prob.solve(solver="CLARABEL", **tight)
     assert prob.status == cp.OPTIMAL
     return np.asarray(w.value)
 
