@@ -367,6 +367,7 @@ def test_bad_data_is_refused_with_its_name_and_index(rng: np.random.Generator) -
         ({"sample_epsilon": np.r_[1.0, -1.0, np.ones(8)]}, r"sample_epsilon\[1\]"),
         ({"sample_epsilon": np.ones(10), "eta": 1.0}, "eta must be None"),
         ({"weights": np.full(10, 0.1), "eta": -1.0}, "eta"),
+        ({"weights": np.full(10, 0.1), "eta": np.inf}, "eta"),
         ({"sample_epsilon": np.ones(10), "lam": 0.0}, "lam"),
         ({"sample_epsilon": np.ones(10), "guarantee": "always"}, "guarantee"),
         ({"sample_epsilon": np.ones(10), "gtol": -1.0}, "gtol"),

@@ -1,0 +1,19 @@
+"""Run the numpydoc examples of ``learners`` as part of the default test command."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["learners.privacy", "learners._noise", "learners.hetero_dp_logistic"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name: str) -> None:
+    result = doctest.testmod(
+        importlib.import_module(name), optionflags=doctest.ELLIPSIS
+    )
+    assert result.attempted > 0
+    assert result.failed == 0
