@@ -23,7 +23,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms.virtual_costs import CostPrior, FloatArray
 
-_GAP_RTOL = 1e-10  # hull gaps below this (relative to max H) do not count as ironing
+_Q_RTOL = 1e-8  # consecutive nodes need q_{k+1} − q_k > _Q_RTOL·q_{k+1}
+_GAP_RTOL = 1e-9  # smaller hull gaps (relative to slope·Δq) are rounding, not ironing
+_REFINE = 129  # extra nodes across the two cells at each end of an ironed interval
 
 
 def lower_convex_hull(x: ArrayLike, y: ArrayLike) -> NDArray[np.intp]:
@@ -63,24 +65,54 @@ def lower_convex_hull(x: ArrayLike, y: ArrayLike) -> NDArray[np.intp]:
     return np.asarray(hull, dtype=np.intp)
 
 
+def _hull(
+    c: FloatArray, q: FloatArray
+) -> tuple[NDArray[np.intp], FloatArray, NDArray[np.bool_]]:
+    """Lower hull of ``H = q·c``: vertex indices, segment slopes, ironed segments."""
+    h = q * c  # H(F(c)) = c·F(c), exact
+    hull = lower_convex_hull(q, h)
+    slopes = np.diff(h[hull]) / np.diff(q[hull])
+    return hull, slopes, _ironed_segments(q, h, hull, slopes)
+
+
+def _ironed_segments(
+    q: FloatArray, h: FloatArray, hull: NDArray[np.intp], slopes: FloatArray
+) -> NDArray[np.bool_]:
+    """Hull segments with a skipped node above the chord by more than
+    ``_GAP_RTOL·|slope|·(q_b − q_a)`` (real ironing, not rounding)."""
+    out = np.zeros(slopes.size, dtype=bool)
+    for j in np.flatnonzero(np.diff(hull) > 1):
+        a, b = hull[j], hull[j + 1]
+        gap = np.max(h[a + 1 : b] - (h[a] + slopes[j] * (q[a + 1 : b] - q[a])))
+        out[j] = gap > _GAP_RTOL * abs(slopes[j]) * (q[b] - q[a])
+    return out
+
+
 @dataclass(frozen=True)
 class IronedPrior(CostPrior):
     """A prior with Myerson's ironed virtual cost ``Ψ̄`` (spec §2).
 
     ``cdf``, ``pdf``, ``ppf``, ``low``, ``high`` are the base prior's; ``virtual_cost``
-    returns ``Ψ̄(c) = H̄'(F(c))`` computed on a node set ``c_k`` (uniform in cost,
-    uniform in quantile, and geometric in both quantile tails; ``n_points`` each):
+    returns ``Ψ̄(c) = H̄'(F(c))``, built on nodes ``c_k`` (uniform in cost, uniform in
+    quantile and geometric in both quantile tails, ``n_points`` each; nodes closer
+    than ``1e-8·q`` in quantile are merged so that ``H`` slopes are well resolved):
 
-    * hull vertices get ``clip(Ψ(c_k), s⁻, s⁺)`` (``s^±``: slopes of the adjacent hull
-      segments, so ``Ψ̄ = Ψ`` there when the prior is regular), nodes strictly inside a
-      hull segment get that segment's slope;
-    * between two consecutive hull vertices (``H`` convex there) ``Ψ̄ = Ψ`` clipped to
-      the two node values; elsewhere (ironed segments) ``Ψ̄`` is linear in
-      ``q = F(c)`` between node values. Node values are non-decreasing, so ``Ψ̄`` is
-      non-decreasing across cells by construction (inside a convex cell it follows
-      ``Ψ``, which the hull certifies at node resolution);
+    * ``H`` is evaluated exactly at every node as ``c_k·q_k``; after a first hull,
+      ``129`` extra nodes are placed across the cells at each end of every ironed
+      interval (the tangency points) and the hull is recomputed;
+    * a hull segment of ``H̄`` that passes strictly below skipped nodes by more than
+      ``1e-9·|slope|·(segment length)`` is an *ironed interval*: ``Ψ̄`` is constant
+      there, equal to the segment's slope;
+    * elsewhere ``H`` is convex at node resolution and ``Ψ̄(c) = Ψ(c)``, clipped to the
+      node values ``v_k ≤ Ψ̄ ≤ v_{k+1}`` of its cell (``v_k = Ψ(c_k)``, clipped at hull
+      vertices to the adjacent slopes, then made non-decreasing by a running max).
+      The clip binds only at rounding level for a regular prior, and makes ``Ψ̄``
+      non-decreasing by construction;
     * above the last node (unbounded support: ``q > 1 − 1e-9``, or a top node where
-      ``Ψ = inf``), ``Ψ̄ = max(Ψ(c), Ψ̄(last node))`` — ironing assumes a regular tail.
+      ``Ψ = inf``), ``Ψ̄ = max(Ψ(c), v_last)``: ironing assumes a regular far tail.
+
+    Since ironed cells integrate to ``slope·Δq = ΔH̄`` and the others to ``ΔH``,
+    ``∫ Ψ̄ dF = H̄(1) − H̄(0) = ∫ Ψ dF``.
 
     Parameters
     ----------
@@ -92,7 +124,7 @@ class IronedPrior(CostPrior):
     Attributes
     ----------
     ironed_intervals : tuple of (float, float)
-        Cost intervals ``[c_a, c_b]`` where ``H̄ < H`` strictly inside (``Ψ̄`` constant).
+        Cost intervals ``[c_a, c_b]`` on which ``Ψ̄`` is constant.
     """
 
     family: ClassVar[str] = "ironed"
@@ -112,27 +144,37 @@ class IronedPrior(CostPrior):
         n = self.n_points
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 16:
             raise ValueError(f"n_points must be an integer ≥ 16, got {n!r}")
-        c, q = self._nodes(int(n))
-        h = q * c  # H(F(c)) = c·F(c), exact
-        hull = lower_convex_hull(q, h)
-        slopes = np.diff(h[hull]) / np.diff(q[hull])
+        c, q = self._nodes(int(n), extra=np.empty(0))
+        hull, slopes, ironed = _hull(c, q)
+        if ironed.any():  # refine around the ends of ironed intervals, then redo
+            ends = hull[
+                np.concatenate([np.flatnonzero(ironed), np.flatnonzero(ironed) + 1])
+            ]
+            lo, hi = c[np.maximum(ends - 1, 0)], c[np.minimum(ends + 1, c.size - 1)]
+            extra = np.linspace(lo, hi, _REFINE).ravel()
+            c, q = self._nodes(int(n), extra=extra)
+            hull, slopes, ironed = _hull(c, q)
         seg = np.clip(np.searchsorted(q[hull], q, side="right") - 1, 0, slopes.size - 1)
-        values = slopes[seg]
+        inner = ironed[seg]
+        inner[hull] = False  # nodes strictly inside an ironed segment
+        values = self.base._virtual_cost(c)
         left = np.concatenate([[-math.inf], slopes])
         right = np.concatenate([slopes, [math.inf]])
-        values[hull] = np.clip(self.base._virtual_cost(c[hull]), left, right)
+        values[hull] = np.clip(values[hull], left, right)
+        values[inner] = slopes[seg[inner]]
         last = int(np.flatnonzero(np.isfinite(values))[-1])
-        vertex = np.zeros(q.size, dtype=bool)
-        vertex[hull] = True
+        values = np.maximum.accumulate(values[: last + 1])
+        cell_ironed = ironed[np.clip(seg[:-1], 0, slopes.size - 1)]
+        intervals = tuple(
+            (float(c[hull[j]]), float(c[hull[j + 1]])) for j in np.flatnonzero(ironed)
+        )
         object.__setattr__(self, "n_points", int(n))
         object.__setattr__(self, "_q", q[: last + 1])
-        object.__setattr__(self, "_v", values[: last + 1])
-        object.__setattr__(self, "_exact", (vertex[:-1] & vertex[1:])[:last])
-        object.__setattr__(
-            self, "ironed_intervals", self._intervals(c, q, h, hull, slopes)
-        )
+        object.__setattr__(self, "_v", values)
+        object.__setattr__(self, "_exact", ~cell_ironed[:last])
+        object.__setattr__(self, "ironed_intervals", intervals)
 
-    def _nodes(self, n: int) -> tuple[FloatArray, FloatArray]:
+    def _nodes(self, n: int, *, extra: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Node costs ``c_k`` (strictly increasing in ``q``) and ``q_k = F(c_k)``."""
         base = self.base
         bounded = math.isfinite(base.high)
@@ -141,38 +183,28 @@ class IronedPrior(CostPrior):
         levels = np.concatenate([np.linspace(0.0, q_top, n), tails, 1.0 - tails])
         c_top = base.high if bounded else float(base._ppf(np.array([q_top]))[0])
         c = np.concatenate(
-            [np.linspace(base.low, c_top, n), base._grid_ppf(levels[levels <= q_top])]
+            [
+                np.linspace(base.low, c_top, n),
+                base._grid_ppf(levels[levels <= q_top]),
+                extra,
+            ]
         )
         c = np.unique(np.clip(c, base.low, c_top))
-        keep = np.concatenate([[True], np.diff(c) > 1e-9 * (c_top - base.low)])
-        if not keep[-1]:  # keep the exact top node, drop its near-duplicate instead
-            keep[np.flatnonzero(keep)[-1]] = c.size == 1
-            keep[-1] = True
-        c = c[keep]
         q = np.maximum.accumulate(np.clip(base._cdf(c), 0.0, 1.0))
         q[0] = 0.0
         if bounded:
             q[-1] = 1.0
-        _, first = np.unique(q, return_index=True)
-        return c[first], q[first]
-
-    @staticmethod
-    def _intervals(
-        c: FloatArray,
-        q: FloatArray,
-        h: FloatArray,
-        hull: NDArray[np.intp],
-        slopes: FloatArray,
-    ) -> tuple[tuple[float, float], ...]:
-        """Hull segments with a node strictly above them by more than ``_GAP_RTOL``."""
-        out = []
-        tol = _GAP_RTOL * max(float(np.max(np.abs(h))), 1e-300)
-        for j in np.flatnonzero(np.diff(hull) > 1):
-            a, b = hull[j], hull[j + 1]
-            chord = h[a] + slopes[j] * (q[a + 1 : b] - q[a])
-            if np.max(h[a + 1 : b] - chord) > tol:
-                out.append((float(c[a]), float(c[b])))
-        return tuple(out)
+        keep = np.ones(c.size, dtype=bool)
+        last = 0
+        for k in range(1, c.size):  # merge nodes whose Δq is not resolved
+            if q[k] - q[last] > _Q_RTOL * q[k]:
+                keep[k], last = True, k
+            else:
+                keep[k] = False
+        if bounded and not keep[-1]:  # keep the exact top node instead
+            keep[last] = last == 0
+            keep[-1] = True
+        return c[keep], q[keep]
 
     # ------------------------------------------------------------ delegation
     @property
@@ -199,18 +231,29 @@ class IronedPrior(CostPrior):
         return self.base._dlogpdf(c)
 
     # --------------------------------------------------------- ironed Ψ̄
-    def _virtual_cost(self, c: FloatArray) -> FloatArray:
+    def _cells(
+        self, c: FloatArray
+    ) -> tuple[FloatArray, NDArray[np.intp], NDArray[np.bool_]]:
+        """``q = F(c)``, the node cell index of each ``q`` and whether it is in the nodes."""
         q = np.clip(self.base._cdf(c), 0.0, 1.0)
-        inside = q <= self._q[-1]
-        out = np.interp(q, self._q, self._v)
-        if self._exact.size:
-            k = np.clip(
-                np.searchsorted(self._q, q, side="right") - 1, 0, self._exact.size - 1
-            )
-            exact = inside & self._exact[k]
-            if exact.any():
-                psi = self.base._virtual_cost(c[exact])
-                out[exact] = np.clip(psi, self._v[k[exact]], self._v[k[exact] + 1])
+        k = np.clip(
+            np.searchsorted(self._q, q, side="right") - 1,
+            0,
+            max(self._exact.size - 1, 0),
+        )
+        return q, k, q <= self._q[-1]
+
+    def _virtual_cost(self, c: FloatArray) -> FloatArray:
+        _, k, inside = self._cells(c)
+        out = np.empty(c.shape)
+        if self._exact.size == 0:  # a single node: everything is tail
+            inside[:] = False
+        exact = inside & self._exact[k] if self._exact.size else inside
+        flat = inside & ~exact
+        out[flat] = self._v[k[flat]]
+        if exact.any():
+            psi = self.base._virtual_cost(c[exact])
+            out[exact] = np.clip(psi, self._v[k[exact]], self._v[k[exact] + 1])
         if not inside.all():
             tail = self.base._virtual_cost(c[~inside])
             out[~inside] = np.maximum(tail, self._v[-1])
@@ -220,19 +263,18 @@ class IronedPrior(CostPrior):
         return self._virtual_cost(c) - c
 
     def _virtual_cost_derivative(self, c: FloatArray) -> FloatArray:
-        """``dΨ̄/dc = f(c)·dΨ̄/dq`` (piecewise constant in ``q``); ``Ψ'`` in the tail."""
-        q = np.clip(self.base._cdf(c), 0.0, 1.0)
-        k = np.clip(
-            np.searchsorted(self._q, q, side="right") - 1, 0, max(self._q.size - 2, 0)
-        )
-        dq = np.diff(self._q)
-        slope = np.diff(self._v) / dq if dq.size else np.zeros(1)
-        out = slope[k] * self.base._pdf(c)
-        tail = q > self._q[-1]
-        if tail.any():
-            psi = self.base._virtual_cost(c[tail])
-            deriv = self.base._virtual_cost_derivative(c[tail])
-            out[tail] = np.where(psi > self._v[-1], deriv, 0.0)
+        """``Ψ'(c)`` where ``Ψ̄ = Ψ`` strictly inside its clip range, else 0."""
+        psi_bar = self._virtual_cost(c)
+        psi = self.base._virtual_cost(c)
+        _, k, inside = self._cells(c)
+        follows = psi_bar == psi
+        if self._exact.size:
+            follows &= ~inside | self._exact[k]
+            lo, hi = self._v[k], self._v[np.minimum(k + 1, self._v.size - 1)]
+            follows &= ~inside | ((psi >= lo) & (psi <= hi))
+        out = np.zeros(c.shape)
+        if follows.any():
+            out[follows] = self.base._virtual_cost_derivative(c[follows])
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -195,8 +195,12 @@ class BetaPrior(CostPrior):
     def _ratio(self, c: FloatArray) -> FloatArray:
         x, a, b = self._x(c), self.alpha, self.beta
         cdf = special.betainc(a, b, x)
-        # Where I_x underflows, its series I_x ≈ x^a(1−x)^b/(aB)·(1 + (a+b)x/(a+1)) gives F/f.
-        series = x * (1.0 - x) / a * (1.0 + (a + b) * x / (a + 1.0))
+        # Where I_x underflows: I_x = x^a(1−x)^b/(aB)·₂F₁(a+b, 1; a+1; x) (DLMF 8.17.8).
+        small = (cdf <= 0) & (x > 0)
+        series = np.zeros(x.shape)
+        if small.any():
+            xs = x[small]
+            series[small] = xs * (1.0 - xs) / a * special.hyp2f1(a + b, 1.0, a + 1.0, xs)
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             ratio = np.exp(np.log(cdf) - self._logpdf_x(x))
         ratio = np.where(cdf > 0, ratio, series)
