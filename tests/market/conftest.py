@@ -1,0 +1,5 @@
+"""Market test fixtures: an empty database per test on SQLite (and PostgreSQL)."""
+
+from tests.market.dbfixtures import database_url, pg_schema, pg_tables_url
+
+__all__ = ["database_url", "pg_schema", "pg_tables_url"]
