@@ -134,6 +134,7 @@ class IronedPrior(CostPrior):
     _q: FloatArray = field(init=False, repr=False, compare=False)
     _v: FloatArray = field(init=False, repr=False, compare=False)
     _exact: NDArray[np.bool_] = field(init=False, repr=False, compare=False)
+    _level: FloatArray = field(init=False, repr=False, compare=False)
     ironed_intervals: tuple[tuple[float, float], ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -163,15 +164,18 @@ class IronedPrior(CostPrior):
         values[hull] = np.clip(values[hull], left, right)
         values[inner] = slopes[seg[inner]]
         last = int(np.flatnonzero(np.isfinite(values))[-1])
-        values = np.maximum.accumulate(values[: last + 1])
-        cell_ironed = ironed[np.clip(seg[:-1], 0, slopes.size - 1)]
+        values = np.maximum.accumulate(values)
+        cell_ironed = ironed[seg[:-1]]
+        # An ironed cell takes the value of the segment's inner node(s) (constant).
+        level = np.where(inner[:-1], values[:-1], values[1:])
         intervals = tuple(
             (float(c[hull[j]]), float(c[hull[j + 1]])) for j in np.flatnonzero(ironed)
         )
         object.__setattr__(self, "n_points", int(n))
         object.__setattr__(self, "_q", q[: last + 1])
-        object.__setattr__(self, "_v", values)
+        object.__setattr__(self, "_v", values[: last + 1])
         object.__setattr__(self, "_exact", ~cell_ironed[:last])
+        object.__setattr__(self, "_level", level[:last])
         object.__setattr__(self, "ironed_intervals", intervals)
 
     def _nodes(self, n: int, *, extra: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -250,7 +254,7 @@ class IronedPrior(CostPrior):
             inside[:] = False
         exact = inside & self._exact[k] if self._exact.size else inside
         flat = inside & ~exact
-        out[flat] = self._v[k[flat]]
+        out[flat] = self._level[k[flat]]
         if exact.any():
             psi = self.base._virtual_cost(c[exact])
             out[exact] = np.clip(psi, self._v[k[exact]], self._v[k[exact] + 1])
