@@ -29,8 +29,10 @@ from mechanisms.virtual_costs import (
     UniformPrior,
     check_real,
     check_support,
+    ensure_regular,
     log_ndtr_diff,
     logsumexp,
+    virtual_costs,
 )
 
 __all__ = [
@@ -44,7 +46,9 @@ __all__ = [
     "RegularityReport",
     "TruncatedNormalPrior",
     "UniformPrior",
+    "ensure_regular",
     "prior_from_dict",
+    "virtual_costs",
 ]
 
 _CHUNK = 1 << 20  # points × components evaluated at once by the mixture
@@ -200,7 +204,9 @@ class BetaPrior(CostPrior):
         series = np.zeros(x.shape)
         if small.any():
             xs = x[small]
-            series[small] = xs * (1.0 - xs) / a * special.hyp2f1(a + b, 1.0, a + 1.0, xs)
+            series[small] = (
+                xs * (1.0 - xs) / a * special.hyp2f1(a + b, 1.0, a + 1.0, xs)
+            )
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             ratio = np.exp(np.log(cdf) - self._logpdf_x(x))
         ratio = np.where(cdf > 0, ratio, series)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -223,30 +223,10 @@ class CostPrior(ABC):
             arr = np.array(costs, dtype=float)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name} must be an array of real numbers") from exc
-        flat = arr.ravel()
-        tol_lo = _SUPPORT_RTOL * max(abs(self.low), 1.0)
-        tol_hi = (
-            _SUPPORT_RTOL * max(abs(self.high), 1.0) if math.isfinite(self.high) else 0
-        )
-        reasons = (
-            (~np.isfinite(flat), "is not finite"),
-            (flat < 0, "is negative"),
-            (
-                flat < self.low - tol_lo,
-                f"is below the prior's support low = {self.low!r}",
-            ),
-            (
-                flat > self.high + tol_hi,
-                f"is above the prior's support high = {self.high!r}",
-            ),
-        )
-        bad = np.zeros(flat.shape, dtype=bool)
-        for mask, _ in reasons:
-            bad |= mask
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            why = next(text for mask, text in reasons if mask[i])
-            raise ValueError(f"{name}[{i}] = {flat[i]!r} {why}")
+        problem = self._first_invalid(arr.ravel())
+        if problem is not None:
+            i, why = problem
+            raise ValueError(f"{name}[{i}] = {float(arr.ravel()[i])!r} {why}")
         return np.clip(arr, self.low, self.high)
 
     def check_regularity(
@@ -302,6 +282,31 @@ class CostPrior(ABC):
         return IronedPrior(self, n_points=n_points)
 
     # --------------------------------------------------------------- helpers
+    def _first_invalid(self, flat: FloatArray) -> tuple[int, str] | None:
+        """First index that is NaN/inf, negative or outside the support (and why)."""
+        tol_lo = _SUPPORT_RTOL * max(abs(self.low), 1.0)
+        finite_high = math.isfinite(self.high)
+        tol_hi = _SUPPORT_RTOL * max(abs(self.high), 1.0) if finite_high else 0.0
+        reasons = (
+            (~np.isfinite(flat), "is not finite"),
+            (flat < 0, "is negative"),
+            (
+                flat < self.low - tol_lo,
+                f"is below the prior's support low = {self.low!r}",
+            ),
+            (
+                flat > self.high + tol_hi,
+                f"is above the prior's support high = {self.high!r}",
+            ),
+        )
+        bad = np.zeros(flat.shape, dtype=bool)
+        for mask, _ in reasons:
+            bad |= mask
+        if not bad.any():
+            return None
+        i = int(np.flatnonzero(bad)[0])
+        return i, next(text for mask, text in reasons if mask[i])
+
     def _outside(
         self,
         x: FloatArray,
@@ -410,3 +415,63 @@ class ExponentialPrior(CostPrior):
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "params": {"rate": self.rate}}
+
+
+def virtual_costs(
+    costs: ArrayLike,
+    priors: CostPrior | Sequence[CostPrior],
+    *,
+    name: str = "costs",
+) -> FloatArray:
+    """Per-seller virtual costs ``Ψ_i(c_i) = c_i + F_i(c_i)/f_i(c_i)`` (spec §2).
+
+    Parameters
+    ----------
+    costs : array_like of shape (n_sellers,)
+        Reported costs ``c_i``, each in the support of its prior.
+    priors : CostPrior or sequence of CostPrior
+        One prior shared by all sellers, or one per seller (``F_i``). Pass ironed priors
+        (:func:`ensure_regular`) when the payments must be incentive compatible.
+    name : str
+        Name used in error messages.
+
+    Returns
+    -------
+    ndarray of shape (n_sellers,)
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the seller index for a bad cost, or ``priors`` for a
+        length mismatch or a non-prior entry.
+    """
+    arr = np.atleast_1d(np.array(costs, dtype=float))
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if isinstance(priors, CostPrior):
+        return np.asarray(priors.virtual_cost(priors.validate_costs(arr, name=name)))
+    plist = list(priors)
+    if len(plist) != arr.size:
+        raise ValueError(f"priors has {len(plist)} entries but {name} has {arr.size}")
+    groups: dict[int, list[int]] = {}
+    for i, prior in enumerate(plist):
+        if not isinstance(prior, CostPrior):
+            raise ValueError(
+                f"priors[{i}] must be a CostPrior, got {type(prior).__name__}"
+            )
+        problem = prior._first_invalid(arr[i : i + 1])
+        if problem is not None:
+            raise ValueError(f"{name}[{i}] = {float(arr[i])!r} {problem[1]}")
+        groups.setdefault(id(prior), []).append(i)
+    out = np.empty(arr.size)
+    for idx in groups.values():
+        prior = plist[idx[0]]
+        out[idx] = prior._virtual_cost(np.clip(arr[idx], prior.low, prior.high))
+    return out
+
+
+def ensure_regular(prior: CostPrior, *, n_points: int = 2001) -> CostPrior:
+    """``prior`` itself when :meth:`CostPrior.check_regularity` passes, else ``prior.ironed()``."""
+    if prior.check_regularity(n_points=n_points).regular:
+        return prior
+    return prior.ironed(n_points=n_points)

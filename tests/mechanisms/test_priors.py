@@ -24,7 +24,9 @@ from mechanisms.priors import (
     LogNormalPrior,
     TruncatedNormalPrior,
     UniformPrior,
+    ensure_regular,
     prior_from_dict,
+    virtual_costs,
 )
 
 # (prior, the same law as a frozen scipy.stats distribution, interior test costs)
@@ -349,6 +351,41 @@ def test_support_must_start_at_a_nonnegative_finite_value() -> None:
         BetaPrior(0.0, 1.0)
     with pytest.raises(ValueError, match="sigma_log"):
         LogNormalPrior(0.0, -1.0)
+
+
+# ----------------------------------------------------- per-seller virtual costs
+def test_virtual_costs_per_seller_priors() -> None:
+    """Hand values: U[0.1, 0.6] → 2c − 0.1; Exp(2) → c + (e^{2c} − 1)/2."""
+    uniform, expo = UniformPrior(0.1, 0.6), ExponentialPrior(2.0)
+    costs = [0.2, 0.5, 0.3, 1.0]
+    out = virtual_costs(costs, [uniform, expo, uniform, expo])
+    expected = [0.3, 0.5 + (math.e - 1) / 2, 0.5, 1.0 + (math.e**2 - 1) / 2]
+    np.testing.assert_allclose(out, expected, rtol=1e-14)
+    np.testing.assert_allclose(
+        virtual_costs(costs[:1] * 3, uniform), [0.3] * 3, rtol=1e-14
+    )
+
+
+def test_virtual_costs_errors_name_the_seller() -> None:
+    uniform = UniformPrior(0.1, 0.6)
+    with pytest.raises(ValueError, match=r"bids\[2\] = 0\.7 is above"):
+        virtual_costs([0.2, 0.3, 0.7], [uniform] * 3, name="bids")
+    with pytest.raises(ValueError, match=r"costs\[1\] = nan"):
+        virtual_costs([0.2, math.nan], uniform)
+    with pytest.raises(ValueError, match="priors"):
+        virtual_costs([0.2, 0.3], [uniform])
+    with pytest.raises(ValueError, match=r"priors\[1\]"):
+        virtual_costs([0.2, 0.3], [uniform, "uniform"])  # type: ignore[list-item]
+
+
+def test_ensure_regular() -> None:
+    regular = UniformPrior(0.1, 0.6)
+    assert ensure_regular(regular) is regular
+    irregular = BetaPrior(2.0, 0.5, 0.1, 0.6)
+    fixed = ensure_regular(irregular)
+    assert isinstance(fixed, IronedPrior)
+    assert fixed.base is irregular
+    assert fixed.check_regularity().regular
 
 
 # -------------------------------------------------------------------- sample
