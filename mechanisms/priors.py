@@ -343,7 +343,10 @@ class GaussianMixturePrior(CostPrior):
         object.__setattr__(self, "high", hi)
         n = None
         for name, low_bound in (("weights", 0.0), ("means", None), ("stds", 0.0)):
-            raw = np.atleast_1d(np.asarray(getattr(self, name), dtype=float))
+            try:
+                raw = np.atleast_1d(np.asarray(getattr(self, name), dtype=float))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{name} must be a sequence of real numbers") from exc
             if raw.ndim != 1 or raw.size == 0 or (n is not None and raw.size != n):
                 raise ValueError(
                     f"{name} must be a non-empty 1-D sequence of equal length"
@@ -644,7 +647,7 @@ def prior_from_dict(d: Mapping[str, Any]) -> CostPrior:
     if not isinstance(d, Mapping):
         raise ValueError(f"prior must be a mapping, got {type(d).__name__}")
     family, params = d.get("family"), d.get("params", {})
-    if family not in _REQUIRED:
+    if not isinstance(family, str) or family not in _REQUIRED:
         raise ValueError(f"family must be one of {sorted(_REQUIRED)}, got {family!r}")
     if not isinstance(params, Mapping):
         raise ValueError(f"params must be a mapping, got {type(params).__name__}")
@@ -661,14 +664,10 @@ def prior_from_dict(d: Mapping[str, Any]) -> CostPrior:
     if family == "empirical":
         return EmpiricalPrior.from_bids(p.pop("bids"), **p)
     if family == "ironed":
+        if not isinstance(p["base"], Mapping):
+            raise ValueError("base must be a prior dict {'family': ..., 'params': ...}")
         return IronedPrior(prior_from_dict(p.pop("base")), **p)
-    cls = _CLASSES[family]
-    if family == "gaussian_mixture":
-        p = {
-            k: tuple(np.atleast_1d(v).tolist()) if k != "low" and k != "high" else v
-            for k, v in p.items()
-        }
-    return cls(**p)
+    return _CLASSES[family](**p)
 
 
 _CLASSES: dict[str, type[CostPrior]] = {

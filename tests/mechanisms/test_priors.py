@@ -456,6 +456,40 @@ def test_api_dicts() -> None:
         ({"family": "beta", "params": {"alpha": 1.0, "beta": 0.0}}, "beta"),
         ({"family": "uniform", "params": [0.1, 0.6]}, "params"),
         ("uniform", "prior"),
+        ({"family": ["uniform"], "params": {}}, "family"),
+        (
+            {
+                "family": "gaussian_mixture",
+                "params": {"weights": [1], "means": ["a"], "stds": [1]},
+            },
+            "means",
+        ),
+        (
+            {
+                "family": "gaussian_mixture",
+                "params": {"weights": [1, 1], "means": [0.2], "stds": [1]},
+            },
+            "means",
+        ),
+        (
+            {
+                "family": "gaussian_mixture",
+                "params": {"weights": [1], "means": [0.2], "stds": [-1]},
+            },
+            "stds",
+        ),
+        ({"family": "empirical", "params": {"bids": ["x"]}}, "bids"),
+        ({"family": "ironed", "params": {"base": "uniform"}}, "base"),
+        (
+            {
+                "family": "ironed",
+                "params": {
+                    "base": {"family": "exponential", "params": {"rate": 1}},
+                    "n_points": 2,
+                },
+            },
+            "n_points",
+        ),
     ],
 )
 def test_bad_dicts_name_the_problem(d: object, match: str) -> None:
