@@ -51,8 +51,8 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
     fit_intercept : bool, default=False
         If True the model is fitted on ``x̃ = [x, 1]/√2`` (so ``‖x̃‖ ≤ 1`` and the
         guarantee is unchanged) and ``coef_ = w̃[:d]/√2``, ``intercept_ = w̃[d]/√2``.
-        The ridge term then also shrinks the intercept (by ``λ‖w̃‖²/2`` in the scaled
-        coordinates), unlike scikit-learn's ``LogisticRegression``.
+        The ridge term ``λ‖w̃‖²/2`` then equals ``λ(‖coef_‖² + intercept_²)``: it also
+        shrinks the intercept, unlike scikit-learn's ``LogisticRegression``.
     guarantee : {"conditional_on_allocation", "end_to_end"}, default="conditional_on_allocation"
         Recorded in the report. Pass ``"end_to_end"`` only when the weights were chosen
         without the private data (spec §4.4); the estimator cannot check it.
@@ -60,6 +60,7 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         Gradient-norm tolerance of the argmin (the proof assumes the exact minimiser).
     random_state : int, numpy.random.Generator or None, default=None
         Noise source, ``np.random.default_rng(random_state)``; None uses OS entropy.
+        A Generator is used as is (each fit advances it).
 
     Attributes
     ----------
