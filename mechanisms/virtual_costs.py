@@ -241,7 +241,10 @@ class CostPrior(ABC):
         grid = self.regularity_grid(n_points=n_points)
         psi = self._virtual_cost(grid)
         with np.errstate(invalid="ignore"):
-            drops = np.nan_to_num(psi[:-1] - psi[1:], nan=0.0, neginf=0.0, posinf=0.0)
+            # inf − inf (nan) and rises to inf are fine; a fall from inf is a violation.
+            drops = np.nan_to_num(
+                psi[:-1] - psi[1:], nan=0.0, neginf=0.0, posinf=np.inf
+            )
             scale = np.nan_to_num(
                 np.maximum(np.abs(psi[:-1]), np.abs(psi[1:])), posinf=0.0
             )

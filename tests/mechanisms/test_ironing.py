@@ -264,3 +264,31 @@ def test_validation() -> None:
         IronedPrior(UniformPrior(0.1, 0.6), n_points=3)
     with pytest.raises(ValueError, match="base"):
         IronedPrior("uniform")  # type: ignore[arg-type]
+
+
+def test_gap_where_psi_overflows() -> None:
+    """Between two very narrow bumps f underflows, so Ψ = inf there: still irregular
+    (a fall from inf), and the ironed Ψ̄ is finite, constant across the gap and regular."""
+    prior = GaussianMixturePrior((0.5, 0.5), (0.2, 0.8), (0.005, 0.005), 0.0, 1.0)
+    assert prior.virtual_cost(0.5) == math.inf
+    report = prior.check_regularity()
+    assert not report.regular
+    assert report.worst_decrease == math.inf
+    ironed = prior.ironed()
+    assert ironed.check_regularity().regular
+    ((lo, hi),) = ironed.ironed_intervals
+    assert lo < 0.3
+    assert hi > 0.7
+    gap = ironed.virtual_cost(np.linspace(0.3, 0.7, 41))
+    assert np.all(np.isfinite(gap))
+    assert np.ptp(gap) == 0.0
+    # K·(F(hi) − F(lo)) = hi·F(hi) − lo·F(lo), with F from scipy.stats.norm.
+    cdf = [
+        sum(
+            0.5 * (stats.norm.cdf(x, m, 0.005) - stats.norm.cdf(0, m, 0.005))
+            for m in (0.2, 0.8)
+        )
+        for x in (lo, hi)
+    ]
+    k = (hi * cdf[1] - lo * cdf[0]) / (cdf[1] - cdf[0])
+    assert gap[0] == pytest.approx(k, rel=1e-9)
