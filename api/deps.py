@@ -1,9 +1,9 @@
 """Request dependencies: database session, settings, the authenticated account, roles."""
 
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
@@ -82,3 +82,17 @@ AdminAccount = Annotated[Account, Depends(require_role(Role.ADMIN))]
 SellerAccount = Annotated[Account, Depends(require_role(Role.SELLER))]
 BuyerAccount = Annotated[Account, Depends(require_role(Role.BUYER))]
 BuyerOrAdmin = Annotated[Account, Depends(require_role(Role.BUYER, Role.ADMIN))]
+
+MAX_ID = 2**31 - 1
+"""Largest id a table's INTEGER primary key can hold (PostgreSQL ``integer``)."""
+
+
+def id_path(description: str) -> Any:
+    """Return a ``Path`` for an object id: ``1 ≤ id ≤ 2³¹ − 1`` (else 422, not a 500)."""
+    return Path(ge=1, le=MAX_ID, description=description)
+
+
+MarketId = Annotated[int, id_path("Market id")]
+OfferId = Annotated[int, id_path("Offer id")]
+OrderId = Annotated[int, id_path("Order id")]
+JobId = Annotated[int, id_path("Job id")]

@@ -15,8 +15,17 @@ def _as_utc(value: datetime) -> datetime:
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; refuse it as bad input rather than fail later.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
 Finite = Annotated[float, Field(allow_inf_nan=False)]
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
 Task = Literal["classification", "regression", "quantile"]
 
 
@@ -73,7 +82,7 @@ class CostPriorSpec(_In):
     "exponential", "params": {"rate"}}`` or another family of
     ``mechanisms.prior_from_dict`` with its own parameter names."""
 
-    family: Annotated[str, Field(min_length=1, max_length=64)]
+    family: Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_no_nul)]
     params: dict[str, Any]
 
 

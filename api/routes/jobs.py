@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from api.deps import AdminAccount, SessionDep
+from api.deps import AdminAccount, JobId, SessionDep
 from api.errors import ERROR_RESPONSES
 from market import jobs
 from market.schemas import JobPublic
@@ -15,6 +15,6 @@ router = APIRouter(
 
 
 @router.get("/{job_id}")
-def get_job(session: SessionDep, admin: AdminAccount, job_id: int) -> JobPublic:
+def get_job(session: SessionDep, admin: AdminAccount, job_id: JobId) -> JobPublic:
     """Return a job's status; a finished trade-off job carries its points."""
     return jobs.to_public(jobs.get_job_or_raise(session, job_id=job_id, account=admin))

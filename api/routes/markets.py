@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import AdminAccount, CurrentAccount, SessionDep
+from api.deps import AdminAccount, CurrentAccount, MarketId, SessionDep
 from api.errors import ERROR_RESPONSES
 from market import jobs, markets
 from market.schemas import (
@@ -46,7 +46,7 @@ def list_markets(
 
 @router.get("/{market_id}")
 def get_market(
-    session: SessionDep, _account: CurrentAccount, market_id: int
+    session: SessionDep, _account: CurrentAccount, market_id: MarketId
 ) -> MarketPublic:
     """Return a market's public settings."""
     return markets.to_public(session, markets.get_market_or_raise(session, market_id))
@@ -54,7 +54,7 @@ def get_market(
 
 @router.patch("/{market_id}", responses={409: ERROR_RESPONSES[409]})
 def patch_market(
-    session: SessionDep, admin: AdminAccount, market_id: int, body: MarketUpdate
+    session: SessionDep, admin: AdminAccount, market_id: MarketId, body: MarketUpdate
 ) -> MarketPublic:
     """Change settings (admin); mechanism changes apply to orders created afterwards."""
     market = markets.update_market(session, market_id=market_id, body=body, admin=admin)
@@ -65,7 +65,7 @@ def patch_market(
 def start_tradeoff(
     session: SessionDep,
     admin: AdminAccount,
-    market_id: int,
+    market_id: MarketId,
     body: TradeoffRequest | None = None,
 ) -> JobAccepted:
     """Queue the validation-error vs total-payment curve over a γ grid (admin)."""

@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import SellerAccount, SessionDep
+from api.deps import MarketId, OfferId, SellerAccount, SessionDep
 from api.errors import ERROR_RESPONSES
 from market import markets, offers
 from market.schemas import OfferCreate, OfferPublic
@@ -19,7 +19,7 @@ router = APIRouter(
     responses={409: ERROR_RESPONSES[409]},
 )
 def create_offer(
-    session: SessionDep, seller: SellerAccount, market_id: int, body: OfferCreate
+    session: SessionDep, seller: SellerAccount, market_id: MarketId, body: OfferCreate
 ) -> OfferPublic:
     """Offer records to a market (one active offer per seller and market)."""
     market = markets.get_market_or_raise(session, market_id)
@@ -29,7 +29,9 @@ def create_offer(
 
 
 @router.get("/offers/{offer_id}")
-def get_offer(session: SessionDep, seller: SellerAccount, offer_id: int) -> OfferPublic:
+def get_offer(
+    session: SessionDep, seller: SellerAccount, offer_id: OfferId
+) -> OfferPublic:
     """Return one of your offers, with its records."""
     return offers.to_public(
         offers.get_own_offer_or_raise(session, offer_id=offer_id, seller=seller)
@@ -38,7 +40,7 @@ def get_offer(session: SessionDep, seller: SellerAccount, offer_id: int) -> Offe
 
 @router.put("/offers/{offer_id}", responses={409: ERROR_RESPONSES[409]})
 def replace_offer(
-    session: SessionDep, seller: SellerAccount, offer_id: int, body: OfferCreate
+    session: SessionDep, seller: SellerAccount, offer_id: OfferId, body: OfferCreate
 ) -> OfferPublic:
     """Replace an active offer; the response is the new offer (``replaces_id`` links back)."""
     return offers.to_public(
@@ -52,7 +54,7 @@ def replace_offer(
     responses={409: ERROR_RESPONSES[409]},
 )
 def withdraw_offer(
-    session: SessionDep, seller: SellerAccount, offer_id: int
+    session: SessionDep, seller: SellerAccount, offer_id: OfferId
 ) -> Response:
     """Withdraw an offer; finished orders keep the data they used."""
     offers.withdraw_offer(session, offer_id=offer_id, seller=seller)

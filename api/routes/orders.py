@@ -4,7 +4,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response, status
 
-from api.deps import AdminAccount, BuyerAccount, BuyerOrAdmin, SessionDep
+from api.deps import (
+    AdminAccount,
+    BuyerAccount,
+    BuyerOrAdmin,
+    MarketId,
+    OrderId,
+    SessionDep,
+)
 from api.errors import ERROR_RESPONSES
 from market import orders
 from market.schemas import AllocationsPublic, OrderAccepted, OrderCreate, OrderPublic
@@ -25,7 +32,7 @@ IdempotencyKey = Annotated[
 def create_order(
     session: SessionDep,
     buyer: BuyerAccount,
-    market_id: int,
+    market_id: MarketId,
     body: OrderCreate,
     response: Response,
     idempotency_key: IdempotencyKey = None,
@@ -45,7 +52,9 @@ def create_order(
 
 
 @router.get("/orders/{order_id}")
-def get_order(session: SessionDep, account: BuyerOrAdmin, order_id: int) -> OrderPublic:
+def get_order(
+    session: SessionDep, account: BuyerOrAdmin, order_id: OrderId
+) -> OrderPublic:
     """Return an order's status and progress (its buyer or an admin)."""
     return orders.to_public(
         session, orders.get_order_or_raise(session, order_id=order_id, account=account)
@@ -54,7 +63,7 @@ def get_order(session: SessionDep, account: BuyerOrAdmin, order_id: int) -> Orde
 
 @router.get("/orders/{order_id}/model", responses={409: ERROR_RESPONSES[409]})
 def get_model(
-    session: SessionDep, buyer: BuyerAccount, order_id: int
+    session: SessionDep, buyer: BuyerAccount, order_id: OrderId
 ) -> dict[str, Any]:
     """Return the released model of a succeeded order (its buyer only)."""
     return orders.get_model(session, order_id=order_id, buyer=buyer)
@@ -62,7 +71,7 @@ def get_model(
 
 @router.get("/orders/{order_id}/allocations")
 def get_allocations(
-    session: SessionDep, _admin: AdminAccount, order_id: int
+    session: SessionDep, _admin: AdminAccount, order_id: OrderId
 ) -> AllocationsPublic:
     """Return per-seller ε and payment of an order (admin)."""
     return orders.list_allocations(session, order_id=order_id)
