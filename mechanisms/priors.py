@@ -3,8 +3,11 @@
 Every prior is a frozen dataclass subclass of :class:`CostPrior` (defined, with the
 uniform and exponential families, in :mod:`mechanisms.virtual_costs`). ``Ψ = c + F/f``
 is evaluated in log space (``scipy.special.log_ndtr``) wherever ``F`` or ``f`` may
-underflow, so ``Ψ`` is finite at the top of a bounded support whenever ``f(high) > 0``.
-This module is the public import path for all priors.
+underflow, so ``Ψ`` is finite wherever ``F/f`` fits in a double (at the top of a bounded
+support: whenever ``f(high) > 0`` is not absurdly small; :class:`TruncatedNormalPrior`
+rejects supports where ``Ψ(high)`` overflows, mixtures return ``inf`` there and in
+gaps where the density underflows, which ironing flattens). This module is the public
+import path for all priors and helpers.
 """
 
 from __future__ import annotations
