@@ -23,6 +23,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms.virtual_costs import CostPrior, FloatArray
 
+__all__ = ["IronedPrior", "lower_convex_hull"]
+
 _Q_RTOL = 1e-8  # consecutive nodes need q_{k+1} − q_k > _Q_RTOL·q_{k+1}
 _GAP_RTOL = 1e-9  # smaller hull gaps (relative to slope·Δq) are rounding, not ironing
 _REFINE = 129  # extra nodes across the two cells at each end of an ironed interval

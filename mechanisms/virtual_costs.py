@@ -28,6 +28,15 @@ from scipy import special
 if TYPE_CHECKING:
     from mechanisms.ironing import IronedPrior
 
+__all__ = [
+    "CostPrior",
+    "ExponentialPrior",
+    "RegularityReport",
+    "UniformPrior",
+    "ensure_regular",
+    "virtual_costs",
+]
+
 FloatArray = NDArray[np.float64]
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SUPPORT_RTOL = 1e-12
