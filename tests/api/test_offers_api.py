@@ -336,3 +336,30 @@ def test_delete_withdraws_once_and_allows_a_new_offer(world: World) -> None:
     )
     assert _post(world, offer_body()).status_code == 201
     assert _stored(world, offer_id).records == [{"x": [5.0, 0.5], "y": 1.0}]
+
+
+def test_oversize_offer_upload_is_413_and_nothing_stored(make_api) -> None:  # type: ignore[no-untyped-def]
+    small = make_api(max_request_bytes=2048)
+    admin = small.admin()
+    mid = small.client.post("/v1/markets", headers=admin, json=market_body()).json()[
+        "id"
+    ]
+    seller = small.register("seller")
+    records = [{"x": [1.0, 0.0], "y": 1}] * 200
+    big = {"records": records, "reported_cost": 0.1}
+    r = small.client.post(f"/v1/markets/{mid}/offers", headers=seller, json=big)
+    assert r.status_code == 413
+
+    def chunks():  # type: ignore[no-untyped-def]
+        payload = (
+            '{"records": [' + ", ".join(['{"x": [1.0, 0.0], "y": 1}'] * 200)
+        ).encode()
+        for i in range(0, len(payload), 100):
+            yield payload[i : i + 100]
+        yield b'], "reported_cost": 0.1}'
+
+    r = small.client.post(
+        f"/v1/markets/{mid}/offers", headers={**seller, **JSON}, content=chunks()
+    )
+    assert r.status_code == 413
+    assert count_rows(small, Offer) == 0
