@@ -398,47 +398,54 @@ class GaussianMixturePrior(CostPrior):
         upper = log_ndtr_diff((self.high - k["m"]) / k["s"], k["alpha"])
         return float(logsumexp(k["logw"] + upper, axis=0))
 
-    def _terms(self, c: FloatArray) -> FloatArray:
-        """Rows ``(log F, log f, (log f)')`` at ``c``, evaluated in chunks of points."""
-        out = np.empty((3, c.size))
+    def _terms(self, c: FloatArray, *, need: str = "Ffd") -> FloatArray:
+        """Rows ``(log F, log f, (log f)')`` at ``c`` (only those named in ``need``:
+        ``F``, ``f``, ``d``; the others are left ``nan``), in chunks of points."""
+        out = np.full((3, c.size), np.nan)
         step = max(1, _CHUNK // len(self.weights))
         for start in range(0, c.size, step):
-            out[:, start : start + step] = self._chunk_terms(c[start : start + step])
+            chunk = slice(start, start + step)
+            out[:, chunk] = self._chunk_terms(c[chunk], need=need)
         out[:2] -= self._log_mass
         return out
 
-    def _chunk_terms(self, c: FloatArray) -> FloatArray:
+    def _chunk_terms(self, c: FloatArray, *, need: str) -> FloatArray:
         """Unnormalised terms; ``Σ w_j(Φ(z_j) − Φ(α_j))`` in plain space (one ``ndtr``
         per term, survival form for ``α_j > 0``), redone in log space where it
         underflows."""
         k = self._components
         z = (c[:, None] - k["m"]) / k["s"]
-        log_dens = k["logw"] - 0.5 * z * z - LOG_SQRT_2PI - np.log(k["s"])
-        log_f = logsumexp(log_dens, axis=1)
-        resp = np.exp(log_dens - np.where(np.isfinite(log_f), log_f, 0.0)[:, None])
-        mass = k["w"] * k["sign"] * (special.ndtr(k["sign"] * z) - k["cdf_alpha"])
-        total = np.sum(mass, axis=1)
-        with np.errstate(divide="ignore"):
-            log_cdf = np.log(np.maximum(total, 0.0))
-        tiny = total < 1e-280
-        if tiny.any():
-            log_terms = k["logw"] + log_ndtr_diff(z[tiny], k["alpha"])
-            log_cdf[tiny] = logsumexp(log_terms, axis=1)
-        return np.stack([log_cdf, log_f, -np.sum(resp * z / k["s"], axis=1)])
+        out = np.full((3, c.size), np.nan)
+        if "F" in need:
+            mass = k["w"] * k["sign"] * (special.ndtr(k["sign"] * z) - k["cdf_alpha"])
+            total = np.sum(mass, axis=1)
+            with np.errstate(divide="ignore"):
+                out[0] = np.log(np.maximum(total, 0.0))
+            tiny = total < 1e-280
+            if tiny.any():
+                log_terms = k["logw"] + log_ndtr_diff(z[tiny], k["alpha"])
+                out[0, tiny] = logsumexp(log_terms, axis=1)
+        if "f" in need or "d" in need:
+            log_dens = k["logw"] - 0.5 * z * z - LOG_SQRT_2PI - np.log(k["s"])
+            out[1] = logsumexp(log_dens, axis=1)
+        if "d" in need:
+            shift = np.where(np.isfinite(out[1]), out[1], 0.0)[:, None]
+            out[2] = -np.sum(np.exp(log_dens - shift) * z / k["s"], axis=1)
+        return out
 
     def _cdf(self, c: FloatArray) -> FloatArray:
-        return np.minimum(np.exp(self._terms(c)[0]), 1.0)
+        return np.minimum(np.exp(self._terms(c, need="F")[0]), 1.0)
 
     def _pdf(self, c: FloatArray) -> FloatArray:
-        return np.exp(self._terms(c)[1])
+        return np.exp(self._terms(c, need="f")[1])
 
     def _ratio(self, c: FloatArray) -> FloatArray:
-        log_cdf, log_pdf, _ = self._terms(c)
+        log_cdf, log_pdf, _ = self._terms(c, need="Ff")
         with np.errstate(over="ignore", invalid="ignore"):
             return np.where(np.isneginf(log_cdf), 0.0, np.exp(log_cdf - log_pdf))
 
     def _dlogpdf(self, c: FloatArray) -> FloatArray:
-        return self._terms(c)[2]
+        return self._terms(c, need="d")[2]
 
     @cached_property
     def _table(self) -> tuple[FloatArray, FloatArray]:
@@ -447,7 +454,10 @@ class GaussianMixturePrior(CostPrior):
         top = max(top, self.low + 1e-300)
         grid = np.unique(
             np.concatenate(
-                [np.linspace(self.low, top, 4097), np.clip(m, self.low, top)]
+                [
+                    np.linspace(self.low, top, 4097),
+                    np.quantile(np.clip(m, self.low, top), np.linspace(0, 1, 1025)),
+                ]
             )
         )
         return grid, np.maximum.accumulate(self._cdf(grid))
@@ -465,7 +475,7 @@ class GaussianMixturePrior(CostPrior):
         for _ in range(100):  # safeguarded Newton: quadratic, or bisection of [lo, hi]
             if active.size == 0:
                 break
-            log_cdf, log_pdf, _ = self._terms(x[active])
+            log_cdf, log_pdf, _ = self._terms(x[active], need="Ff")
             gap = np.exp(log_cdf) - q[active]
             lo[active] = np.where(gap < 0, x[active], lo[active])
             hi[active] = np.where(gap > 0, x[active], hi[active])
