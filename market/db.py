@@ -7,6 +7,7 @@ explicitly so that :func:`write_session` can take the database write lock up fro
 row locks instead. Both are used when debiting privacy budget.
 """
 
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,7 +117,8 @@ def alembic_config(url: str) -> Any:
     """Return an Alembic ``Config`` for the repository's migrations and ``url``."""
     from alembic.config import Config
 
-    cfg = Config(str(ROOT / "alembic.ini"))
+    # stdout is passed explicitly: Config's default is bound when alembic is imported.
+    cfg = Config(str(ROOT / "alembic.ini"), stdout=sys.stdout)
     cfg.set_main_option("script_location", str(ROOT / "migrations"))
     cfg.attributes["database_url"] = url
     return cfg
