@@ -1,0 +1,99 @@
+"""The allocation problem as data, and the objective ``G`` (spec ``mechanism.md`` §4.1).
+
+``G(w, a, η) = Σ a_i ℓ_i(w) + (λ/2)‖w‖² + μ‖a‖₂ + σ/η + γ Σ_i Ψ_i u(η a_i)``
+(paper eq. (10) without the realised noise term; see the spec's Correction).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners.losses import Loss, make_loss
+from mechanisms.config import MechanismConfig
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Everything the allocation needs, already validated.
+
+    ``noise`` is the realised ``b`` of the paper's literal objective (mode ``"paper"``);
+    ``None`` otherwise.
+    """
+
+    X: FloatArray
+    y: FloatArray
+    psi: FloatArray
+    eps_max: FloatArray
+    cfg: MechanismConfig
+    noise: FloatArray | None = None
+
+    @property
+    def m(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def loss(self) -> Loss:
+        return make_loss(
+            self.cfg.loss,
+            quantile=self.cfg.quantile,
+            smoothing=self.cfg.pinball_smoothing,
+        )
+
+    @property
+    def strict_loss_value(self) -> float:
+        """The public constant replacing ``ℓ_i(w)`` in strict mode: ``ℓ`` at ``w = 0``
+        for a label at the centre of its range (``log 2`` for the logistic loss)."""
+        if self.cfg.loss == "logistic":
+            return float(np.log(2.0))
+        return 0.0
+
+    def caps(self, eta: float) -> FloatArray:
+        """``h_i = min(k/m, ε_i^max/η)``."""
+        return np.minimum(self.cfg.k / self.m, self.eps_max / eta)
+
+    def linear_term(self, eta: float) -> FloatArray | None:
+        """``c = 2b/η`` of the paper's literal objective, else ``None``."""
+        return None if self.noise is None else 2.0 * self.noise / eta
+
+
+def utility(eps: FloatArray, cfg: MechanismConfig) -> FloatArray:
+    """``u(ε) = ε`` or ``ε^p``."""
+    return eps if cfg.u == "linear" else eps**cfg.p
+
+
+def utility_derivative(eps: FloatArray, cfg: MechanismConfig) -> FloatArray:
+    """``u'(ε)``."""
+    return np.ones_like(eps) if cfg.u == "linear" else cfg.p * eps ** (cfg.p - 1.0)
+
+
+def objective(prob: Problem, w: FloatArray, a: FloatArray, eta: float) -> float:
+    """``G(w, a, η)`` of spec §4.1 (never with the noise term)."""
+    cfg = prob.cfg
+    risk = float(a @ prob.loss.value(prob.X @ w, prob.y))
+    return (
+        risk
+        + 0.5 * cfg.lam * float(w @ w)
+        + cfg.mu * float(np.linalg.norm(a))
+        + (cfg.sigma / eta)
+        + cfg.gamma * float(prob.psi @ utility(eta * a, cfg))
+    )
+
+
+def search_value(prob: Problem, w: FloatArray, a: FloatArray, eta: float) -> float:
+    """The value the mode's search minimises (spec §4.1, §4.4)."""
+    cfg = prob.cfg
+    if cfg.mode == "strict":
+        return (
+            prob.strict_loss_value * float(a.sum())
+            + cfg.mu * float(np.linalg.norm(a))
+            + cfg.sigma / eta
+            + cfg.gamma * float(prob.psi @ utility(eta * a, cfg))
+        )
+    val = objective(prob, w, a, eta)
+    c = prob.linear_term(eta)
+    return val if c is None else val + float(c @ w)
