@@ -48,7 +48,7 @@ def create_key(
     upgrade_to_head(settings.database_url)
     engine = make_engine(settings.database_url)
     try:
-        with session_scope(engine) as session:
+        with session_scope(engine, write=True) as session:
             _, key = accounts.create_account(
                 session, role=Role.ADMIN, name=name, settings=settings
             )

@@ -10,6 +10,7 @@ from sqlmodel import Session
 
 from market import accounts
 from market.config import Settings
+from market.db import session_scope
 from market.models import Account, Role
 
 bearer = HTTPBearer(auto_error=False, description="API key: `Bearer pm_...`")
@@ -27,9 +28,15 @@ def get_engine(request: Request) -> Engine:
     return engine
 
 
-def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
-    """Yield one session per request."""
-    with Session(engine, expire_on_commit=False) as session:
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def get_session(
+    request: Request, engine: Annotated[Engine, Depends(get_engine)]
+) -> Iterator[Session]:
+    """Yield one session per request; unsafe methods get a writer session."""
+    write = request.method not in SAFE_METHODS
+    with session_scope(engine, write=write) as session:
         yield session
 
 

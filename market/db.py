@@ -64,10 +64,27 @@ def _install_sqlite_events(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
+def writer_bind(engine: Engine) -> Engine:
+    """Return ``engine`` set up so each transaction takes the write lock at ``BEGIN``.
+
+    On SQLite a deferred transaction that reads and then writes fails at once with
+    "database is locked" (``SQLITE_BUSY_SNAPSHOT``, not retried by ``busy_timeout``)
+    when another writer committed in between; ``BEGIN IMMEDIATE`` waits for the lock
+    instead. Any session that may write must use this bind. PostgreSQL: unchanged.
+    """
+    if is_sqlite(engine):
+        return engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+    return engine
+
+
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """Yield a session that is closed afterwards (commits are the caller's)."""
-    with Session(engine, expire_on_commit=False) as session:
+def session_scope(engine: Engine, *, write: bool = False) -> Iterator[Session]:
+    """Yield a session that is closed afterwards (commits are the caller's).
+
+    ``write=True`` for sessions that may write (see :func:`writer_bind`).
+    """
+    bind = writer_bind(engine) if write else engine
+    with Session(bind, expire_on_commit=False) as session:
         yield session
 
 
@@ -79,10 +96,7 @@ def write_session(engine: Engine) -> Iterator[Session]:
     sequences (remaining budget → debit) cannot interleave with another writer. On
     PostgreSQL combine it with :func:`lock_rows`. Commits on success, rolls back on error.
     """
-    bind = engine
-    if is_sqlite(engine):
-        bind = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
-    with Session(bind, expire_on_commit=False) as session:
+    with session_scope(engine, write=True) as session:
         try:
             yield session
             session.commit()

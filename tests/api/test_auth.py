@@ -147,3 +147,40 @@ def test_sqlite_pragmas_are_set(api: Api) -> None:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
+
+
+def test_unknown_prefix_still_pays_one_slow_verification(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timing does not reveal whether a prefix exists (T-API-6): both paths verify once."""
+    from market import accounts
+
+    calls: list[str] = []
+    real = accounts.password_hasher(api.settings)
+
+    class CountingHasher:
+        def hash(self, key: str) -> str:
+            return real.hash(key)
+
+        def verify(self, stored: str, key: str) -> bool:
+            calls.append(stored)
+            return real.verify(stored, key)
+
+    counting = CountingHasher()
+    monkeypatch.setattr(accounts, "password_hasher", lambda settings=None: counting)
+    headers = api.register("seller")
+    prefix = headers["Authorization"].split("_")[1]
+    wrong_secret = f"Bearer pm_{prefix}_{'A' * 43}"
+    unknown = f"Bearer pm_{'0' * 12}_{'A' * 43}"
+    for header in (wrong_secret, unknown):
+        calls.clear()
+        r = api.client.get("/v1/me", headers={"Authorization": header})
+        assert r.status_code == 401
+        assert len(calls) == 1
+
+
+def test_readyz_is_503_when_the_database_is_unreachable(make_api, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    broken = make_api(database_url=f"sqlite:///{tmp_path}/missing/dir/x.db")
+    assert broken.client.get("/healthz").status_code == 200
+    r = broken.client.get("/readyz")
+    assert r.status_code == 503

@@ -1,0 +1,97 @@
+"""Order placement: Idempotency-Key under concurrent retries (T-DUR-2, small size)."""
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, func, select
+
+from market import db, markets, orders
+from market.errors import ConflictError
+from market.models import Account, Order, Role
+from market.schemas import MarketCreate, OrderCreate
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    eng = db.make_engine(database_url)
+    yield eng
+    eng.dispose()
+
+
+def _setup(engine: Engine) -> tuple[int, int]:
+    with Session(engine, expire_on_commit=False) as s:
+        admin = Account(role=Role.ADMIN, name="a", key_prefix="a", key_hash="h")
+        buyer = Account(role=Role.BUYER, name="b", key_prefix="b", key_hash="h")
+        s.add_all([admin, buyer])
+        s.commit()
+        body = MarketCreate.model_validate(
+            {
+                "name": "m",
+                "task": "classification",
+                "features": [{"name": "f", "low": 0, "high": 1}],
+                "cost_prior": {"family": "uniform", "params": {"low": 0, "high": 1}},
+            }
+        )
+        market = markets.create_market(s, body=body, admin=admin)
+        return market.id, buyer.id  # type: ignore[return-value]
+
+
+def test_concurrent_retries_with_one_key_create_one_order(engine: Engine) -> None:
+    market_id, buyer_id = _setup(engine)
+    body = OrderCreate(learner="hetero_dp_logistic", budget=4.0)
+    ids: list[int] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def retry() -> None:
+        try:
+            with db.session_scope(engine, write=True) as s:
+                barrier.wait()
+                buyer = s.get(Account, buyer_id)
+                assert buyer is not None
+                order, _ = orders.place_order(
+                    s,
+                    market_id=market_id,
+                    buyer=buyer,
+                    body=body,
+                    idempotency_key="same",
+                )
+                ids.append(order.id)  # type: ignore[arg-type]
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=retry) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(ids) == 8
+    assert len(set(ids)) == 1
+    with Session(engine) as s:
+        assert s.exec(select(func.count()).select_from(Order)).one() == 1
+
+
+def test_same_key_different_body_is_a_conflict(engine: Engine) -> None:
+    market_id, buyer_id = _setup(engine)
+    with Session(engine, expire_on_commit=False) as s:
+        buyer = s.get(Account, buyer_id)
+        assert buyer is not None
+        _, created = orders.place_order(
+            s,
+            market_id=market_id,
+            buyer=buyer,
+            body=OrderCreate(learner="hetero_dp_logistic", budget=4.0),
+            idempotency_key="k",
+        )
+        assert created
+        with pytest.raises(ConflictError, match="Idempotency-Key"):
+            orders.place_order(
+                s,
+                market_id=market_id,
+                buyer=buyer,
+                body=OrderCreate(learner="hetero_dp_logistic", budget=5.0),
+                idempotency_key="k",
+            )
