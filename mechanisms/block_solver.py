@@ -108,19 +108,13 @@ def solve_at_eta(
             state,
         )
     if cfg.u == "linear" and cfg.mu > 0.0:
-        w, a, state, it, converged = newton_reduced(
+        w, a, state, it, converged, value = newton_reduced(
             prob, eta, w0=w0, state=state, gtol=tol, max_iter=cfg.max_iter
         )
-        return BlockSolution(
-            eta,
-            w,
-            a,
-            objective(prob, w, a, eta),
-            search_value(prob, w, a, eta),
-            it,
-            converged,
-            state,
-        )
+        # F(w) is the search value; G drops the paper mode's noise term.
+        c = prob.linear_term(eta)
+        g_value = value if c is None else value - float(c @ w)
+        return BlockSolution(eta, w, a, g_value, value, it, converged, state)
     w, a = np.array(w0, dtype=float), a0
     best_val, prev = np.inf, np.inf
     hist_f: list[FloatArray] = []

@@ -118,8 +118,8 @@ def newton_reduced(
     state: WeightsStepState | None,
     gtol: float,
     max_iter: int,
-) -> tuple[FloatArray, FloatArray, WeightsStepState | None, int, bool]:
-    """Minimise ``F`` from ``w0``; return ``(w, a*(w), state, iterations, converged)``.
+) -> tuple[FloatArray, FloatArray, WeightsStepState | None, int, bool, float]:
+    """Minimise ``F``; return ``(w, a*(w), state, iterations, converged, F(w))``.
 
     Converged means ``‖∇F(w)‖ ≤ gtol·(1 + ‖w‖)``, i.e. both block KKT conditions hold
     (``a = a*(w)`` exactly, and ``∇_w G(w, a) = ∇F(w)``).
@@ -128,7 +128,7 @@ def newton_reduced(
     for it in range(max_iter + 1):
         g = _gradient(prob, eta, p)
         if float(np.linalg.norm(g)) <= gtol * (1.0 + float(np.linalg.norm(p.w))):
-            return p.w, p.a, p.state, it, True
+            return p.w, p.a, p.state, it, True, p.value
         if it == max_iter:
             break
         Hw, Hf = _hessians(prob, eta, p)
@@ -144,6 +144,6 @@ def newton_reduced(
             t *= 0.5
             if t < 1e-10:
                 # No representable descent: F is flat here to machine precision.
-                return p.w, p.a, p.state, it, False
+                return p.w, p.a, p.state, it, False, p.value
         p = q
-    return p.w, p.a, p.state, max_iter, False
+    return p.w, p.a, p.state, max_iter, False, p.value
