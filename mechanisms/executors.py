@@ -1,0 +1,121 @@
+"""Run independent per-seller jobs through any :class:`concurrent.futures.Executor`.
+
+The payments of different sellers are independent (spec ``mechanism.md`` §5), so they
+are chunked (to amortise pickling the problem) and mapped over an executor: a process
+pool by default, a thread pool, :class:`SerialExecutor` (in-process, for tests and
+debugging), or a Dask cluster through ``distributed.Client(...).get_executor()``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+Progress = Callable[[int, int], None]
+
+
+class SerialExecutor(Executor):
+    """An :class:`~concurrent.futures.Executor` that runs each call at submission."""
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        fut: Future[R] = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            fut.set_exception(exc)
+        return fut
+
+
+def chunked(items: Sequence[T], n_chunks: int) -> list[list[T]]:
+    """Split ``items`` into at most ``n_chunks`` contiguous, near-equal, non-empty lists."""
+    if n_chunks < 1:
+        raise ValueError(f"n_chunks must be >= 1, got {n_chunks!r}")
+    n = len(items)
+    k = min(n_chunks, n)
+    if k == 0:
+        return []
+    bounds = [round(j * n / k) for j in range(k + 1)]
+    return [list(items[bounds[j] : bounds[j + 1]]) for j in range(k)]
+
+
+def default_workers() -> int:
+    """Worker processes for the default pool: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def map_chunks(
+    fn: Callable[[Any, list[T]], list[R]],
+    shared: Any,
+    items: Sequence[T],
+    *,
+    executor: Executor | None = None,
+    chunk_size: int | None = None,
+    progress: Progress | None = None,
+) -> list[R]:
+    """``[r for chunk in chunks for r in fn(shared, chunk)]`` in input order.
+
+    Parameters
+    ----------
+    fn : callable
+        A picklable (module-level) function of ``(shared, chunk)`` returning one result
+        per chunk item.
+    shared : object
+        Picklable data every chunk needs (sent once per chunk).
+    items : sequence
+        The work items (e.g. seller indices).
+    executor : Executor, optional
+        Where to run; ``None`` creates a :class:`ProcessPoolExecutor` with
+        :func:`default_workers` processes (shut down on return).
+    chunk_size : int, optional
+        Items per chunk; default about four chunks per worker (for progress and load
+        balance) and at least one item.
+    progress : callable, optional
+        ``progress(done, total)`` after each finished chunk (``done`` counts items).
+    """
+    items = list(items)
+    total = len(items)
+    if total == 0:
+        return []
+    own = executor is None
+    n_workers = default_workers() if own else 4
+    if chunk_size is None:
+        chunk_size = max(1, -(-total // (4 * n_workers)))
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
+    chunks = chunked(items, -(-total // chunk_size))
+    pool = ProcessPoolExecutor(max_workers=n_workers) if own else executor
+    assert pool is not None
+    try:
+        return _run(pool, fn, shared, chunks, total, progress)
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run(
+    pool: Executor,
+    fn: Callable[[Any, list[T]], list[R]],
+    shared: Any,
+    chunks: Iterable[list[T]],
+    total: int,
+    progress: Progress | None,
+) -> list[R]:
+    futures = {pool.submit(fn, shared, chunk): j for j, chunk in enumerate(chunks)}
+    results: dict[int, list[R]] = {}
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    for fut in as_completed(futures):
+        j = futures[fut]
+        results[j] = fut.result()
+        done += len(results[j])
+        if progress is not None:
+            progress(done, total)
+    return [r for j in sorted(results) for r in results[j]]

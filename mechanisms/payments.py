@@ -1,0 +1,376 @@
+"""Myerson threshold payments for the allocation rule (spec ``mechanism.md`` §5).
+
+    t_i = c_i·u(ε_i(c_i, c_-i)) + ∫_{c_i}^{c̄_i} u(ε_i(s, c_-i)) ds
+
+with ``ε_i`` the total per-seller guarantee of spec §3 (``Allocation.epsilon_total``)
+and ``ε_i(s, c_-i)`` the allocation re-solved with seller ``i`` reporting ``s`` and
+everything else frozen (:class:`mechanisms.critical_cost.SellerCurve`). The integrand is
+0 above the critical cost ``s*_i``, so each seller costs one bracket-and-refine search
+for ``s*_i`` (:func:`mechanisms.critical_cost.find_critical_cost`) plus an adaptive
+Gauss–Kronrod integral over ``[c_i, s*_i]`` (:mod:`mechanisms.quadrature`). Every
+evaluated ``(s, ε_i(s))`` is checked for monotonicity and the worst upward step
+reported. Sellers are independent and run through an executor
+(:mod:`mechanisms.executors`).
+
+The paper's Thm 3.2 quantity ``Ψ_i·u(ε_i)`` equals the payment only in expectation over
+costs; it is offered only as :func:`expected_payments` (a diagnostic).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from mechanisms._inputs import check_problem
+from mechanisms.allocation import solve_allocation
+from mechanisms.config import MechanismConfig
+from mechanisms.critical_cost import (
+    SellerCurve,
+    Solver,
+    breakpoints,
+    find_critical_cost,
+)
+from mechanisms.executors import Progress, map_chunks
+from mechanisms.priors import ensure_regular
+from mechanisms.problem import Problem, utility
+from mechanisms.quadrature import integrate
+from mechanisms.result import Allocation
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class SellerPayment:
+    """One seller's payment and how it was computed.
+
+    ``integral`` is ``∫_{c_i}^{s*_i} u(ε_i(s)) ds``; ``critical_cost`` the upper end
+    used (``c̄_i`` when the seller is never excluded on the support);
+    ``quad_error`` the quadrature's error estimate plus the critical-cost bracket's
+    bound; ``monotonicity_violation`` the worst upward step of ``ε_i`` over all
+    evaluated reports (0 for a monotone sweep).
+    """
+
+    index: int
+    report: float
+    epsilon: float
+    payment: float
+    integral: float
+    critical_cost: float
+    quad_error: float
+    converged: bool
+    n_solves: int
+    monotonicity_violation: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PaymentJob:
+    """What every per-seller computation shares (picklable; sent once per chunk)."""
+
+    prob: Problem
+    base: Allocation
+    prior: Any  # the regular (ironed if needed) prior Ψ̄ comes from
+    reports: FloatArray
+    rtol: float = 1e-6
+    max_evals: int = 600
+    solver: Solver = solve_allocation
+
+
+@dataclass(frozen=True, eq=False)
+class PaymentResult:
+    """Myerson payments for the sellers computed (zeros elsewhere).
+
+    Attributes
+    ----------
+    payments : ndarray of shape (m,)
+        ``t_i`` (floats; round with :func:`round_down` for a ledger).
+    epsilon : ndarray of shape (m,)
+        ``ε_i^total`` the payments are for (``allocation.epsilon_total``).
+    expected_payments : ndarray of shape (m,)
+        The paper's ``Ψ_i·u(ε_i)`` — equal to ``t_i`` only in expectation over costs.
+    computed : ndarray of bool, shape (m,)
+    max_monotonicity_violation : float
+        Worst upward step of any seller's sweep (0 when all are non-increasing).
+    """
+
+    payments: FloatArray
+    epsilon: FloatArray
+    expected_payments: FloatArray
+    computed: NDArray[np.bool_]
+    critical_costs: FloatArray
+    max_monotonicity_violation: float
+    sellers: tuple[SellerPayment, ...]
+    allocation: Allocation
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return float(self.payments.sum())
+
+    @property
+    def converged(self) -> bool:
+        return all(s.converged for s in self.sellers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe summary."""
+        return {
+            "payments": self.payments.tolist(),
+            "epsilon": self.epsilon.tolist(),
+            "expected_payments": self.expected_payments.tolist(),
+            "computed": self.computed.tolist(),
+            "critical_costs": self.critical_costs.tolist(),
+            "total": self.total,
+            "max_monotonicity_violation": self.max_monotonicity_violation,
+            "converged": self.converged,
+            "n_solves": int(sum(s.n_solves for s in self.sellers)),
+            "timings": dict(self.timings),
+        }
+
+
+def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
+    """Myerson payment of seller ``i`` for the frozen rule in ``job`` (spec §5)."""
+    t0 = time.perf_counter()
+    c = float(job.reports[i])
+    curve = SellerCurve(job.prob, job.base, job.prior, i, c, solver=job.solver)
+    crit = find_critical_cost(curve)
+    u_c = curve.u(c)
+    integral, err, ok = 0.0, 0.0, True
+    if crit.lo > c:
+        kinks = breakpoints(curve, c, crit.lo)
+        quad = integrate(
+            curve.u,
+            c,
+            crit.lo,
+            breakpoints=kinks,
+            rtol=job.rtol,
+            max_evals=job.max_evals,
+        )
+        tail = 0.5 * (crit.hi - crit.lo) * curve.u(crit.lo)  # ε falls to 0 in [lo, hi]
+        integral = quad.value + tail
+        err = quad.error + tail
+        ok = quad.converged
+    if crit.excluded_on_support is False and not np.isfinite(crit.hi):
+        integral, ok = float("inf"), False  # pragma: no cover - γ = 0, unbounded prior
+    return SellerPayment(
+        index=i,
+        report=c,
+        epsilon=curve.epsilon(c),
+        payment=c * u_c + integral,
+        integral=integral,
+        critical_cost=crit.hi,
+        quad_error=err,
+        converged=ok,
+        n_solves=curve.n_solves,
+        monotonicity_violation=curve.monotonicity_violation(),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _chunk(job: PaymentJob, sellers: list[int]) -> list[SellerPayment]:
+    return [seller_payment(job, i) for i in sellers]
+
+
+def payment_job(
+    X: ArrayLike,
+    y: ArrayLike,
+    costs: ArrayLike,
+    prior: Any,
+    cfg: MechanismConfig,
+    eps_max: ArrayLike | None = None,
+    *,
+    base: Allocation | None = None,
+    solver: Solver = solve_allocation,
+) -> PaymentJob:
+    """Validate inputs and solve (or adopt) the base allocation of the frozen rule."""
+    X, y, c, e = check_problem(X, y, costs, prior, cfg, eps_max)
+    if cfg.mode == "paper":
+        raise ValueError(
+            "cfg.mode: payments need a rule that is fixed given the reports; the paper "
+            "mode's objective depends on a realised noise draw"
+        )
+    regular = ensure_regular(prior)
+    psi = np.asarray(regular.virtual_cost(c), dtype=float)
+    prob = Problem(X, y, psi, e, cfg)
+    if base is None:
+        base = solver(prob, warm_start=None)
+    elif base.weights.shape != (prob.m,) or not np.allclose(base.virtual_costs, psi):
+        raise ValueError(
+            "base: not an allocation of these reports (virtual costs differ)"
+        )
+    base.raise_for_status()
+    return PaymentJob(prob, base, regular, c, solver=solver)
+
+
+def myerson_payments(
+    X: ArrayLike,
+    y: ArrayLike,
+    costs: ArrayLike,
+    prior: Any,
+    cfg: MechanismConfig,
+    eps_max: ArrayLike | None = None,
+    sellers: ArrayLike | None = None,
+    executor: Executor | None = None,
+    *,
+    base: Allocation | None = None,
+    progress: Progress | None = None,
+    chunk_size: int | None = None,
+) -> PaymentResult:
+    """Myerson payments ``t_i`` of spec §5 for the allocation of ``costs``.
+
+    Parameters
+    ----------
+    X, y, costs, prior, cfg, eps_max
+        As for :func:`mechanisms.allocate` (``cfg.mode`` must not be ``"paper"``).
+    sellers : array-like of int, optional
+        Indices to compute (default all); the others get payment 0 and
+        ``computed = False``.
+    executor : Executor, optional
+        Where sellers run (in chunks); default a process pool
+        (:func:`mechanisms.executors.map_chunks`).
+    base : Allocation, optional
+        The allocation of these reports if already solved (it fixes the warm starts).
+    progress : callable, optional
+        ``progress(done, total)`` in sellers.
+    chunk_size : int, optional
+        Sellers per executor task.
+
+    Returns
+    -------
+    PaymentResult
+    """
+    t0 = time.perf_counter()
+    job = payment_job(X, y, costs, prior, cfg, eps_max, base=base)
+    idx = _seller_indices(sellers, job.prob.m)
+    t1 = time.perf_counter()
+    done = map_chunks(
+        _chunk,
+        job,
+        idx,
+        executor=executor,
+        chunk_size=chunk_size,
+        progress=progress,
+    )
+    timings = {"base": t1 - t0, "sellers": time.perf_counter() - t1}
+    return collect(job, done, timings)
+
+
+def collect(
+    job: PaymentJob, done: list[SellerPayment], timings: dict[str, float]
+) -> PaymentResult:
+    """Assemble per-seller results into a :class:`PaymentResult`."""
+    m = job.prob.m
+    pay, crit = np.zeros(m), np.full(m, np.nan)
+    computed = np.zeros(m, dtype=bool)
+    for sp in done:
+        pay[sp.index], crit[sp.index] = sp.payment, sp.critical_cost
+        computed[sp.index] = True
+    eps = np.array(job.base.epsilon_total, dtype=float)
+    return PaymentResult(
+        payments=pay,
+        epsilon=eps,
+        expected_payments=expected_payments(job.base),
+        computed=computed,
+        critical_costs=crit,
+        max_monotonicity_violation=max(
+            (sp.monotonicity_violation for sp in done), default=0.0
+        ),
+        sellers=tuple(sorted(done, key=lambda sp: sp.index)),
+        allocation=job.base,
+        timings=timings,
+    )
+
+
+def _seller_indices(sellers: ArrayLike | None, m: int) -> list[int]:
+    if sellers is None:
+        return list(range(m))
+    idx = np.asarray(sellers)
+    if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+        raise ValueError(f"sellers must be a 1-D array of integers, got {sellers!r}")
+    bad = (idx < 0) | (idx >= m)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"sellers[{j}] = {int(idx[j])} is not in [0, {m})")
+    if np.unique(idx).size != idx.size:
+        raise ValueError("sellers must not repeat an index")
+    return [int(v) for v in idx]
+
+
+def expected_payments(alloc: Allocation) -> FloatArray:
+    """The paper's Thm 3.2 ``Ψ_i·u(ε_i^total)``: the payment **in expectation over
+    costs** (what the objective's ``γ`` term prices), not an incentive-compatible
+    payment (spec §5, Correction). Diagnostic only."""
+    eps = np.asarray(alloc.epsilon_total, dtype=float)
+    return np.asarray(alloc.virtual_costs * utility(eps, alloc.config), dtype=float)
+
+
+def to_minor_units(amounts: ArrayLike, unit: float | str) -> NDArray[np.int64]:
+    """Floor each amount to whole ledger units: ``n_i = ⌊t_i / unit⌋`` computed exactly
+    (``Decimal`` of the binary float over ``Decimal(str(unit))``), so it never rounds up.
+    """
+    u = _unit(unit)
+    p = np.asarray(amounts, dtype=float)
+    if p.ndim > 1 or not np.isfinite(p).all() or (p < 0).any():
+        raise ValueError("payments must be a finite, non-negative 1-D array")
+    return np.array(
+        [
+            int((Decimal(float(v)) / u).to_integral_value(ROUND_FLOOR))
+            for v in p.ravel()
+        ],
+        dtype=np.int64,
+    ).reshape(p.shape)
+
+
+def round_down(payments: ArrayLike, unit: float | str) -> FloatArray:
+    """Payments floored to the ledger ``unit`` (e.g. ``0.01``), never rounded up.
+
+    The exact amounts are ``to_minor_units(payments, unit) × unit``; budget checks
+    should compare integer minor units (:func:`fits_budget`).
+    """
+    n = to_minor_units(payments, unit)
+    return np.array([float(int(k) * _unit(unit)) for k in n.ravel()]).reshape(n.shape)
+
+
+def fits_budget(payments: ArrayLike, budget: float, unit: float | str) -> bool:
+    """``Σ_i ⌊t_i/unit⌋ ≤ ⌊B/unit⌋`` in integer minor units (spec §6, T-MD-5)."""
+    if not (isinstance(budget, int | float) and np.isfinite(budget) and budget >= 0):
+        raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
+    total = int(to_minor_units(payments, unit).sum())
+    cap = int((Decimal(float(budget)) / _unit(unit)).to_integral_value(ROUND_FLOOR))
+    return total <= cap
+
+
+def _unit(unit: float | str) -> Decimal:
+    try:
+        u = Decimal(str(unit))
+    except InvalidOperation:
+        raise ValueError(f"unit must be a positive number, got {unit!r}") from None
+    if not u.is_finite() or u <= 0:
+        raise ValueError(f"unit must be a positive number, got {unit!r}")
+    return u
+
+
+def myerson_total(
+    X: ArrayLike,
+    y: ArrayLike,
+    costs: ArrayLike,
+    prior: Any,
+    cfg: MechanismConfig,
+    eps_max: ArrayLike | None = None,
+    *,
+    executor: Executor | None = None,
+    base: Allocation | None = None,
+) -> float:
+    """``Σ_i t_i`` (for trade-off curves; :func:`myerson_payments` has the details)."""
+    return myerson_payments(
+        X, y, costs, prior, cfg, eps_max, executor=executor, base=base
+    ).total
+
+
+PaymentsFn = Callable[..., PaymentResult]

@@ -1,0 +1,142 @@
+"""Globally adaptive Gauss–Kronrod (7, 15) quadrature with an evaluation budget.
+
+Used for the Myerson integral ``∫_{c_i}^{s*_i} u(ε_i(s)) ds`` (spec ``mechanism.md`` §5),
+whose integrand is expensive (one allocation re-solve per node) and piecewise smooth
+(kinks where another seller changes status or ``η`` changes basin). The scheme is
+QUADPACK's QAG: keep a heap of sub-intervals, always bisect the one with the largest
+Kronrod-minus-Gauss error estimate, stop when the summed estimate is below
+``max(atol, rtol·|I|)`` or the evaluation budget is spent. Every node value is passed
+through, so the caller can cache and audit them (monotonicity of the sweep).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# Kronrod 15-point nodes on [-1, 1] (non-negative half) and weights; the Gauss 7-point
+# rule uses the odd-indexed Kronrod nodes (QUADPACK qk15).
+_XK = np.array(
+    [
+        0.991455371120812639206854697526329,
+        0.949107912342758524526189684047851,
+        0.864864423359769072789712788640926,
+        0.741531185599394439863864773280788,
+        0.586087235467691130294144845693013,
+        0.405845151377397166906606412076961,
+        0.207784955007898467600689403773245,
+        0.000000000000000000000000000000000,
+    ]
+)
+_WK = np.array(
+    [
+        0.022935322010529224963732008058970,
+        0.063092092629978553290700663189204,
+        0.104790010322250183839876322541518,
+        0.140653259715525918745189590510238,
+        0.169004726639267902826583426598550,
+        0.190350578064785409913256402421014,
+        0.204432940075298892414161999234649,
+        0.209482141084727828012999174891714,
+    ]
+)
+_WG = np.array(
+    [
+        0.129484966168869693270611432679082,
+        0.279705391489276667901467771423780,
+        0.381830050505118944950369775488975,
+        0.417959183673469387755102040816327,
+    ]
+)
+_NODES = np.concatenate([-_XK[:-1], _XK[::-1]])  # 15 nodes, ascending
+_WEIGHTS_K = np.concatenate([_WK[:-1], _WK[::-1]])
+_WEIGHTS_G = np.zeros(15)
+_WEIGHTS_G[[1, 3, 5]] = _WG[:3]
+_WEIGHTS_G[[13, 11, 9]] = _WG[:3]
+_WEIGHTS_G[7] = _WG[3]
+
+
+@dataclass(frozen=True, slots=True)
+class QuadratureResult:
+    """``value`` of the integral, its error ``estimate``, the number of integrand
+    evaluations, whether the tolerance was met, and the final sub-interval count."""
+
+    value: float
+    error: float
+    n_evals: int
+    converged: bool
+    n_intervals: int
+
+
+def _gk15(f: Callable[[float], float], a: float, b: float) -> tuple[float, float]:
+    """Kronrod estimate on ``[a, b]`` and ``|K15 − G7|`` as its error bound."""
+    half, mid = 0.5 * (b - a), 0.5 * (a + b)
+    vals = np.array([f(float(mid + half * x)) for x in _NODES])
+    k = half * float(_WEIGHTS_K @ vals)
+    g = half * float(_WEIGHTS_G @ vals)
+    return k, abs(k - g)
+
+
+def integrate(
+    f: Callable[[float], float],
+    a: float,
+    b: float,
+    *,
+    breakpoints: Sequence[float] = (),
+    rtol: float = 1e-7,
+    atol: float = 0.0,
+    max_evals: int = 600,
+) -> QuadratureResult:
+    """Adaptive Gauss–Kronrod (7, 15) integral of ``f`` over ``[a, b]``.
+
+    Parameters
+    ----------
+    f : callable
+        The integrand ``s ↦ f(s)`` (scalar).
+    a, b : float
+        Finite limits; ``b < a`` integrates the reversed interval with a minus sign.
+    breakpoints : sequence of float
+        Known kinks inside ``(a, b)``: the initial partition starts there.
+    rtol, atol : float
+        Stop when the summed error estimate is ``≤ max(atol, rtol·|I|)``.
+    max_evals : int
+        Evaluation budget (15 per sub-interval); the result then reports
+        ``converged=False`` with its error estimate.
+    """
+    if not (np.isfinite(a) and np.isfinite(b)):
+        raise ValueError(f"integrate: limits must be finite, got a={a!r}, b={b!r}")
+    if b == a:
+        return QuadratureResult(0.0, 0.0, 0, True, 0)
+    if b < a:
+        r = integrate(
+            f, b, a, breakpoints=breakpoints, rtol=rtol, atol=atol, max_evals=max_evals
+        )
+        return QuadratureResult(
+            -r.value, r.error, r.n_evals, r.converged, r.n_intervals
+        )
+    cuts = sorted({a, b, *(float(p) for p in breakpoints if a < p < b)})
+    heap: list[tuple[float, float, float, float]] = []  # (-err, lo, hi, value)
+    n_evals = 0
+    for lo, hi in itertools.pairwise(cuts):
+        val, err = _gk15(f, lo, hi)
+        n_evals += 15
+        heapq.heappush(heap, (-err, lo, hi, val))
+    while True:
+        total = sum(item[3] for item in heap)
+        err_sum = sum(-item[0] for item in heap)
+        if err_sum <= max(atol, rtol * abs(total)):
+            return QuadratureResult(total, err_sum, n_evals, True, len(heap))
+        if n_evals + 30 > max_evals:
+            return QuadratureResult(total, err_sum, n_evals, False, len(heap))
+        _, lo, hi, _ = heapq.heappop(heap)
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:  # interval at floating-point resolution
+            return QuadratureResult(total, err_sum, n_evals, False, len(heap) + 1)
+        for x0, x1 in ((lo, mid), (mid, hi)):
+            val, err = _gk15(f, x0, x1)
+            heapq.heappush(heap, (-err, x0, x1, val))
+        n_evals += 30
