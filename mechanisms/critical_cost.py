@@ -53,7 +53,7 @@ class SellerCurve:
     points: dict[float, tuple[FloatArray, FloatArray, float]] = field(
         default_factory=dict
     )
-    n_fast: int = 0
+    fast_keys: set[float] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -96,7 +96,7 @@ class SellerCurve:
             )
             if out is not None:
                 self.points[s] = (out.w, out.weights, out.eta)
-                self.n_fast += 1
+                self.fast_keys.add(s)
                 return out
         alloc = solve_allocation(prob, warm_start=self.base)
         if alloc.profile is not None:
@@ -104,6 +104,44 @@ class SellerCurve:
         if alloc.success:
             self.points[s] = (alloc.w, alloc.weights, alloc.eta)
         return alloc
+
+    @property
+    def n_fast(self) -> int:
+        return len(self.fast_keys)
+
+    def verify_fast(self, n_check: int = 3) -> float:
+        """Re-solve up to ``n_check`` shortcut points (spread over ``s``) with the full
+        search; return the largest ``|Δε_i|`` (0 if none were taken by the shortcut).
+
+        The shortcut follows the local optimum the base sits on; the full search may
+        switch to another one (``G`` is not convex in ``a``), so this checks that the
+        curve integrated is the rule's curve.
+        """
+        keys = sorted(self.fast_keys)
+        if not keys:
+            return 0.0
+        pick = {keys[int(j)] for j in np.linspace(0, len(keys) - 1, n_check).round()}
+        worst = 0.0
+        for s in sorted(pick):
+            psi = self.prob.psi.copy()
+            psi[self.index] = float(
+                np.asarray(self.prior.virtual_cost(np.array([s])))[0]
+            )
+            alloc = solve_allocation(
+                dataclasses.replace(self.prob, psi=psi), warm_start=self.base
+            )
+            full = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
+            worst = max(worst, abs(full - self.cache[s]))
+        return worst
+
+    def drop_fast(self) -> None:
+        """Forget every shortcut evaluation and stop using the shortcut."""
+        for s in self.fast_keys:
+            self.cache.pop(s, None)
+            self.signatures.pop(s, None)
+            self.points.pop(s, None)
+        self.fast_keys.clear()
+        self.fast = False
 
     def _lower_bounds(self, psi_i: float) -> FloatArray | None:
         """Lower bounds on the grid values at ``Ψ_i = psi_i``: each ``P_j`` is concave

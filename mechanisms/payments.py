@@ -32,6 +32,7 @@ from mechanisms._inputs import check_problem
 from mechanisms.allocation import solve_allocation
 from mechanisms.config import MechanismConfig
 from mechanisms.critical_cost import (
+    CriticalCost,
     SellerCurve,
     Solver,
     breakpoints,
@@ -44,6 +45,7 @@ from mechanisms.quadrature import integrate
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
+FAST_TOL = 1e-6  # relative ε mismatch of the shortcut that triggers a full redo
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,9 @@ class SellerPayment:
     used (``c̄_i`` when the seller is never excluded on the support);
     ``quad_error`` the quadrature's error estimate plus the critical-cost bracket's
     bound; ``monotonicity_violation`` the worst upward step of ``ε_i`` over all
-    evaluated reports (0 for a monotone sweep).
+    evaluated reports (0 for a monotone sweep); ``n_fast`` re-solves taken by the
+    certified shortcut, ``fast_mismatch`` its largest ``|Δε_i|`` against full
+    re-solves at check points, ``fell_back`` whether that forced a full redo.
     """
 
     index: int
@@ -68,6 +72,9 @@ class SellerPayment:
     n_solves: int
     monotonicity_violation: float
     seconds: float
+    n_fast: int = 0
+    fast_mismatch: float = 0.0
+    fell_back: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,7 @@ class PaymentJob:
     rtol: float = 1e-6
     max_evals: int = 600
     solver: Solver = solve_allocation
+    fast: bool = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,34 +143,36 @@ class PaymentResult:
 
 
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
-    """Myerson payment of seller ``i`` for the frozen rule in ``job`` (spec §5)."""
+    """Myerson payment of seller ``i`` for the frozen rule in ``job`` (spec §5).
+
+    The critical cost is searched with full re-solves; the quadrature then uses the
+    certified shortcut (:mod:`mechanisms.local_resolve`) when ``job.fast``, checked
+    against full re-solves at a few of its points — on a mismatch above
+    ``FAST_TOL·ε_i`` the seller is redone with full re-solves only.
+    """
     t0 = time.perf_counter()
     c = float(job.reports[i])
-    curve = SellerCurve(job.prob, job.base, job.prior, i, c, solver=job.solver)
+    curve = SellerCurve(
+        job.prob, job.base, job.prior, i, c, solver=job.solver, fast=False
+    )
     crit = find_critical_cost(curve)
-    u_c = curve.u(c)
     integral, err, ok = 0.0, 0.0, True
+    mismatch, fell_back = 0.0, False
     if crit.lo > c:
-        kinks = breakpoints(curve, c, crit.lo)
-        quad = integrate(
-            curve.u,
-            c,
-            crit.lo,
-            breakpoints=kinks,
-            rtol=job.rtol,
-            max_evals=job.max_evals,
-        )
-        tail = 0.5 * (crit.hi - crit.lo) * curve.u(crit.lo)  # ε falls to 0 in [lo, hi]
-        integral = quad.value + tail
-        err = quad.error + tail
-        ok = quad.converged
+        curve.fast = job.fast
+        integral, err, ok = _integral(job, curve, crit)
+        mismatch = curve.verify_fast()
+        if mismatch > FAST_TOL * max(curve.epsilon(c), 1e-300):
+            curve.drop_fast()
+            fell_back = True
+            integral, err, ok = _integral(job, curve, crit)
     if crit.excluded_on_support is False and not np.isfinite(crit.hi):
         integral, ok = float("inf"), False  # pragma: no cover - γ = 0, unbounded prior
     return SellerPayment(
         index=i,
         report=c,
         epsilon=curve.epsilon(c),
-        payment=c * u_c + integral,
+        payment=c * curve.u(c) + integral,
         integral=integral,
         critical_cost=crit.hi,
         quad_error=err,
@@ -170,7 +180,25 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
         n_solves=curve.n_solves,
         monotonicity_violation=curve.monotonicity_violation(),
         seconds=time.perf_counter() - t0,
+        n_fast=curve.n_fast,
+        fast_mismatch=mismatch,
+        fell_back=fell_back,
     )
+
+
+def _integral(
+    job: PaymentJob, curve: SellerCurve, crit: CriticalCost
+) -> tuple[float, float, bool]:
+    """``∫_{c}^{s*} u(ε(s)) ds``: Gauss–Kronrod on ``[c, lo]`` with the active-set
+    kinks as breakpoints, plus the bracket ``[lo, hi]`` as a triangle (``ε`` falls
+    to 0 inside it; its area is also added to the error bound)."""
+    c = curve.report
+    kinks = breakpoints(curve, c, crit.lo)
+    quad = integrate(
+        curve.u, c, crit.lo, breakpoints=kinks, rtol=job.rtol, max_evals=job.max_evals
+    )
+    tail = 0.5 * (crit.hi - crit.lo) * curve.u(crit.lo)
+    return quad.value + tail, quad.error + tail, quad.converged
 
 
 def _chunk(job: PaymentJob, sellers: list[int]) -> list[SellerPayment]:

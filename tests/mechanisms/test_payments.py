@@ -1,0 +1,235 @@
+"""Myerson payments (spec mechanism.md §5; reliability T-MD-2, T-MD-4).
+
+References are independent of the code under test: cold ``allocate`` re-solves on a
+dense grid of reports integrated by the trapezoid rule.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from mechanisms import ExponentialPrior, MechanismConfig, allocate
+from mechanisms.executors import SerialExecutor, chunked
+from mechanisms.payments import myerson_payments, payment_job, seller_payment
+from tests.conftest import SEED
+from tests.mechanisms.test_payments_instances import (
+    Instance,
+    small_instance,
+    toy_instance,
+)
+
+SERIAL = SerialExecutor()
+
+
+@pytest.fixture(scope="module")
+def instance() -> Instance:
+    return small_instance(np.random.default_rng(SEED))
+
+
+@pytest.fixture(scope="module")
+def paid(instance: Instance):
+    ins = instance
+    return myerson_payments(
+        ins.X, ins.y, ins.costs, ins.prior, ins.cfg, executor=SERIAL
+    )
+
+
+def eps_cold(ins: Instance, i: int, s: float) -> float:
+    c = ins.costs.copy()
+    c[i] = s
+    return float(allocate(ins.X, ins.y, c, ins.prior, ins.cfg).epsilon_total[i])
+
+
+def brute_force_payment(ins: Instance, i: int, *, n_coarse: int = 40, n: int = 300):
+    """``c_i ε_i(c_i) + ∫ ε_i`` by cold solves: a coarse pass finds where ``ε_i``
+    first vanishes, then the trapezoid rule on ``n`` points up to there."""
+    c, top = float(ins.costs[i]), float(ins.prior.high)
+    coarse = np.linspace(c, top, n_coarse)
+    vals = [eps_cold(ins, i, s) for s in coarse]
+    zero = next((j for j, v in enumerate(vals) if v <= 0.0), None)
+    end = top if zero is None else float(coarse[zero])
+    s = np.linspace(c, end, n)
+    e = np.array([eps_cold(ins, i, v) for v in s])
+    return c * e[0] + float(np.sum(0.5 * (e[1:] + e[:-1]) * np.diff(s)))
+
+
+def test_payment_matches_brute_force_reference(instance: Instance, paid) -> None:
+    # The winner with the largest payment (its curve has the most structure).
+    i = int(np.argmax(paid.payments))
+    ref = brute_force_payment(instance, i)
+    assert paid.payments[i] == pytest.approx(ref, rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_all_payments_match_brute_force_reference(seed: int) -> None:
+    ins = small_instance(np.random.default_rng(seed), m=8)
+    pay = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, ins.cfg, executor=SERIAL)
+    for i in range(8):
+        ref = brute_force_payment(ins, i, n=600)
+        assert pay.payments[i] == pytest.approx(ref, rel=1e-3, abs=1e-9)
+
+
+def test_individual_rationality_every_seller(instance: Instance, paid) -> None:
+    utility = paid.payments - instance.costs * paid.epsilon
+    assert paid.computed.all()
+    assert (utility >= 0).all()
+    # Winners earn a strict information rent: ε_i(s) > 0 just above c_i.
+    winners = paid.epsilon > 0
+    assert winners.any()
+    assert (utility[winners] > 0).all()
+    # Losers are paid nothing.
+    assert (paid.payments[~winners] == 0).all()
+
+
+def test_payments_are_for_the_allocation_epsilon_total(
+    instance: Instance, paid
+) -> None:
+    ins = instance
+    alloc = allocate(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
+    np.testing.assert_allclose(paid.epsilon, alloc.epsilon_total, rtol=1e-6, atol=1e-9)
+    assert paid.max_monotonicity_violation <= 1e-9 * float(paid.epsilon.max())
+
+
+def test_myerson_differs_from_expected_payment(instance: Instance, paid) -> None:
+    winners = paid.epsilon > 0
+    psi = 2 * instance.costs - 0.0  # U[0, 1]: Ψ(c) = 2c
+    np.testing.assert_allclose(paid.expected_payments, psi * paid.epsilon)
+    gap = np.abs(paid.payments - paid.expected_payments)[winners]
+    assert (gap > 1e-3 * paid.payments[winners]).all()
+
+
+def test_appendix_c_toy() -> None:
+    ins = toy_instance()
+    cfg = ins.cfg.with_(mu=1.0, sigma=0.1)
+    pay = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, cfg, executor=SERIAL)
+    eps = pay.epsilon
+    assert eps[0] > eps[1] > 0  # the cheaper seller gets the larger ε
+    assert (pay.payments - ins.costs * eps >= 0).all()
+    psi = np.array([0.2, 1.2])
+    assert not np.allclose(pay.payments, psi * eps, rtol=1e-2)
+    # Seller 1's critical cost: reference by cold bisection on the report.
+    lo, hi = 0.6, 1.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        c = ins.costs.copy()
+        c[1] = mid
+        if allocate(ins.X, ins.y, c, ins.prior, cfg).epsilon_total[1] > 0:
+            lo = mid
+        else:
+            hi = mid
+    assert pay.critical_costs[1] == pytest.approx(hi, abs=1e-6)
+
+
+def test_subset_of_sellers_and_executors_agree(instance: Instance, paid) -> None:
+    ins = instance
+    calls: list[tuple[int, int]] = []
+    with ThreadPoolExecutor(2) as pool:
+        sub = myerson_payments(
+            ins.X,
+            ins.y,
+            ins.costs,
+            ins.prior,
+            ins.cfg,
+            sellers=[4, 1],
+            executor=pool,
+            progress=lambda d, t: calls.append((d, t)),
+            chunk_size=1,
+        )
+    assert sub.computed.tolist() == [i in (1, 4) for i in range(ins.costs.size)]
+    np.testing.assert_allclose(sub.payments[[1, 4]], paid.payments[[1, 4]], rtol=1e-9)
+    assert (sub.payments[[0, 2, 3, 5]] == 0).all()
+    assert calls[0] == (0, 2)
+    assert calls[-1] == (2, 2)
+
+
+def test_default_process_pool() -> None:
+    ins = toy_instance()
+    cfg = ins.cfg.with_(mu=1.0, sigma=0.1)
+    pool = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, cfg)
+    ser = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, cfg, executor=SERIAL)
+    np.testing.assert_allclose(pool.payments, ser.payments, rtol=1e-12)
+    json.dumps(pool.to_dict())
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_executor() -> None:
+    distributed = pytest.importorskip("distributed")
+    ins = toy_instance()
+    cfg = ins.cfg.with_(mu=1.0, sigma=0.1)
+    ser = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, cfg, executor=SERIAL)
+    with (
+        distributed.LocalCluster(
+            n_workers=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        pay = myerson_payments(
+            ins.X, ins.y, ins.costs, ins.prior, cfg, executor=client.get_executor()
+        )
+    np.testing.assert_allclose(pay.payments, ser.payments, rtol=1e-12)
+
+
+def test_unbounded_prior_has_finite_critical_cost() -> None:
+    ins = toy_instance()
+    prior = ExponentialPrior(5.0)
+    cfg = ins.cfg.with_(mu=1.0, sigma=0.1)
+    pay = myerson_payments(ins.X, ins.y, ins.costs, prior, cfg, executor=SERIAL)
+    won = pay.epsilon > 0
+    assert won.any()
+    assert np.isfinite(pay.payments).all()
+    assert np.isfinite(pay.critical_costs[won]).all()
+    assert (pay.critical_costs[won] > ins.costs[won]).all()
+    # Just above the critical cost the seller is excluded (cold solve).
+    i = int(np.flatnonzero(won)[0])
+    c = ins.costs.copy()
+    c[i] = pay.critical_costs[i] * (1 + 1e-6)
+    assert allocate(ins.X, ins.y, c, prior, cfg).epsilon_total[i] == 0.0
+
+
+def test_seller_payment_identity_from_its_parts(instance: Instance) -> None:
+    ins = instance
+    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
+    i = int(np.argmax(job.base.epsilon_total))
+    sp = seller_payment(job, i)
+    assert sp.payment == pytest.approx(sp.report * sp.epsilon + sp.integral, rel=1e-15)
+    # The integral is bounded by the rectangle under the (non-increasing) curve.
+    assert 0 < sp.integral <= (sp.critical_cost - sp.report) * sp.epsilon
+    assert sp.converged
+
+
+def test_bad_inputs_name_the_parameter(instance: Instance) -> None:
+    ins = instance
+    with pytest.raises(ValueError, match="sellers"):
+        myerson_payments(ins.X, ins.y, ins.costs, ins.prior, ins.cfg, sellers=[0, 99])
+    with pytest.raises(ValueError, match="sellers"):
+        myerson_payments(ins.X, ins.y, ins.costs, ins.prior, ins.cfg, sellers=[1, 1])
+    with pytest.raises(ValueError, match="mode"):
+        myerson_payments(
+            ins.X, ins.y, ins.costs, ins.prior, ins.cfg.with_(mode="paper")
+        )
+    bad = ins.costs.copy()
+    bad[2] = 1.5
+    with pytest.raises(ValueError, match="costs"):
+        myerson_payments(ins.X, ins.y, bad, ins.prior, ins.cfg)
+
+
+def test_chunked_covers_items_in_order() -> None:
+    items = list(range(11))
+    parts = chunked(items, 4)
+    assert [v for p in parts for v in p] == items
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    with pytest.raises(ValueError, match="n_chunks"):
+        chunked(items, 0)
+
+
+def test_strict_mode_payments_are_finite_and_ir() -> None:
+    ins = toy_instance()
+    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=0.1, k=2.0, mode="strict")
+    pay = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, cfg, executor=SERIAL)
+    assert (pay.payments - ins.costs * pay.epsilon >= 0).all()
+    assert pay.max_monotonicity_violation <= 1e-9
