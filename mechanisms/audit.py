@@ -131,6 +131,8 @@ def audit_incentives(
     job = payment_job(X, y, costs, prior, cfg, eps_max, solver=solver)
     audit = _AuditJob(job, payment_rule, solver)
     m = job.prob.m
+    if sellers is not None:
+        _check_sellers(sellers, m)
     truth = map_chunks(
         _pay_chunk, audit, list(range(m)), executor=executor, progress=progress
     )
@@ -172,11 +174,7 @@ def _choose_sellers(
 ) -> list[int]:
     m = pay.payments.size
     if sellers is not None:
-        idx = [int(v) for v in np.asarray(sellers).ravel()]
-        bad = [v for v in idx if not 0 <= v < m]
-        if bad:
-            raise ValueError(f"sellers: index {bad[0]} is not in [0, {m})")
-        return idx
+        return _check_sellers(sellers, m)
     rng = np.random.default_rng(random_state)
     winners = np.flatnonzero(pay.epsilon > 0)
     picked: list[int] = []
@@ -189,6 +187,14 @@ def _choose_sellers(
     k = max(0, min(n_sellers - len(picked), len(rest)))
     picked += [int(v) for v in rng.choice(rest, size=k, replace=False)]
     return sorted(picked)
+
+
+def _check_sellers(sellers: ArrayLike, m: int) -> list[int]:
+    idx = [int(v) for v in np.asarray(sellers, dtype=np.int64).ravel()]
+    bad = [v for v in idx if not 0 <= v < m]
+    if bad:
+        raise ValueError(f"sellers: index {bad[0]} is not in [0, {m})")
+    return idx
 
 
 def _reports(pay: PaymentResult) -> FloatArray:

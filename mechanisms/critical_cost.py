@@ -109,29 +109,34 @@ class SellerCurve:
     def n_fast(self) -> int:
         return len(self.fast_keys)
 
-    def verify_fast(self, n_check: int = 3) -> float:
-        """Re-solve up to ``n_check`` shortcut points (spread over ``s``) with the full
-        search; return the largest ``|Δε_i|`` (0 if none were taken by the shortcut).
+    def verify_fast(
+        self, n_check: int = 3, *, points: list[float] | None = None
+    ) -> float:
+        """Re-solve shortcut points with the full search and keep the full values;
+        return the largest ``|Δε_i|`` found (0 if none was taken by the shortcut).
 
-        The shortcut follows the local optimum the base sits on; the full search may
-        switch to another one (``G`` is not convex in ``a``), so this checks that the
-        curve integrated is the rule's curve.
+        ``points`` (default: up to ``n_check`` shortcut points spread over ``s``). The
+        shortcut follows the local optimum the base sits on; the full search may switch
+        to another one (``G`` is not convex in ``a``), so this checks that the curve
+        integrated is the rule's curve.
         """
         keys = sorted(self.fast_keys)
-        if not keys:
-            return 0.0
-        pick = {keys[int(j)] for j in np.linspace(0, len(keys) - 1, n_check).round()}
+        if points is None:
+            if not keys:
+                return 0.0
+            idx = np.linspace(0, len(keys) - 1, n_check).round()
+            points = sorted({keys[int(j)] for j in idx})
         worst = 0.0
-        for s in sorted(pick):
-            psi = self.prob.psi.copy()
-            psi[self.index] = float(
-                np.asarray(self.prior.virtual_cost(np.array([s])))[0]
-            )
-            alloc = solve_allocation(
-                dataclasses.replace(self.prob, psi=psi), warm_start=self.base
-            )
-            full = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
-            worst = max(worst, abs(full - self.cache[s]))
+        for s in points:
+            if s not in self.fast_keys:
+                continue
+            old = self.cache.pop(s)
+            self.fast_keys.discard(s)
+            fast, self.fast = self.fast, False
+            try:
+                worst = max(worst, abs(self.epsilon(s) - old))
+            finally:
+                self.fast = fast
         return worst
 
     def drop_fast(self) -> None:

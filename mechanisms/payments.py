@@ -145,24 +145,29 @@ class PaymentResult:
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     """Myerson payment of seller ``i`` for the frozen rule in ``job`` (spec §5).
 
-    The critical cost is searched with full re-solves; the quadrature then uses the
-    certified shortcut (:mod:`mechanisms.local_resolve`) when ``job.fast``, checked
-    against full re-solves at a few of its points — on a mismatch above
-    ``FAST_TOL·ε_i`` the seller is redone with full re-solves only.
+    With ``job.fast`` re-solves use the certified shortcut
+    (:mod:`mechanisms.local_resolve`), checked against full re-solves at both ends of
+    the critical-cost bracket and at a few quadrature nodes; on a mismatch above
+    ``FAST_TOL·ε_i`` that stage is redone with full re-solves only.
     """
     t0 = time.perf_counter()
     c = float(job.reports[i])
     curve = SellerCurve(
-        job.prob, job.base, job.prior, i, c, solver=job.solver, fast=False
+        job.prob, job.base, job.prior, i, c, solver=job.solver, fast=job.fast
     )
+    tol = FAST_TOL * max(curve.epsilon(c), 1e-300)
     crit = find_critical_cost(curve)
+    mismatch = curve.verify_fast(points=[crit.lo, crit.hi])
+    if mismatch > tol or (crit.lo > c and curve.epsilon(crit.lo) <= 0.0):
+        curve.drop_fast()
+        crit = find_critical_cost(curve)
     integral, err, ok = 0.0, 0.0, True
-    mismatch, fell_back = 0.0, False
+    fell_back = not curve.fast
     if crit.lo > c:
-        curve.fast = job.fast
         integral, err, ok = _integral(job, curve, crit)
-        mismatch = curve.verify_fast()
-        if mismatch > FAST_TOL * max(curve.epsilon(c), 1e-300):
+        check = curve.verify_fast()
+        mismatch = max(mismatch, check)
+        if check > tol:
             curve.drop_fast()
             fell_back = True
             integral, err, ok = _integral(job, curve, crit)

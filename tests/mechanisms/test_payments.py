@@ -27,7 +27,7 @@ SERIAL = SerialExecutor()
 
 @pytest.fixture(scope="module")
 def instance() -> Instance:
-    return small_instance(np.random.default_rng(SEED))
+    return small_instance(np.random.default_rng(SEED), m=5)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def eps_cold(ins: Instance, i: int, s: float) -> float:
     return float(allocate(ins.X, ins.y, c, ins.prior, ins.cfg).epsilon_total[i])
 
 
-def brute_force_payment(ins: Instance, i: int, *, n_coarse: int = 40, n: int = 300):
+def brute_force_payment(ins: Instance, i: int, *, n_coarse: int = 20, n: int = 160):
     """``c_i ε_i(c_i) + ∫ ε_i`` by cold solves: a coarse pass finds where ``ε_i``
     first vanishes, then the trapezoid rule on ``n`` points up to there."""
     c, top = float(ins.costs[i]), float(ins.prior.high)
@@ -142,7 +142,7 @@ def test_subset_of_sellers_and_executors_agree(instance: Instance, paid) -> None
         )
     assert sub.computed.tolist() == [i in (1, 4) for i in range(ins.costs.size)]
     np.testing.assert_allclose(sub.payments[[1, 4]], paid.payments[[1, 4]], rtol=1e-9)
-    assert (sub.payments[[0, 2, 3, 5]] == 0).all()
+    assert (sub.payments[[0, 2, 3]] == 0).all()
     assert calls[0] == (0, 2)
     assert calls[-1] == (2, 2)
 
