@@ -30,6 +30,9 @@ _FALLBACK_MODULES = {
     "prior_from_dict": "mechanisms.priors",
     "MechanismConfig": "mechanisms.config",
     "allocate": "mechanisms.allocation",
+    "myerson_payments": "mechanisms.payments",
+    "choose_gamma": "mechanisms.budget",
+    "audit_incentives": "mechanisms.audit",
 }
 
 
@@ -44,7 +47,11 @@ def _mech(name: str) -> Any:
 
     found = getattr(mechanisms, name, None)
     if found is None and name in _FALLBACK_MODULES:
-        found = getattr(importlib.import_module(_FALLBACK_MODULES[name]), name, None)
+        try:
+            module = importlib.import_module(_FALLBACK_MODULES[name])
+        except ImportError:  # that numerics piece has not landed yet
+            return None
+        found = getattr(module, name, None)
     return found
 
 
@@ -194,3 +201,165 @@ def tradeoff(
         err = validation_error(np.asarray(alloc.w), X_val, y_val, task=task)
         out.append({"gamma": float(g), "validation_error": err, "total_payment": total})
     return out
+
+
+# ---- running an order (the order pipeline) ----
+
+
+class NumericsUnavailableError(RuntimeError):
+    """A numerics piece the order needs (payments, γ choice) is not installed yet."""
+
+
+def delta_upper(*, k: float, m: int, lam: float) -> float:
+    """Largest release term ``Δ_i = 2 ln(1 + a_i/(4λ))`` with ``a_i ≤ min(k/m, 1)``.
+
+    The learner's per-seller guarantee is ``ε_i^total = a_i·η + Δ_i`` (spec §3), so a
+    seller with remaining budget ``r_i`` may get ``ε_i^max = r_i − Δ_upper``.
+    """
+    return 2.0 * float(np.log1p(min(k / m, 1.0) / (4.0 * lam)))
+
+
+def design(X: FloatArray, *, fit_intercept: bool) -> FloatArray:
+    """Rows ``x`` or ``[x, 1]/√2`` (keeps ``‖x̃‖ ≤ 1``; allocation and release share it)."""
+    if not fit_intercept:
+        return X
+    return np.hstack([X, np.ones((X.shape[0], 1))]) / np.sqrt(2.0)
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with the keyword arguments its signature accepts (others dropped)."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params}
+    return fn(*args, **kwargs)
+
+
+def _required(name: str) -> Any:
+    fn = _mech(name)
+    if fn is None:
+        raise NumericsUnavailableError(f"mechanisms.{name} is not available yet")
+    return fn
+
+
+def has(name: str) -> bool:
+    """Whether the numerics provide ``mechanisms.<name>``."""
+    return _mech(name) is not None
+
+
+SERIAL_PAYMENTS_MAX = 64
+"""Up to this many sellers, payments run in the calling thread's process (one
+thread); above it in a ``forkserver`` process pool (never ``fork``: the service
+process has threads)."""
+
+
+def payments_executor(m: int) -> Any:
+    """Return an executor (a context manager) for per-seller payment re-solves."""
+    import concurrent.futures as cf
+    import multiprocessing
+    import os
+
+    if m <= SERIAL_PAYMENTS_MAX:
+        return cf.ThreadPoolExecutor(max_workers=1)
+    workers = max(1, len(os.sched_getaffinity(0)))
+    ctx = multiprocessing.get_context("forkserver")
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def myerson_payments(
+    X: FloatArray,
+    y: FloatArray,
+    costs: FloatArray,
+    *,
+    prior_spec: Mapping[str, Any],
+    config: Any,
+    eps_max: FloatArray,
+    allocation: Any = None,
+    progress: Any = None,
+) -> Any:
+    """Myerson payments (spec §5) via ``mechanisms.myerson_payments`` (``.payments``,
+    ``.epsilon``). Raises ``NumericsUnavailableError`` when not installed: an order
+    never falls back to the paper's non-IC ``Ψ·ε`` rule."""
+    fn = _required("myerson_payments")
+    prior = build_prior(prior_spec)
+    with payments_executor(len(costs)) as pool:
+        return _call(
+            fn,
+            X,
+            y,
+            costs,
+            prior,
+            config,
+            eps_max=eps_max,
+            executor=pool,
+            base=allocation,
+            progress=progress,
+        )
+
+
+def choose_gamma(
+    X: FloatArray,
+    y: FloatArray,
+    costs: FloatArray,
+    *,
+    prior_spec: Mapping[str, Any],
+    config: Any,
+    budget: float,
+    X_val: FloatArray,
+    y_val: FloatArray,
+    eps_max: FloatArray,
+    progress: Any = None,
+) -> Any:
+    """Most accurate affordable ``γ`` (spec §4.3) via ``mechanisms.choose_gamma``."""
+    fn = _required("choose_gamma")
+    prior = build_prior(prior_spec)
+    with payments_executor(len(costs)) as pool:
+        return _call(
+            fn,
+            X,
+            y,
+            costs,
+            prior,
+            config,
+            budget=budget,
+            X_val=X_val,
+            y_val=y_val,
+            eps_max=eps_max,
+            executor=pool,
+            progress=progress,
+        )
+
+
+def release(X: FloatArray, y: FloatArray, alloc: Any) -> Any:
+    """Release the model at ``alloc`` with fresh OS-entropy noise (no ``random_state``)."""
+    from mechanisms.release import release_model
+
+    return release_model(X, y, alloc, random_state=None)
+
+
+def audit_incentives(
+    X: FloatArray,
+    y: FloatArray,
+    costs: FloatArray,
+    *,
+    prior_spec: Mapping[str, Any],
+    config: Any,
+    budget: float | None = None,
+    sellers: Any = None,
+    eps_max: FloatArray | None = None,
+) -> Any:
+    """IC regret / IR / budget self-audit (spec §6) via ``mechanisms.audit_incentives``."""
+    fn = _required("audit_incentives")
+    prior = build_prior(prior_spec)
+    return _call(
+        fn,
+        X,
+        y,
+        costs,
+        prior,
+        config,
+        budget=budget,
+        sellers=sellers,
+        eps_max=eps_max,
+    )

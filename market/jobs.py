@@ -126,3 +126,47 @@ def run_tradeoff_job(db_engine: Engine, job_id: int) -> None:
 
 
 # ---- claiming and the worker loop are added below this line by the pipeline ----
+
+
+def run_claimed_job(
+    db_engine: Engine, job_id: int, *, owner: str, lease_seconds: float
+) -> str:
+    """Run a claimed job to ``succeeded`` or ``failed``; every write is fenced by the
+    lease (``market.leases``), so a job taken over by another worker is left alone.
+
+    Returns the final status, or ``"lost"``.
+    """
+    from market import leases
+
+    def touch(**values: Any) -> bool:
+        return leases.touch(
+            db_engine, Job, job_id, owner=owner, lease_seconds=lease_seconds, **values
+        )
+
+    if not touch(progress_stage="computing", progress_fraction=0.0):
+        return "lost"
+    try:
+        with session_scope(db_engine) as session:
+            job = session.get(Job, job_id)
+            if job is None or job.kind != TRADEOFF:
+                raise InvalidInputError("kind", "unknown job kind")
+            result = compute_tradeoff(session, job)
+    except Exception as exc:  # recorded on the job, not lost
+        reason = str(exc) if isinstance(exc, InvalidInputError) else type(exc).__name__
+        ok = touch(
+            status=RunStatus.FAILED,
+            error=reason,
+            finished_at=utcnow(),
+            lease_owner=None,
+        )
+        return RunStatus.FAILED if ok else "lost"
+    ok = touch(
+        status=RunStatus.SUCCEEDED,
+        result=result,
+        error=None,
+        progress_stage="done",
+        progress_fraction=1.0,
+        finished_at=utcnow(),
+        lease_owner=None,
+    )
+    return RunStatus.SUCCEEDED if ok else "lost"

@@ -1,0 +1,148 @@
+"""What a finished order stores: per-seller spends, the buyer's summary and model JSON.
+
+Buyers see aggregates only (spec ``api.md``: min/median/max ``ε``, sellers used, total
+paid); per-seller ``ε`` and payments go to the ledgers and the admin allocations view.
+Coefficients are published in raw feature units: the market scales
+``x̃_j = (2(x_j − low_j)/(high_j − low_j) − 1)/√d`` with *public* bounds, so
+
+    w·x̃ + b = Σ_j (2 w_j / ((high_j − low_j)√d)) x_j
+              + b − Σ_j w_j (2 low_j/(high_j − low_j) + 1)/√d,
+
+a post-processing of the release that uses no private statistic.
+"""
+
+import math
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, Decimal
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from market.ledgers import SellerSpend, to_major
+from market.models import MINOR_UNITS
+from market.order_inputs import OrderInputs
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The numerics' result for one order run."""
+
+    gamma: float
+    gamma_source: str
+    eta: float
+    epsilon_total: FloatArray
+    payments_minor: list[int]
+    coef_scaled: FloatArray
+    intercept_scaled: float
+    guarantee: str
+    validation_error: float | None
+    timings: dict[str, float]
+
+
+def payments_to_minor(payments: FloatArray) -> list[int]:
+    """Round each payment DOWN to minor units (so ``Σ`` never exceeds the budget).
+
+    Raises
+    ------
+    ValueError
+        A payment is negative beyond rounding noise, or not finite.
+    """
+    out: list[int] = []
+    for i, t in enumerate(np.asarray(payments, dtype=float)):
+        if not math.isfinite(t) or t < -1e-9:
+            raise ValueError(f"payments[{i}] = {t!r} is not a valid payment")
+        minor = Decimal(repr(max(float(t), 0.0))) * MINOR_UNITS
+        out.append(int(minor.to_integral_value(rounding=ROUND_FLOOR)))
+    return out
+
+
+def spends(inp: OrderInputs, out: Outcome) -> list[SellerSpend]:
+    """Per-seller ledger spends of sellers the order used (``ε > 0`` or paid)."""
+    return [
+        SellerSpend(
+            seller_id=seller, offer_id=offer, epsilon=float(eps), payment_minor=pay
+        )
+        for seller, offer, eps, pay in zip(
+            inp.seller_ids,
+            inp.offer_ids,
+            out.epsilon_total,
+            out.payments_minor,
+            strict=True,
+        )
+        if eps > 0 or pay > 0
+    ]
+
+
+def raw_coefficients(
+    coef: FloatArray, intercept: float, features: list[dict[str, Any]]
+) -> tuple[list[float], float]:
+    """Coefficients and intercept in raw feature units (module docstring)."""
+    low = np.array([float(f["low"]) for f in features])
+    high = np.array([float(f["high"]) for f in features])
+    root_d = math.sqrt(len(features))
+    span = high - low
+    w_raw = 2.0 * coef / (span * root_d)
+    b_raw = intercept - float(np.sum(coef * (2.0 * low / span + 1.0))) / root_d
+    return [float(v) for v in w_raw], float(b_raw)
+
+
+def _eps_stats(eps: FloatArray) -> dict[str, float]:
+    used = eps[eps > 0]
+    if used.size == 0:
+        return {"min": 0.0, "median": 0.0, "max": 0.0}
+    return {
+        "min": float(used.min()),
+        "median": float(np.median(used)),
+        "max": float(used.max()),
+    }
+
+
+def summary(inp: OrderInputs, out: Outcome, *, attempts: int) -> dict[str, Any]:
+    """The buyer-visible summary: aggregates only."""
+    total = sum(out.payments_minor)
+    return {
+        "sellers_offered": inp.n_offers,
+        "sellers_eligible": len(inp.seller_ids),
+        "sellers_used": int(np.sum(out.epsilon_total > 0)),
+        "epsilon": _eps_stats(out.epsilon_total),
+        "total_paid": to_major(total),
+        "total_paid_minor": total,
+        "budget": to_major(inp.budget_minor),
+        "validation_error": out.validation_error,
+        "gamma": out.gamma,
+        "gamma_source": out.gamma_source,
+        "parameters_version": inp.parameters_version,
+        "guarantee": out.guarantee,
+        "settlement_attempts": attempts,
+        "timings": out.timings,
+    }
+
+
+def model_json(inp: OrderInputs, out: Outcome) -> dict[str, Any]:
+    """The buyer's model (spec ``api.md`` ``GET /v1/orders/{id}/model``); no records."""
+    coef, intercept = raw_coefficients(
+        out.coef_scaled, out.intercept_scaled, inp.features
+    )
+    total = sum(out.payments_minor)
+    return {
+        "learner": "hetero_dp_logistic",
+        "coefficients": coef,
+        "intercept": intercept if inp.fit_intercept else None,
+        "feature_names": [str(f["name"]) for f in inp.features],
+        "input": "raw feature values clipped to the market's public bounds; "
+        "predict sign(coefficients·x + intercept) in {-1, +1}",
+        "metrics": {
+            "validation_error": out.validation_error,
+            "n_validation": 0 if inp.y_val is None else len(inp.y_val),
+        },
+        "privacy": {
+            "guarantee": out.guarantee,
+            "epsilon": _eps_stats(out.epsilon_total),
+            "sellers_used": int(np.sum(out.epsilon_total > 0)),
+            "unit": "seller",
+        },
+        "payments": {"total": to_major(total), "budget": to_major(inp.budget_minor)},
+    }

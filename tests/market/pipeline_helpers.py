@@ -1,0 +1,97 @@
+"""Helpers for the order-pipeline tests: a Wisconsin market over HTTP, sellers with
+one record each, a fast stand-in for the payments, and a worker that drains the queue.
+
+The stand-in payments (:func:`fake_payments`) are *not* Myerson payments: they pay
+``1.5·c_i·ε_i`` for the allocation's own ``ε_i`` so the pipeline tests (ledgers,
+caps, budgets, durability) run in milliseconds. The real payments are exercised by the
+``slow`` flow test.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+
+from market import engine
+from mechanisms.datasets import WBC_FEATURE_BOUNDS
+
+NAMES = [str(n) for n in load_breast_cancer().feature_names]
+
+
+def wisconsin_raw() -> tuple[np.ndarray, np.ndarray]:
+    """Raw Wisconsin features and ``±1`` labels (+1 benign)."""
+    data = load_breast_cancer()
+    return np.asarray(data.data), np.where(data.target == 1, 1, -1)
+
+
+def market_body(
+    *, n_val: int = 80, cap: float = 10.0, rng: np.random.Generator, **mechanism: Any
+) -> dict[str, Any]:
+    """A Wisconsin classification market with a public validation set of ``n_val``."""
+    X, y = wisconsin_raw()
+    val = rng.choice(len(y), size=n_val, replace=False)
+    settings: dict[str, Any] = {"gamma": 1.0, "lam": 0.1, "mu": 1.0, "sigma": 1.0}
+    settings.update(mechanism)
+    return {
+        "name": "wisconsin",
+        "task": "classification",
+        "features": [
+            {"name": n, "low": lo, "high": hi}
+            for n, (lo, hi) in zip(NAMES, WBC_FEATURE_BOUNDS, strict=True)
+        ],
+        "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
+        "mechanism": settings,
+        "validation": [{"x": X[i].tolist(), "y": int(y[i])} for i in val],
+        "lifetime_epsilon_cap": cap,
+    }
+
+
+@dataclass
+class Seller:
+    headers: dict[str, str]
+    offer_id: int
+    cost: float
+
+
+def add_sellers(
+    client: Any, market_id: int, n: int, *, rng: np.random.Generator
+) -> list[Seller]:
+    """Register ``n`` sellers, each offering one Wisconsin record at a cost ~ U[0, 1]."""
+    X, y = wisconsin_raw()
+    rows = rng.choice(len(y), size=n, replace=False)
+    out = []
+    for j, i in enumerate(rows):
+        r = client.post("/v1/sellers", json={"name": f"s{j}"})
+        assert r.status_code == 201, r.text
+        headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
+        cost = float(rng.uniform(0.05, 0.95))
+        body = {
+            "records": [{"x": X[i].tolist(), "y": int(y[i])}],
+            "reported_cost": cost,
+        }
+        r = client.post(f"/v1/markets/{market_id}/offers", headers=headers, json=body)
+        assert r.status_code == 201, r.text
+        out.append(Seller(headers=headers, offer_id=r.json()["id"], cost=cost))
+    return out
+
+
+def fake_payments(X: Any, y: Any, costs: Any, **kw: Any) -> SimpleNamespace:
+    """Stand-in payments (module docstring): ``1.5·c_i·ε_i^total`` of a fresh allocation."""
+    alloc = kw.get("allocation")
+    eps = np.asarray(alloc.epsilon_total, dtype=float)
+    progress = kw.get("progress")
+    if progress is not None:
+        progress(len(costs), len(costs))
+    return SimpleNamespace(payments=1.5 * np.asarray(costs) * eps, epsilon=eps)
+
+
+@pytest.fixture
+def stand_in_payments(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """Replace ``market.engine.myerson_payments`` by :func:`fake_payments`."""
+    monkeypatch.setattr(engine, "myerson_payments", fake_payments)
+    monkeypatch.setattr(engine, "has", lambda name: name != "choose_gamma")
+    return fake_payments
