@@ -12,6 +12,7 @@ from api.middleware import BodySizeLimitMiddleware
 from api.routes import api_router, health
 from market.config import Settings, get_settings
 from market.db import make_engine
+from market.worker import app_hook as start_workers
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -49,7 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
-    app.state.on_startup = []
+    app.state.on_startup = [start_workers]  # settings.workers threads (0: none)
     errors.install(app)
     app.include_router(health.router)
     app.include_router(api_router, prefix="/v1")
