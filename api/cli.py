@@ -70,3 +70,31 @@ def db_upgrade(
 
 
 # ---- order pipeline commands (`worker`, `demo`) are added below this line ----
+
+
+@app.command()
+def worker(
+    once: Annotated[
+        bool, typer.Option(help="Run the recovery sweep and at most one order or job.")
+    ] = False,
+    threads: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 1,
+) -> None:
+    """Run orders and jobs from the database (``PRIVMARKET_DATABASE_URL``) until
+    interrupted; start as many processes as you like (claims never collide)."""
+    from api.pipeline_cli import run_worker
+
+    run_worker(get_settings(), once=once, threads=threads)
+
+
+@app.command()
+def demo(
+    sellers: Annotated[int, typer.Option(min=10, help="Simulated sellers.")] = 120,
+    budget: Annotated[float, typer.Option(help="The buyer's budget.")] = 50.0,
+    audit_sellers: Annotated[
+        int, typer.Option(min=0, help="Sellers sampled for the IC audit.")
+    ] = 5,
+) -> None:
+    """The README's main job: a Wisconsin market end to end over the real HTTP API."""
+    from api.demo import run_demo
+
+    run_demo(n_sellers=sellers, budget=budget, audit_sellers=audit_sellers)
