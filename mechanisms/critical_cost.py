@@ -208,7 +208,7 @@ def active_signature(prob: Problem, alloc: Allocation) -> bytes:
 
 
 def breakpoints(
-    curve: SellerCurve, lo: float, hi: float, *, n_scan: int = 6, xrtol: float = 1e-4
+    curve: SellerCurve, lo: float, hi: float, *, n_scan: int = 5, xrtol: float = 1e-3
 ) -> list[float]:
     """Kinks of ``ε_i`` on ``[lo, hi]``: scan ``n_scan`` interior points, then bisect
     every neighbouring pair whose active sets differ down to ``xrtol·(hi − lo)``;
