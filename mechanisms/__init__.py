@@ -5,7 +5,17 @@ The public facade: cost priors and virtual costs (§2), :class:`MechanismConfig`
 """
 
 from mechanisms.allocation import allocate
+from mechanisms.audit import AuditReport, audit_incentives
+from mechanisms.budget import GammaChoice, choose_gamma
 from mechanisms.config import MechanismConfig
+from mechanisms.payments import (
+    PaymentResult,
+    expected_payments,
+    fits_budget,
+    myerson_payments,
+    myerson_total,
+    round_down,
+)
 from mechanisms.priors import (
     BetaPrior,
     CostPrior,
@@ -25,22 +35,32 @@ from mechanisms.result import Allocation, KKTResiduals, SolverError, SolveStatus
 
 __all__ = [
     "Allocation",
+    "AuditReport",
     "BetaPrior",
     "CostPrior",
     "EmpiricalPrior",
     "ExponentialPrior",
+    "GammaChoice",
     "GaussianMixturePrior",
     "IronedPrior",
     "KKTResiduals",
     "LogNormalPrior",
     "MechanismConfig",
+    "PaymentResult",
     "RegularityReport",
     "SolveStatus",
     "SolverError",
     "TruncatedNormalPrior",
     "UniformPrior",
     "allocate",
+    "audit_incentives",
+    "choose_gamma",
     "ensure_regular",
+    "expected_payments",
+    "fits_budget",
+    "myerson_payments",
+    "myerson_total",
     "prior_from_dict",
+    "round_down",
     "virtual_costs",
 ]
