@@ -28,7 +28,9 @@ def run_worker(settings: Settings, *, once: bool = False, threads: int = 1) -> N
             signal.signal(sig, lambda *_: stop.set())
         loops = [
             threading.Thread(
-                target=Worker(engine, lease_seconds=settings.job_lease_seconds).run_forever,
+                target=Worker(
+                    engine, lease_seconds=settings.job_lease_seconds
+                ).run_forever,
                 args=(stop,),
                 name=f"privmarket-worker-{i}",
             )
