@@ -1,0 +1,127 @@
+"""Building blocks of the payments: quadrature, the certified shortcut re-solve, the
+critical-cost estimate and the monotonicity check."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from mechanisms.allocation import solve_allocation
+from mechanisms.critical_cost import (
+    SellerCurve,
+    first_order_estimate,
+    invert_virtual_cost,
+)
+from mechanisms.local_resolve import local_resolve
+from mechanisms.payments import payment_job
+from mechanisms.priors import ExponentialPrior, UniformPrior
+from mechanisms.quadrature import integrate
+from tests.conftest import SEED
+from tests.mechanisms.test_payments_instances import small_instance
+
+
+def test_gauss_kronrod_exactness() -> None:
+    calls: list[float] = []
+
+    def f(x: float) -> float:
+        calls.append(x)
+        return x**13
+
+    # G7 and K15 are both exact to degree 13: one panel, zero error estimate.
+    r = integrate(f, 0.0, 1.0, rtol=1e-13)
+    assert r.value == pytest.approx(1 / 14, rel=1e-14)
+    assert r.n_evals == len(calls) == 15
+    # K15 alone is exact to degree 22: the first panel's value already is.
+    r = integrate(lambda x: x**22, 0.0, 1.0, rtol=1e-13, max_evals=15)
+    assert r.value == pytest.approx(1 / 23, rel=1e-13)
+
+
+def test_adaptive_quadrature_resolves_a_kink_and_honours_breakpoints() -> None:
+    f = lambda x: max(0.0, 1.0 - x) * math.exp(x)  # noqa: E731
+    exact = math.e - 2.0  # ∫_0^1 (1 − x) e^x dx
+    r = integrate(f, 0.0, 1.7, rtol=1e-10)
+    assert r.converged
+    assert r.value == pytest.approx(exact, rel=1e-9)
+    with_bp = integrate(f, 0.0, 1.7, breakpoints=[1.0], rtol=1e-10)
+    assert with_bp.value == pytest.approx(exact, rel=1e-12)
+    assert with_bp.n_evals == 30 < r.n_evals
+    back = integrate(f, 1.7, 0.0, breakpoints=[1.0])
+    assert back.value == pytest.approx(-exact, rel=1e-12)
+
+
+def test_quadrature_reports_an_exhausted_budget() -> None:
+    step = lambda x: 1.0 if x > 1 / 3 else 0.0  # noqa: E731
+    r = integrate(step, 0.0, 1.0, rtol=1e-14, max_evals=100)
+    assert not r.converged
+    assert r.n_evals <= 100
+    assert abs(r.value - 2 / 3) <= r.error + 1e-15
+    with pytest.raises(ValueError, match="finite"):
+        integrate(step, 0.0, math.inf)
+
+
+def test_invert_virtual_cost() -> None:
+    assert invert_virtual_cost(UniformPrior(0.0, 1.0), 1.2, low=0.1) == pytest.approx(
+        0.6, abs=1e-12
+    )
+    assert invert_virtual_cost(UniformPrior(0.0, 1.0), 2.5, low=0.1) is None
+    e = ExponentialPrior(2.0)  # Ψ(c) = c + (e^{2c} − 1)/2
+    s = invert_virtual_cost(e, 50.0, low=0.0)
+    assert s is not None
+    assert float(e.virtual_cost(np.array([s]))[0]) == pytest.approx(50.0, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def job():
+    ins = small_instance(np.random.default_rng(SEED), m=5)
+    return payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
+
+
+def test_shortcut_matches_full_search_or_declines(job) -> None:
+    i = int(np.argmax(job.base.epsilon_total))
+    c = float(job.reports[i])
+    n_certified = 0
+    for s in np.linspace(c, min(1.0, 1.5 * c + 0.05), 8):
+        psi = job.prob.psi.copy()
+        psi[i] = 2 * s  # U[0, 1]
+        prob = dataclasses.replace(job.prob, psi=psi)
+        full = solve_allocation(prob, warm_start=job.base)
+        fast = local_resolve(prob, job.base)
+        if fast is None:
+            continue
+        n_certified += 1
+        if fast.eta == pytest.approx(full.eta, rel=1e-4):  # same local optimum
+            np.testing.assert_allclose(
+                fast.epsilon_total, full.epsilon_total, rtol=1e-6, atol=1e-8
+            )
+        # The shortcut never returns a worse point than the full search's.
+        assert fast.objective <= full.objective + 1e-6 * (1 + abs(full.objective))
+    assert n_certified >= 1
+    lowered = job.prob.psi.copy()
+    lowered[i] *= 0.5
+    assert local_resolve(dataclasses.replace(job.prob, psi=lowered), job.base) is None
+
+
+def test_first_order_estimate_is_near_the_true_cut_off(job) -> None:
+    i = int(np.argmax(job.base.epsilon_total))
+    curve = SellerCurve(job.prob, job.base, job.prior, i, float(job.reports[i]))
+    est = first_order_estimate(curve)
+    assert est is not None
+    assert est > job.reports[i]
+    # Scan the true curve with full solves: the estimate lies within 50% of s*.
+    s = np.linspace(job.reports[i], 1.0, 25)
+    eps = [curve.epsilon(v) for v in s]
+    first_zero = next(v for v, e in zip(s, eps, strict=True) if e == 0.0)
+    assert abs(est - first_zero) <= 0.5 * (first_zero - job.reports[i])
+
+
+def test_monotonicity_violation_of_a_recorded_sweep(job) -> None:
+    curve = SellerCurve(job.prob, job.base, job.prior, 0, float(job.reports[0]))
+    curve.cache.clear()
+    curve.cache.update({0.1: 3.0, 0.2: 2.0, 0.3: 2.5, 0.4: 1.0, 0.5: 2.2})
+    assert curve.monotonicity_violation() == pytest.approx(1.2)  # 1.0 → 2.2
+    curve.cache.clear()
+    curve.cache.update({0.1: 3.0, 0.2: 3.0, 0.3: 0.0})
+    assert curve.monotonicity_violation() == 0.0
