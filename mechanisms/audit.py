@@ -178,7 +178,7 @@ def _choose_sellers(
     rng = np.random.default_rng(random_state)
     winners = np.flatnonzero(pay.epsilon > 0)
     picked: list[int] = []
-    if winners.size:  # the winner nearest its cut-off (relative margin)
+    if winners.size and n_sellers > 0:  # the winner nearest its cut-off (relative margin)
         margin = (pay.critical_costs[winners] - _reports(pay)[winners]) / np.maximum(
             pay.critical_costs[winners], 1e-300
         )
