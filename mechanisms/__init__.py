@@ -32,6 +32,12 @@ from mechanisms.priors import (
     virtual_costs,
 )
 from mechanisms.result import Allocation, KKTResiduals, SolverError, SolveStatus
+from mechanisms.selection import (
+    Selection,
+    TradeoffPoint,
+    select_hyperparameters,
+    tradeoff_curve,
+)
 
 __all__ = [
     "Allocation",
@@ -48,8 +54,10 @@ __all__ = [
     "MechanismConfig",
     "PaymentResult",
     "RegularityReport",
+    "Selection",
     "SolveStatus",
     "SolverError",
+    "TradeoffPoint",
     "TruncatedNormalPrior",
     "UniformPrior",
     "allocate",
@@ -62,5 +70,7 @@ __all__ = [
     "myerson_total",
     "prior_from_dict",
     "round_down",
+    "select_hyperparameters",
+    "tradeoff_curve",
     "virtual_costs",
 ]

@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms.allocation import allocate
 from mechanisms.config import MechanismConfig
+from mechanisms.payments import myerson_total
 from mechanisms.problem import utility
 from mechanisms.release import released_validation_error
 from mechanisms.result import Allocation
@@ -292,19 +293,14 @@ class TradeoffPoint:
 
 def myerson_total_fn(
     eps_max: ArrayLike | None = None, *, executor: Any = None
-) -> PaymentFn | None:
-    """A ``payment_fn`` giving the Myerson total ``Σ t_i`` (spec §5), or ``None`` when
-    :mod:`mechanisms.payments` is not available."""
-    try:
-        from mechanisms.payments import myerson_payments
-    except ImportError:  # pragma: no cover - the payments module ships with the package
-        return None
+) -> PaymentFn:
+    """A ``payment_fn`` giving the Myerson total ``Σ t_i`` of spec §5
+    (:func:`mechanisms.payments.myerson_total`; seconds to minutes per allocation)."""
 
     def total(X: Any, y: Any, costs: Any, prior: Any, cfg: Any, alloc: Any) -> float:
-        res = myerson_payments(
+        return myerson_total(
             X, y, costs, prior, cfg, eps_max, executor=executor, base=alloc
         )
-        return res.total
 
     return total
 

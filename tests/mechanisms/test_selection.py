@@ -15,6 +15,7 @@ from mechanisms.selection import (
     TradeoffPoint,
     default_grid,
     expected_payment,
+    myerson_total_fn,
     select_hyperparameters,
     tradeoff_curve,
 )
@@ -164,3 +165,24 @@ def test_default_grid_brackets_the_config_and_bad_input_is_named() -> None:
         tradeoff_curve(X, y, c, PRIOR, CFG, gammas=[], myerson=False, **kw)
     with pytest.raises(ValueError, match="gammas"):
         tradeoff_curve(X, y, c, PRIOR, CFG, gammas=[-1.0], myerson=False, **kw)
+
+
+@pytest.mark.slow
+def test_myerson_total_fn_reports_the_myerson_total(rng: np.random.Generator) -> None:
+    """With :func:`myerson_total_fn` the point's ``total_payment`` is
+    ``myerson_payments``'s total for the chosen configuration, and individually rational:
+    ``Σ t_i ≥ Σ c_i ε_i^total``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mechanisms import myerson_payments
+
+    tr, Xv, yv = _instance(rng, m=8)
+    with ThreadPoolExecutor(1) as ex:
+        (pt,) = tradeoff_curve(
+            tr.X, tr.y, tr.costs, PRIOR, CFG, gammas=[CFG.gamma], X_val=Xv, y_val=yv,
+            grid={}, n_draws=2, random_state=1, payment_fn=myerson_total_fn(executor=ex),
+        )  # fmt: skip
+        ref = myerson_payments(tr.X, tr.y, tr.costs, PRIOR, pt.cfg, executor=ex)
+    alloc = allocate(tr.X, tr.y, tr.costs, PRIOR, pt.cfg)
+    assert pt.total_payment == pytest.approx(ref.total, rel=1e-6)
+    assert pt.total_payment >= float(tr.costs @ alloc.epsilon_total) * (1 - 1e-6)
