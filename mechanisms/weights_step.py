@@ -111,6 +111,7 @@ def project_capped_simplex(v: FloatArray, caps: FloatArray) -> tuple[FloatArray,
     -------
     a, theta
     """
+    caps = np.minimum(caps, 1.0)  # exact (a_i ≤ Σ a = 1); keeps inf caps out of sums
     low = np.sort(-v)
     high = np.sort(caps - v)
     pts = np.concatenate((low, high))

@@ -1,0 +1,129 @@
+"""The a-step (spec §4.2): exact minimiser of ``⟨r, a⟩ + μ‖a‖₂`` on the capped simplex.
+
+Checked against a generic convex solve (cvxpy/CLARABEL) and against the capped-simplex
+KKT conditions with a multiplier computed independently (``capped_simplex_kkt``).
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from mechanisms.weights_step import (
+    fill_smallest,
+    project_capped_simplex,
+    solve_weights,
+)
+from tests.mechanisms.conftest import capped_simplex_kkt
+
+
+def _cvx_weights(
+    r: np.ndarray, caps: np.ndarray, mu: float
+) -> tuple[float, np.ndarray]:
+    a = cp.Variable(r.size, nonneg=True)
+    prob = cp.Problem(
+        cp.Minimize(r @ a + mu * cp.norm(a, 2)), [cp.sum(a) == 1, a <= caps]
+    )
+    prob.solve(solver=cp.CLARABEL)
+    return float(prob.value), np.asarray(a.value)
+
+
+def _f(r: np.ndarray, a: np.ndarray, mu: float) -> float:
+    return float(r @ a + mu * np.linalg.norm(a))
+
+
+def _grad(r: np.ndarray, a: np.ndarray, mu: float) -> np.ndarray:
+    return r + mu * a / np.linalg.norm(a)
+
+
+CASES = [
+    # (m, mu, cap kind)
+    (7, 0.05, "uniform"),
+    (40, 0.3, "uniform"),
+    (40, 3.0, "uniform"),
+    (40, 0.3, "hetero"),
+    (200, 1.0, "hetero"),
+    (200, 0.01, "none"),
+    (25, 100.0, "hetero"),
+]
+
+
+def _caps(rng: np.random.Generator, m: int, kind: str) -> np.ndarray:
+    if kind == "none":
+        return np.full(m, np.inf)
+    if kind == "uniform":
+        return np.full(m, 3.0 / m)
+    caps = rng.uniform(0.0, 4.0 / m, m)
+    caps[rng.random(m) < 0.2] = 0.0  # sellers with ε_max = 0
+    caps *= max(1.0, 1.3 / caps.sum())  # keep Σ h ≥ 1.3
+    return caps
+
+
+@pytest.mark.parametrize(("m", "mu", "kind"), CASES)
+def test_matches_cvxpy_and_kkt(rng: np.random.Generator, m: int, mu: float, kind: str):
+    r = rng.normal(size=m) + rng.exponential(size=m)
+    caps = _caps(rng, m, kind)
+    a, _ = solve_weights(r, caps, mu)
+    f_cvx, a_cvx = _cvx_weights(r, np.minimum(caps, 1.0), mu)
+    f = _f(r, a, mu)
+    # never worse than the generic solver beyond its tolerance; matches it closely
+    assert f <= f_cvx + 1e-7 * (1 + abs(f_cvx))
+    assert abs(f - f_cvx) <= 1e-6 * (1 + abs(f_cvx))
+    # μ > 0 makes the problem strictly convex on the simplex: same minimiser
+    assert np.abs(a - a_cvx).max() <= 1e-4
+    assert capped_simplex_kkt(a, _grad(r, a, mu), caps) <= 1e-9
+
+
+def test_mu_zero_is_the_lp_fill(rng: np.random.Generator):
+    m = 30
+    r = rng.normal(size=m)
+    caps = _caps(rng, m, "hetero")
+    a, state = solve_weights(r, caps, 0.0)
+    assert state is None
+    f_cvx, _ = _cvx_weights(r, caps, 0.0)
+    assert abs(float(r @ a) - f_cvx) <= 1e-7 * (1 + abs(f_cvx))
+    # LP KKT: one threshold τ separates full (r ≤ τ), partial (= τ) and empty sellers
+    assert capped_simplex_kkt(a, r, caps) <= 1e-12
+    assert np.array_equal(fill_smallest(r, caps), a)
+
+
+def test_warm_start_gives_the_cold_solution(rng: np.random.Generator):
+    m, mu = 120, 0.5
+    caps = np.full(m, 4.0 / m)
+    r = rng.normal(size=m)
+    _, state = solve_weights(r, caps, mu)
+    r2 = r + 0.05 * rng.normal(size=m)
+    cold, _ = solve_weights(r2, caps, mu)
+    warm, _ = solve_weights(r2, caps, mu, warm=state)
+    np.testing.assert_allclose(warm, cold, atol=1e-12)
+
+
+def test_caps_that_force_the_weights():
+    caps = np.array([0.5, 0.25, 0.25, 0.0])
+    a, _ = solve_weights(np.array([3.0, 1.0, 2.0, -5.0]), caps, 0.7)
+    np.testing.assert_allclose(a, caps)
+
+
+def test_vertex_solution_with_ties_and_large_gaps():
+    # Two sellers far cheaper than the rest: with caps 1/2 the optimum is the vertex
+    # a = (1/2, 1/2, 0, ...), where no weight is strictly between 0 and its cap.
+    r = np.array([0.0, 0.0, 10.0, 10.0, 10.0])
+    caps = np.full(5, 0.5)
+    a, _ = solve_weights(r, caps, 0.1)
+    np.testing.assert_allclose(a, [0.5, 0.5, 0, 0, 0], atol=1e-12)
+    assert capped_simplex_kkt(a, _grad(r, a, 0.1), caps) <= 1e-12
+
+
+def test_projection_matches_cvxpy(rng: np.random.Generator):
+    for m in (1, 5, 60):
+        v = rng.normal(size=m) * 2
+        caps = np.maximum(rng.uniform(0, 3.0 / m, m), 1.2 / m)
+        a, theta = project_capped_simplex(v, caps)
+        x = cp.Variable(m)
+        cp.Problem(
+            cp.Minimize(cp.sum_squares(x - v)), [cp.sum(x) == 1, x >= 0, x <= caps]
+        ).solve(solver=cp.CLARABEL)
+        np.testing.assert_allclose(a, x.value, atol=1e-5)
+        np.testing.assert_allclose(a, np.clip(v + theta, 0, caps), atol=1e-12)
+        assert abs(a.sum() - 1) <= 1e-12
