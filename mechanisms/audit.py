@@ -9,7 +9,8 @@ For the production rule (allocation + Myerson payments) on one instance:
   such gain is the regret (0 for an IC mechanism, up to solver/quadrature tolerance).
 - **IR**: ``t_i − c_i·u(ε_i^total) ≥ 0`` for every seller.
 - **Budget**: ``Σ t_i ≤ B`` (in whole ledger units after rounding down).
-- **Monotonicity**: the worst upward step of ``ε_i(s)`` over every evaluated sweep.
+- **Monotonicity**: the worst upward step of ``ε_i(s)`` over every evaluated sweep and
+  over each audited seller's truthful and misreported allocations.
 """
 
 from __future__ import annotations
@@ -178,7 +179,9 @@ def _choose_sellers(
     rng = np.random.default_rng(random_state)
     winners = np.flatnonzero(pay.epsilon > 0)
     picked: list[int] = []
-    if winners.size and n_sellers > 0:  # the winner nearest its cut-off (relative margin)
+    if (
+        winners.size and n_sellers > 0
+    ):  # the winner nearest its cut-off (relative margin)
         margin = (pay.critical_costs[winners] - _reports(pay)[winners]) / np.maximum(
             pay.critical_costs[winners], 1e-300
         )
@@ -214,6 +217,26 @@ def _misreports(
     return [v for v in out if np.isfinite(v)]
 
 
+def _misreport_monotonicity(
+    c: FloatArray,
+    eps: FloatArray,
+    tries: list[tuple[int, float]],
+    dev: list[tuple[float, float, float]],
+) -> float:
+    """Worst upward step of ``ε_i`` over each audited seller's reports (truthful and
+    misreported; the misreported allocations come from cold solves)."""
+    by_seller: dict[int, list[tuple[float, float]]] = {}
+    for (i, r), (_, e, _) in zip(tries, dev, strict=True):
+        by_seller.setdefault(i, [(float(c[i]), float(eps[i]))]).append((r, e))
+    worst = 0.0
+    for pts in by_seller.values():
+        vals = np.array([e for _, e in sorted(pts)])
+        if vals.size > 1:
+            run_min = np.minimum.accumulate(vals)
+            worst = max(worst, float((vals[1:] - run_min[:-1]).max()))
+    return worst
+
+
 def _report(
     job: PaymentJob,
     pay: PaymentResult,
@@ -238,6 +261,7 @@ def _report(
             regret[i] = gain
         if worst is None or gain > worst["gain"]:
             worst = {"seller": float(i), "misreport": r, "gain": gain}
+    mono = max(mono, _misreport_monotonicity(c, pay.epsilon, tries, dev))
     reg = {i: max(g, 0.0) for i, g in regret.items()}
     ir_viol = [int(i) for i in np.flatnonzero(truthful_utility < 0)]
     return AuditReport(

@@ -208,26 +208,32 @@ def active_signature(prob: Problem, alloc: Allocation) -> bytes:
 
 
 def breakpoints(
-    curve: SellerCurve, lo: float, hi: float, *, n_scan: int = 5, xrtol: float = 1e-3
+    curve: SellerCurve, lo: float, hi: float, *, n_scan: int = 0, xrtol: float = 1e-3
 ) -> list[float]:
-    """Kinks of ``ε_i`` on ``[lo, hi]``: scan ``n_scan`` interior points, then bisect
-    every neighbouring pair whose active sets differ down to ``xrtol·(hi − lo)``;
-    return both ends of each final bracket (the kink lies between them)."""
-    pts = list(np.linspace(lo, hi, n_scan + 2))
-    out: list[float] = []
+    """Kinks of ``ε_i`` on ``[lo, hi]`` found from the active sets of evaluated reports.
+
+    Optionally evaluates ``n_scan`` equispaced interior points first; then every pair of
+    neighbouring evaluated reports whose active sets differ is bisected down to width
+    ``xrtol·(hi − lo)``. Returns both ends of every such final bracket (the kink lies
+    between them), so a quadrature split there integrates smooth pieces only.
+    """
+    for s in np.linspace(lo, hi, n_scan + 2)[1:-1]:
+        curve.epsilon(float(s))
     width = xrtol * (hi - lo)
+    out: set[float] = set()
+    pts = sorted(s for s in curve.cache if lo <= s <= hi)
     for a, b in itertools.pairwise(pts):
-        stack = [(float(a), float(b))]
+        stack = [(a, b)]
         while stack:
             x0, x1 = stack.pop()
             if curve.signature(x0) == curve.signature(x1):
                 continue
             if x1 - x0 <= width:
-                out += [x0, x1]
+                out.update((x0, x1))
                 continue
             mid = 0.5 * (x0 + x1)
             stack += [(mid, x1), (x0, mid)]
-    return sorted(set(out) - {lo, hi})
+    return sorted(out - {lo, hi})
 
 
 def kkt_threshold(prob: Problem, base: Allocation) -> float | None:

@@ -46,6 +46,7 @@ from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
 FAST_TOL = 1e-6  # relative ε mismatch of the shortcut that triggers a full redo
+MAX_KINK_PASSES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,8 @@ class PaymentJob:
     max_evals: int = 600
     solver: Solver = solve_allocation
     fast: bool = True
+    rule: str = "gk7"
+    n_check: int = 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,7 +168,7 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     fell_back = not curve.fast
     if crit.lo > c:
         integral, err, ok = _integral(job, curve, crit)
-        check = curve.verify_fast()
+        check = curve.verify_fast(job.n_check)
         mismatch = max(mismatch, check)
         if check > tol:
             curve.drop_fast()
@@ -194,14 +197,28 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
 def _integral(
     job: PaymentJob, curve: SellerCurve, crit: CriticalCost
 ) -> tuple[float, float, bool]:
-    """``∫_{c}^{s*} u(ε(s)) ds``: Gauss–Kronrod on ``[c, lo]`` with the active-set
-    kinks as breakpoints, plus the bracket ``[lo, hi]`` as a triangle (``ε`` falls
-    to 0 inside it; its area is also added to the error bound)."""
+    """``∫_{c}^{s*} u(ε(s)) ds``: adaptive Gauss–Kronrod on ``[c, lo]``; if it does not
+    converge within the budget, re-run split at the kinks (changes of the active set)
+    located between the evaluated reports; plus the bracket ``[lo, hi]`` as a triangle (``ε``
+    falls to 0 inside it; its area is also added to the error bound)."""
     c = curve.report
-    kinks = breakpoints(curve, c, crit.lo)
-    quad = integrate(
-        curve.u, c, crit.lo, breakpoints=kinks, rtol=job.rtol, max_evals=job.max_evals
-    )
+    kinks: list[float] = []
+    for _ in range(MAX_KINK_PASSES):
+        quad = integrate(
+            curve.u,
+            c,
+            crit.lo,
+            breakpoints=kinks,
+            rtol=job.rtol,
+            max_evals=job.max_evals,
+            rule=job.rule,
+        )
+        if quad.converged:
+            break
+        found = breakpoints(curve, c, crit.lo)
+        if set(found) <= set(kinks):
+            break
+        kinks = sorted(set(kinks) | set(found))
     tail = 0.5 * (crit.hi - crit.lo) * curve.u(crit.lo)
     return quad.value + tail, quad.error + tail, quad.converged
 

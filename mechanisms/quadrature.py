@@ -1,4 +1,4 @@
-"""Globally adaptive Gauss–Kronrod (7, 15) quadrature with an evaluation budget.
+"""Globally adaptive Gauss–Kronrod quadrature ((7, 15) or (3, 7)) with a budget.
 
 Used for the Myerson integral ``∫_{c_i}^{s*_i} u(ε_i(s)) ds`` (spec ``mechanism.md`` §5),
 whose integrand is expensive (one allocation re-solve per node) and piecewise smooth
@@ -60,6 +60,36 @@ _WEIGHTS_G[[13, 11, 9]] = _WG[:3]
 _WEIGHTS_G[7] = _WG[3]
 
 
+# The (3, 7) pair: Kronrod 7 nodes and weights, Gauss 3 on the odd-indexed nodes.
+_NODES7 = np.array(
+    [
+        -0.960491268708020283423507092629080,
+        -0.774596669241483377035853079956480,
+        -0.434243749346802558002071502844628,
+        0.0,
+        0.434243749346802558002071502844628,
+        0.774596669241483377035853079956480,
+        0.960491268708020283423507092629080,
+    ]
+)
+_WEIGHTS_K7 = np.array(
+    [
+        0.104656226026467265193823857192073,
+        0.268488089868333440728569280666710,
+        0.401397414775962222905051818618432,
+        0.450916538658474142345110087045571,
+        0.401397414775962222905051818618432,
+        0.268488089868333440728569280666710,
+        0.104656226026467265193823857192073,
+    ]
+)
+_WEIGHTS_G3 = np.array([0.0, 5 / 9, 0.0, 8 / 9, 0.0, 5 / 9, 0.0])
+RULES = {
+    "gk15": (_NODES, _WEIGHTS_K, _WEIGHTS_G),
+    "gk7": (_NODES7, _WEIGHTS_K7, _WEIGHTS_G3),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class QuadratureResult:
     """``value`` of the integral, its error ``estimate``, the number of integrand
@@ -72,12 +102,15 @@ class QuadratureResult:
     n_intervals: int
 
 
-def _gk15(f: Callable[[float], float], a: float, b: float) -> tuple[float, float]:
-    """Kronrod estimate on ``[a, b]`` and ``|K15 − G7|`` as its error bound."""
+def _panel(
+    f: Callable[[float], float], a: float, b: float, rule: str
+) -> tuple[float, float]:
+    """Kronrod estimate on ``[a, b]`` and ``|K − G|`` as its error bound."""
+    nodes, wk, wg = RULES[rule]
     half, mid = 0.5 * (b - a), 0.5 * (a + b)
-    vals = np.array([f(float(mid + half * x)) for x in _NODES])
-    k = half * float(_WEIGHTS_K @ vals)
-    g = half * float(_WEIGHTS_G @ vals)
+    vals = np.array([f(float(mid + half * x)) for x in nodes])
+    k = half * float(wk @ vals)
+    g = half * float(wg @ vals)
     return k, abs(k - g)
 
 
@@ -90,8 +123,9 @@ def integrate(
     rtol: float = 1e-7,
     atol: float = 0.0,
     max_evals: int = 600,
+    rule: str = "gk15",
 ) -> QuadratureResult:
-    """Adaptive Gauss–Kronrod (7, 15) integral of ``f`` over ``[a, b]``.
+    """Adaptive Gauss–Kronrod integral of ``f`` over ``[a, b]``.
 
     Parameters
     ----------
@@ -104,16 +138,29 @@ def integrate(
     rtol, atol : float
         Stop when the summed error estimate is ``≤ max(atol, rtol·|I|)``.
     max_evals : int
-        Evaluation budget (15 per sub-interval); the result then reports
+        Evaluation budget (15 or 7 per sub-interval); the result then reports
         ``converged=False`` with its error estimate.
+    rule : {"gk15", "gk7"}
+        The (7, 15) pair (exact to degree 22) or the (3, 7) pair (degree 10; fewer
+        evaluations for the nearly flat, piecewise smooth payment integrands).
     """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {sorted(RULES)}, got {rule!r}")
+    n_node = RULES[rule][0].size
     if not (np.isfinite(a) and np.isfinite(b)):
         raise ValueError(f"integrate: limits must be finite, got a={a!r}, b={b!r}")
     if b == a:
         return QuadratureResult(0.0, 0.0, 0, True, 0)
     if b < a:
         r = integrate(
-            f, b, a, breakpoints=breakpoints, rtol=rtol, atol=atol, max_evals=max_evals
+            f,
+            b,
+            a,
+            breakpoints=breakpoints,
+            rtol=rtol,
+            atol=atol,
+            max_evals=max_evals,
+            rule=rule,
         )
         return QuadratureResult(
             -r.value, r.error, r.n_evals, r.converged, r.n_intervals
@@ -122,21 +169,21 @@ def integrate(
     heap: list[tuple[float, float, float, float]] = []  # (-err, lo, hi, value)
     n_evals = 0
     for lo, hi in itertools.pairwise(cuts):
-        val, err = _gk15(f, lo, hi)
-        n_evals += 15
+        val, err = _panel(f, lo, hi, rule)
+        n_evals += n_node
         heapq.heappush(heap, (-err, lo, hi, val))
     while True:
         total = sum(item[3] for item in heap)
         err_sum = sum(-item[0] for item in heap)
         if err_sum <= max(atol, rtol * abs(total)):
             return QuadratureResult(total, err_sum, n_evals, True, len(heap))
-        if n_evals + 30 > max_evals:
+        if n_evals + 2 * n_node > max_evals:
             return QuadratureResult(total, err_sum, n_evals, False, len(heap))
         _, lo, hi, _ = heapq.heappop(heap)
         mid = 0.5 * (lo + hi)
         if not lo < mid < hi:  # interval at floating-point resolution
             return QuadratureResult(total, err_sum, n_evals, False, len(heap) + 1)
         for x0, x1 in ((lo, mid), (mid, hi)):
-            val, err = _gk15(f, x0, x1)
+            val, err = _panel(f, x0, x1, rule)
             heapq.heappush(heap, (-err, x0, x1, val))
-        n_evals += 30
+        n_evals += 2 * n_node
