@@ -11,7 +11,12 @@ from market import accounts
 from market.config import Settings
 from market.db import session_scope
 from market.models import Role
-from tests.market.dbfixtures import database_url, pg_schema, pg_tables_url
+from tests.market.dbfixtures import (
+    database_url,
+    pg_schema,
+    pg_tables_url,
+    sqlite_template,
+)
 
 with warnings.catch_warnings():
     # Starlette deprecates its httpx-based TestClient in favour of httpx2, which is not
@@ -19,7 +24,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r".*starlette\.testclient.*httpx2")
     from fastapi.testclient import TestClient
 
-__all__ = ["database_url", "pg_schema", "pg_tables_url"]
+__all__ = ["database_url", "pg_schema", "pg_tables_url", "sqlite_template"]
 
 
 def fast_settings(url: str, **overrides: object) -> Settings:

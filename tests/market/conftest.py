@@ -1,5 +1,10 @@
 """Market test fixtures: an empty database per test on SQLite (and PostgreSQL)."""
 
-from tests.market.dbfixtures import database_url, pg_schema, pg_tables_url
+from tests.market.dbfixtures import (
+    database_url,
+    pg_schema,
+    pg_tables_url,
+    sqlite_template,
+)
 
-__all__ = ["database_url", "pg_schema", "pg_tables_url"]
+__all__ = ["database_url", "pg_schema", "pg_tables_url", "sqlite_template"]

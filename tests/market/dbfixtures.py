@@ -6,6 +6,7 @@ tables truncated before each test, the schema dropped at the end.
 """
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,23 +64,43 @@ def pg_tables_url(pg_schema: tuple[str, str]) -> str:
 
 
 def truncate_all(url: str) -> None:
-    """Empty every table (PostgreSQL), restarting identities."""
+    """Empty every table (PostgreSQL) and restart the id sequences.
+
+    ``DELETE`` in reverse dependency order: on these tiny tables it is about ten
+    times faster than ``TRUNCATE``, which rewrites catalog entries.
+    """
     engine = make_engine(url)
-    names = ", ".join(f'"{t.name}"' for t in SQLModel.metadata.sorted_tables)
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+        for table in reversed(SQLModel.metadata.sorted_tables):
+            conn.exec_driver_sql(f'DELETE FROM "{table.name}"')
+        sequences = conn.exec_driver_sql(
+            "SELECT sequence_name FROM information_schema.sequences"
+            " WHERE sequence_schema = current_schema()"
+        ).scalars()
+        for name in list(sequences):
+            conn.exec_driver_sql(f'ALTER SEQUENCE "{name}" RESTART')
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file with all tables, copied for each test (faster than DDL)."""
+    path = tmp_path_factory.mktemp("template") / "market.db"
+    engine = make_engine(f"sqlite:///{path}")
+    create_all(engine)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    return path
 
 
 @pytest.fixture(params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """URL of an empty database with all tables, on each backend."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'market.db'}"
-        engine = make_engine(url)
-        create_all(engine)
-        engine.dispose()
-        return url
+        target = tmp_path / "market.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
+        return f"sqlite:///{target}"
     url = str(request.getfixturevalue("pg_tables_url"))
     truncate_all(url)
     return url
