@@ -245,6 +245,11 @@ def payment_job(
             "cfg.mode: payments need a rule that is fixed given the reports; the paper "
             "mode's objective depends on a realised noise draw"
         )
+    if cfg.gamma == 0 and not np.isfinite(float(prior.high)):
+        raise ValueError(
+            "cfg.gamma: with gamma = 0 the allocation ignores the reports, so Myerson "
+            "payments over an unbounded prior support are infinite"
+        )
     regular = ensure_regular(prior)
     psi = np.asarray(regular.virtual_cost(c), dtype=float)
     prob = Problem(X, y, psi, e, cfg)

@@ -142,3 +142,13 @@ def test_non_monotone_allocation_twin_fails() -> None:
 def test_sellers_argument_is_validated(instance: Instance) -> None:
     with pytest.raises(ValueError, match="sellers"):
         _audit(toy(), sellers=[5])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_production_rule_passes_the_audit_on_many_instances(seed: int) -> None:
+    ins = small_instance(np.random.default_rng(seed), m=12, d=3)
+    rep = _audit(ins, budget=1e6, n_sellers=4, random_state=seed)
+    assert rep.ic_regret_max <= IC_RTOL * rep.max_payment, rep.worst_deviation
+    assert rep.ir_violations == []
+    assert rep.monotonicity_max_violation <= 1e-6 * float(rep.payments.epsilon.max())

@@ -212,6 +212,10 @@ def test_bad_inputs_name_the_parameter(instance: Instance) -> None:
         myerson_payments(
             ins.X, ins.y, ins.costs, ins.prior, ins.cfg.with_(mode="paper")
         )
+    with pytest.raises(ValueError, match="gamma"):
+        myerson_payments(
+            ins.X, ins.y, ins.costs, ExponentialPrior(1.0), ins.cfg.with_(gamma=0.0)
+        )
     bad = ins.costs.copy()
     bad[2] = 1.5
     with pytest.raises(ValueError, match="costs"):
