@@ -62,9 +62,9 @@ def _cvxpy_solution(name: str, X, y, a, lam, c) -> np.ndarray:
         r = y - z
         risk = a @ ((TAU - 0.5) * r + cp.huber(r, H) / (4 * H) + H / 4)
     prob = cp.Problem(cp.Minimize(risk + 0.5 * lam * cp.sum_squares(w) + c @ w))
-    tight = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11}
-    prob.solve(solver="CLARABEL", **tight)
-    assert prob.status == cp.OPTIMAL
+    prob.solve(solver="CLARABEL")
+    # "inaccurate" is tolerated: the test compares objective values with a bound.
+    assert prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
     return np.asarray(w.value)
 
 
@@ -75,6 +75,7 @@ LOSSES = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:Solution may be inaccurate:UserWarning")
 @pytest.mark.parametrize("name", list(LOSSES))
 @pytest.mark.parametrize("lam", [1e-2, 0.3])
 def test_agrees_with_scipy_and_cvxpy(
@@ -94,12 +95,19 @@ def test_agrees_with_scipy_and_cvxpy(
         method="L-BFGS-B",
         options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000},
     )
-    # Strong convexity: ‖w − w*‖ ≤ ‖∇F(w)‖/λ, so compare at the scale scipy reached.
-    tol = np.linalg.norm(ref.jac) / lam + 1e-9
-    np.testing.assert_allclose(res.w, ref.x, atol=tol)
+    # λ-strong convexity: ‖w − w*‖ ≤ ‖∇F(w)‖/λ for both points (Newton's ≤ 1e-9/λ).
+    gap_scipy = np.linalg.norm(res.w - ref.x)
+    assert gap_scipy <= (np.linalg.norm(ref.jac) + 1e-9) / lam
+    assert gap_scipy <= 1e-4  # scipy itself got close
+    # cvxpy's interior point is less accurate; compare through the objective:
+    # F(w) − F* ≥ (λ/2)‖w − w*‖², so ‖w_cvx − w*‖ ≤ √(2(F(w_cvx) − F*)/λ).
     w_cvx = _cvxpy_solution(name, X, y, a, lam, c)
-    np.testing.assert_allclose(res.w, w_cvx, atol=1e-5)
-    assert f <= _ref_value_grad(name, w_cvx, X, y, a, lam, c)[0] + 1e-12
+    f_cvx = _ref_value_grad(name, w_cvx, X, y, a, lam, c)[0]
+    assert f <= f_cvx + 1e-12  # Newton is at least as good as cvxpy
+    assert f_cvx - f <= 1e-7  # and both agree on the optimal value
+    dist = np.linalg.norm(res.w - w_cvx)
+    # (1e-14: rounding error of the two F evaluations)
+    assert dist <= np.sqrt(2 * (max(f_cvx - f, 0.0) + 1e-14) / lam) + 1e-9 / lam
 
 
 def test_linear_term_shifts_the_minimiser_as_kkt_says(rng: np.random.Generator) -> None:
