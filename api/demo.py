@@ -1,0 +1,264 @@
+"""``privmarket demo``: the README's main job, end to end over the real HTTP API.
+
+On a fresh SQLite file in a temporary directory: migrate, start the service in-process
+(uvicorn in a thread, one worker thread), create an admin key, create a Wisconsin
+breast-cancer market (public feature bounds ``mechanisms.datasets.WBC_FEATURE_BOUNDS``,
+a public validation set), register simulated sellers (one record each, costs drawn from
+the market's prior), run a buyer order under a budget, poll its progress, and print:
+accuracy of the released model vs a non-private scikit-learn model on held-out records,
+total paid vs budget, the ε distribution, and the incentive audit.
+"""
+
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from typer import echo
+
+from market import engine
+
+MECHANISM = {"gamma": 1.0, "lam": 0.05, "mu": 10.0, "sigma": 10.0, "k": 4.0}
+"""Demo mechanism settings (Wisconsin scale, see ``benchmarks/RESULTS.md``)."""
+PRIOR = {"family": "uniform", "params": {"low": 0.0, "high": 1.0}}
+N_VALIDATION = 100
+LIFETIME_CAP = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Server:
+    """uvicorn serving ``app`` in a daemon thread on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.port = _free_port()
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=90)
+
+
+def _data(rng: np.random.Generator, n_sellers: int) -> dict[str, Any]:
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer()
+    X, y = np.asarray(data.data), np.where(data.target == 1, 1, -1)
+    perm = rng.permutation(len(y))
+    n_sellers = min(n_sellers, len(y) - N_VALIDATION - 100)
+    sel, val, test = np.split(perm, [n_sellers, n_sellers + N_VALIDATION])
+    names = [str(n) for n in data.feature_names]
+    return {"X": X, "y": y, "sellers": sel, "val": val, "test": test, "names": names}
+
+
+def _market_body(d: dict[str, Any]) -> dict[str, Any]:
+    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+
+    X, y = d["X"], d["y"]
+    return {
+        "name": "wisconsin-breast-cancer",
+        "task": "classification",
+        "features": [
+            {"name": n, "low": lo, "high": hi}
+            for n, (lo, hi) in zip(d["names"], WBC_FEATURE_BOUNDS, strict=True)
+        ],
+        "cost_prior": PRIOR,
+        "mechanism": MECHANISM,
+        "validation": [{"x": X[i].tolist(), "y": int(y[i])} for i in d["val"]],
+        "lifetime_epsilon_cap": LIFETIME_CAP,
+        "out_of_bounds": "clip",
+    }
+
+
+def _register_sellers(
+    c: httpx.Client, mid: int, d: dict[str, Any], rng: np.random.Generator
+) -> np.ndarray:
+    costs = np.asarray(engine.build_prior(PRIOR).sample(len(d["sellers"]), rng=rng))
+    for j, (i, cost) in enumerate(zip(d["sellers"], costs, strict=True)):
+        key = c.post("/v1/sellers", json={"name": f"seller-{j}"}).json()["api_key"]
+        body = {
+            "records": [{"x": d["X"][i].tolist(), "y": int(d["y"][i])}],
+            "reported_cost": float(cost),
+        }
+        r = c.post(
+            f"/v1/markets/{mid}/offers",
+            headers={"Authorization": f"Bearer {key}"},
+            json=body,
+        )
+        r.raise_for_status()
+    return costs
+
+
+def _poll(c: httpx.Client, oid: int, headers: dict[str, str]) -> dict[str, Any]:
+    last = None
+    while True:
+        st = c.get(f"/v1/orders/{oid}", headers=headers).json()
+        now = (
+            st["status"],
+            st["progress"]["stage"],
+            round(st["progress"]["fraction"], 1),
+        )
+        if now != last:
+            echo(f"  order {oid}: {now[0]:<9} stage={now[1]:<15} {now[2]:.0%}")
+            last = now
+        if st["status"] in ("succeeded", "failed"):
+            return st
+        time.sleep(0.25)
+
+
+def _accuracy(model: dict[str, Any], d: dict[str, Any], bounds: np.ndarray) -> float:
+    X = np.clip(d["X"][d["test"]], bounds[:, 0], bounds[:, 1])
+    score = X @ np.array(model["coefficients"]) + (model["intercept"] or 0.0)
+    return float(np.mean(np.where(score >= 0, 1, -1) == d["y"][d["test"]]))
+
+
+def _nonprivate_accuracy(d: dict[str, Any]) -> float:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    clf.fit(d["X"][d["sellers"]], d["y"][d["sellers"]])
+    return float(clf.score(d["X"][d["test"]], d["y"][d["test"]]))
+
+
+def _audit(
+    d: dict[str, Any],
+    costs: np.ndarray,
+    summary: dict[str, Any],
+    n_audit: int,
+    rng: np.random.Generator,
+    budget: float,
+) -> str:
+    if n_audit == 0:
+        return "skipped (--audit-sellers 0)"
+    if not engine.has("audit_incentives"):
+        return "not available (mechanisms.audit_incentives has not landed)"
+    from market import order_inputs, records
+    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+
+    features = [
+        {"name": n, "low": lo, "high": hi}
+        for n, (lo, hi) in zip(d["names"], WBC_FEATURE_BOUNDS, strict=True)
+    ]
+    raw = [{"x": d["X"][i].tolist(), "y": int(d["y"][i])} for i in d["sellers"]]
+    Xs, y = records.scale_records(
+        raw, features=features, task="classification", out_of_bounds="clip"
+    )
+    cfg = engine.mechanism_config(
+        MECHANISM, task="classification", gamma=summary["gamma"]
+    )
+    m = len(y)
+    _, eps_max = order_inputs.seller_caps(
+        np.full(m, LIFETIME_CAP), np.full(m, np.inf), k=cfg.k, lam=cfg.lam
+    )
+    sellers = np.sort(rng.choice(m, size=min(n_audit, m), replace=False))
+    report = engine.audit_incentives(
+        engine.design(Xs, fit_intercept=True),
+        y,
+        costs,
+        prior_spec=PRIOR,
+        config=cfg,
+        budget=budget,
+        sellers=sellers,
+        eps_max=eps_max,
+    )
+    fields = report.to_dict() if hasattr(report, "to_dict") else vars(report)
+    keys = (
+        "ic_regret_max",
+        "ir_min_utility",
+        "ir_violations",
+        "budget_total",
+        "budget_ok",
+        "monotonicity_max_violation",
+    )
+    return ", ".join(f"{k}={fields[k]}" for k in keys if k in fields) or str(fields)
+
+
+def run_demo(
+    *, n_sellers: int = 120, budget: float = 50.0, audit_sellers: int = 5
+) -> None:
+    """Run the demo (module docstring) and print its report."""
+    from api.main import create_app
+    from market import accounts
+    from market.config import Settings
+    from market.db import session_scope, upgrade_to_head
+    from market.models import Role
+    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+
+    t0 = time.perf_counter()
+    rng = np.random.default_rng()
+    d = _data(rng, n_sellers)
+    with tempfile.TemporaryDirectory(prefix="privmarket-demo-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'demo.db'}"
+        echo(f"database: {url} (fresh)")
+        upgrade_to_head(url)
+        settings = Settings(database_url=url, workers=1, job_lease_seconds=60)
+        app = create_app(settings)
+        with session_scope(app.state.engine, write=True) as s:
+            _, admin_key = accounts.create_account(
+                s, role=Role.ADMIN, name="demo-admin", settings=settings
+            )
+        with _Server(app) as base, httpx.Client(base_url=base, timeout=30) as c:
+            echo(f"service: {base} (uvicorn in-process, 1 worker thread)")
+            admin = {"Authorization": f"Bearer {admin_key}"}
+            r = c.post("/v1/markets", headers=admin, json=_market_body(d))
+            r.raise_for_status()
+            mid = r.json()["id"]
+            costs = _register_sellers(c, mid, d, rng)
+            echo(f"market {mid}: {len(costs)} sellers, costs ~ U[0, 1] (the prior)")
+            key = c.post("/v1/buyers", json={"name": "demo-buyer"}).json()["api_key"]
+            buyer = {"Authorization": f"Bearer {key}"}
+            order = {"learner": "hetero_dp_logistic", "budget": budget, "gamma": None}
+            r = c.post(f"/v1/markets/{mid}/orders", headers=buyer, json=order)
+            oid = r.json()["id"]
+            st = _poll(c, oid, buyer)
+            if st["status"] != "succeeded":
+                echo(f"order failed: {st['error']}")
+                return
+            model = c.get(f"/v1/orders/{oid}/model", headers=buyer).json()
+            allocs = c.get(f"/v1/orders/{oid}/allocations", headers=admin).json()
+        summary = st["summary"]
+        eps = np.array([a["epsilon"] for a in allocs["items"]])
+        bounds = np.asarray(WBC_FEATURE_BOUNDS)
+        echo("\n== result ==")
+        echo(
+            f"gamma                 {summary['gamma']:.4g} ({summary['gamma_source']})"
+        )
+        echo(
+            f"accuracy (held-out)   private {_accuracy(model, d, bounds):.3f}"
+            f" | non-private {_nonprivate_accuracy(d):.3f}"
+            f" | on {len(d['test'])} records"
+        )
+        echo(f"total paid / budget   {summary['total_paid']:.2f} / {budget:.2f}")
+        echo(f"sellers used          {summary['sellers_used']} of {len(costs)}")
+        q = np.percentile(eps, [0, 10, 50, 90, 100]) if eps.size else np.zeros(5)
+        echo(
+            "epsilon (total)       min {:.3g}  p10 {:.3g}  median {:.3g}  p90 {:.3g}"
+            "  max {:.3g}".format(*q)
+        )
+        echo(f"guarantee             {model['privacy']['guarantee']}")
+        echo(
+            f"audit                 {_audit(d, costs, summary, audit_sellers, rng, budget)}"
+        )
+        echo(f"elapsed               {time.perf_counter() - t0:.1f} s")

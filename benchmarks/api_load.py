@@ -1,0 +1,175 @@
+"""API load: ``POST /v1/markets/{id}/offers`` throughput and latency vs ``/healthz``.
+
+A real ``privmarket serve`` (uvicorn, SQLite WAL with ``synchronous=FULL``, production
+Argon2id parameters, no worker threads) runs in a subprocess on loopback; httpx clients
+in ``--clients`` threads send requests. First ``/healthz`` (trivial endpoint of the
+same app, same run), then one offer per registered seller (a Wisconsin record with 30
+features: validation against the schema, public-bound scaling, one committed write).
+Sellers are registered before timing starts. Bounded: ``--sellers`` offers,
+``--health`` health requests, loopback only.
+
+    python benchmarks/api_load.py --sellers 400 --health 2000 --clients 8
+"""
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mechanisms.datasets import WBC_FEATURE_BOUNDS  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cli(*args: str, env: dict[str, str], **kw: object) -> subprocess.Popen[str]:
+    code = "from api.cli import app; app()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, text=True, **kw
+    )  # type: ignore[call-overload]
+
+
+def _run(
+    n: int, clients: int, send: Callable[[httpx.Client, int], httpx.Response], base: str
+) -> tuple[float, np.ndarray, int]:
+    """Send ``n`` requests from ``clients`` threads; return (seconds, latencies, errors)."""
+    lat = np.zeros(n)
+    errors = [0]
+    nxt = iter(range(n))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        with httpx.Client(base_url=base, timeout=30) as c:
+            while True:
+                with lock:
+                    i = next(nxt, None)
+                if i is None:
+                    return
+                t = time.perf_counter()
+                r = send(c, i)
+                lat[i] = time.perf_counter() - t
+                if r.status_code >= 300:
+                    with lock:
+                        errors[0] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0, lat, errors[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sellers", type=int, default=400)
+    ap.add_argument("--health", type=int, default=2000)
+    ap.add_argument("--clients", type=int, default=8)
+    args = ap.parse_args()
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer()
+    X, y = data.data, np.where(data.target == 1, 1, -1)
+    tmp = tempfile.mkdtemp(prefix="privmarket-load-")
+    env = {
+        **os.environ,
+        "PRIVMARKET_DATABASE_URL": f"sqlite:///{tmp}/load.db",
+        "PRIVMARKET_WORKERS": "0",
+    }
+    key = _cli("admin", "create-key", env=env, stdout=subprocess.PIPE).communicate()[0]
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = _cli(
+        "serve",
+        "--port",
+        str(port),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        admin = {"Authorization": f"Bearer {key.strip()}"}
+        features = [
+            {"name": str(n), "low": lo, "high": hi}
+            for n, (lo, hi) in zip(data.feature_names, WBC_FEATURE_BOUNDS, strict=True)
+        ]
+        body = {
+            "name": "load",
+            "task": "classification",
+            "features": features,
+            "cost_prior": {"family": "uniform", "params": {"low": 0, "high": 1}},
+            "out_of_bounds": "clip",
+        }
+        setup = httpx.Client(base_url=base, timeout=120)
+        mid = setup.post("/v1/markets", headers=admin, json=body).json()["id"]
+        keys = [
+            setup.post("/v1/sellers", json={"name": f"s{i}"}).json()["api_key"]
+            for i in range(args.sellers)
+        ]
+        # one authenticated read per seller warms the server's key cache (as in use)
+        for k in keys:
+            setup.get(f"/v1/markets/{mid}", headers={"Authorization": f"Bearer {k}"})
+        setup.close()
+
+        def health(c: httpx.Client, i: int) -> httpx.Response:
+            return c.get("/healthz")
+
+        def offer(c: httpx.Client, i: int) -> httpx.Response:
+            j = i % len(y)
+            rec = {
+                "records": [{"x": X[j].tolist(), "y": int(y[j])}],
+                "reported_cost": 0.5,
+            }
+            headers = {"Authorization": f"Bearer {keys[i]}"}
+            return c.post(f"/v1/markets/{mid}/offers", headers=headers, json=rec)
+
+        rows = []
+        for name, n, send in (
+            ("GET /healthz", args.health, health),
+            ("POST offers", args.sellers, offer),
+        ):
+            secs, lat, errors = _run(n, args.clients, send, base)
+            rows.append(
+                (name, n, n / secs, *np.percentile(lat, [50, 99]) * 1e3, errors)
+            )
+    finally:
+        server.terminate()
+        server.wait()
+    print(
+        f"clients={args.clients}  python={sys.version.split()[0]}  cpus={os.cpu_count()}"
+    )
+    print("| endpoint | requests | req/s | p50 ms | p99 ms | errors |")
+    print("|---|---|---|---|---|---|")
+    for name, n, rps, p50, p99, err in rows:
+        print(f"| {name} | {n} | {rps:.0f} | {p50:.1f} | {p99:.1f} | {err} |")
+    (h, o) = rows
+    print(
+        f"\noffers/s ÷ healthz/s = {o[2] / h[2]:.3f};"
+        f" p50 ratio = {o[3] / h[3]:.1f}×; p99 ratio = {o[4] / h[4]:.1f}×"
+    )
+
+
+if __name__ == "__main__":
+    main()
