@@ -145,10 +145,10 @@ def test_sellers_argument_is_validated(instance: Instance) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(3))
 def test_production_rule_passes_the_audit_on_many_instances(seed: int) -> None:
-    ins = small_instance(np.random.default_rng(seed), m=12, d=3)
-    rep = _audit(ins, budget=1e6, n_sellers=4, random_state=seed)
+    ins = small_instance(np.random.default_rng(seed), m=10, d=3)
+    rep = _audit(ins, budget=1e6, n_sellers=3, random_state=seed)
     assert rep.ic_regret_max <= IC_RTOL * rep.max_payment, rep.worst_deviation
     assert rep.ir_violations == []
     assert rep.monotonicity_max_violation <= 1e-6 * float(rep.payments.epsilon.max())

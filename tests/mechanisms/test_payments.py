@@ -65,12 +65,12 @@ def test_payment_matches_brute_force_reference(instance: Instance, paid) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_all_payments_match_brute_force_reference(seed: int) -> None:
     ins = small_instance(np.random.default_rng(seed), m=8)
     pay = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, ins.cfg, executor=SERIAL)
     for i in range(8):
-        ref = brute_force_payment(ins, i, n=600)
+        ref = brute_force_payment(ins, i, n=300)
         assert pay.payments[i] == pytest.approx(ref, rel=1e-3, abs=1e-9)
 
 
