@@ -163,13 +163,13 @@ def test_server_killed_during_uploads_loses_no_acknowledged_offer(
     server = _serve(db_env, port)
     X, y = wisconsin_raw()
     acked: list[tuple[int, dict[str, str]]] = []
-    with httpx.Client(base_url=base, timeout=10) as c:
+    with httpx.Client(base_url=base, timeout=60) as c:
         admin = {"Authorization": f"Bearer {key}"}
         mid = c.post("/v1/markets", headers=admin, json=market_body(rng=rng)).json()[
             "id"
         ]
         sellers = []
-        for j in range(40):
+        for j in range(20):
             k = c.post("/v1/sellers", json={"name": f"s{j}"}).json()["api_key"]
             sellers.append({"Authorization": f"Bearer {k}"})
 
@@ -188,13 +188,13 @@ def test_server_killed_during_uploads_loses_no_acknowledged_offer(
 
         t = threading.Thread(target=upload)
         t.start()
-        _wait(lambda: len(acked) >= 10, 60, "some acknowledged offers")
+        _wait(lambda: len(acked) >= 5, 60, "some acknowledged offers")
         _kill(server)
         t.join()
-    assert 10 <= len(acked) <= 40
+    assert 5 <= len(acked) <= 20
     server = _serve(db_env, port)
     try:
-        with httpx.Client(base_url=base, timeout=10) as c:
+        with httpx.Client(base_url=base, timeout=60) as c:
             for offer_id, h in acked:
                 assert c.get(f"/v1/offers/{offer_id}", headers=h).status_code == 200
     finally:
