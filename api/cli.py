@@ -93,8 +93,12 @@ def demo(
     audit_sellers: Annotated[
         int, typer.Option(min=0, help="Sellers sampled for the IC audit.")
     ] = 5,
+    gamma: Annotated[
+        float | None,
+        typer.Option(help="Fixed γ for the order (default: chosen for the budget)."),
+    ] = None,
 ) -> None:
     """The README's main job: a Wisconsin market end to end over the real HTTP API."""
     from api.demo import run_demo
 
-    run_demo(n_sellers=sellers, budget=budget, audit_sellers=audit_sellers)
+    run_demo(n_sellers=sellers, budget=budget, audit_sellers=audit_sellers, gamma=gamma)

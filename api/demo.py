@@ -196,7 +196,11 @@ def _audit(
 
 
 def run_demo(
-    *, n_sellers: int = 120, budget: float = 50.0, audit_sellers: int = 5
+    *,
+    n_sellers: int = 120,
+    budget: float = 50.0,
+    audit_sellers: int = 5,
+    gamma: float | None = None,
 ) -> None:
     """Run the demo (module docstring) and print its report."""
     from api.main import create_app
@@ -229,7 +233,7 @@ def run_demo(
             echo(f"market {mid}: {len(costs)} sellers, costs ~ U[0, 1] (the prior)")
             key = c.post("/v1/buyers", json={"name": "demo-buyer"}).json()["api_key"]
             buyer = {"Authorization": f"Bearer {key}"}
-            order = {"learner": "hetero_dp_logistic", "budget": budget, "gamma": None}
+            order = {"learner": "hetero_dp_logistic", "budget": budget, "gamma": gamma}
             r = c.post(f"/v1/markets/{mid}/orders", headers=buyer, json=order)
             oid = r.json()["id"]
             st = _poll(c, oid, buyer)
