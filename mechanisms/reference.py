@@ -103,7 +103,7 @@ def project_log_simplex(v: FloatArray, caps: FloatArray) -> FloatArray:
     lo, hi = _BRANCH, np.inf
 
     def z_of(rho: float) -> tuple[FloatArray, FloatArray]:
-        z_free = va - np.real(lambertw(np.maximum(rho * ev, lo)))
+        z_free = va - np.real(lambertw(np.maximum(rho * ev, _BRANCH)))
         return z_free, np.minimum(z_free, log_h)
 
     if not float(np.exp(z_of(lo)[1]).sum()) >= 1.0:
