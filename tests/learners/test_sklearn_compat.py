@@ -20,9 +20,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from learners import HeteroDPLogisticRegression
 
 _NEEDS_VALID_FIT = (
-    "fits on sklearn's generated data: rows with ‖x‖₂ > 1 are refused by design (the "
-    "privacy proof needs ‖x_i‖ ≤ 1 and rescaling by data statistics would leak), and "
-    "fit also needs labels in {-1,+1} and sample_epsilon or weights"
+    "check data has rows with ‖x‖₂ > 1 (refused: privacy proof), and fit needs ±1 "
+    "labels and sample_epsilon or weights"
 )
 EXPECTED_FAILED = dict.fromkeys(
     (
