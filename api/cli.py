@@ -88,17 +88,23 @@ def worker(
 
 @app.command()
 def demo(
-    sellers: Annotated[int, typer.Option(min=10, help="Simulated sellers.")] = 120,
-    budget: Annotated[float, typer.Option(help="The buyer's budget.")] = 50.0,
+    sellers: Annotated[int, typer.Option(min=10, help="Simulated sellers.")] = 30,
+    budget: Annotated[float, typer.Option(help="The buyer's budget.")] = 20.0,
     audit_sellers: Annotated[
         int, typer.Option(min=0, help="Sellers sampled for the IC audit.")
-    ] = 5,
-    gamma: Annotated[
-        float | None,
-        typer.Option(help="Fixed γ for the order (default: chosen for the budget)."),
-    ] = None,
+    ] = 2,
+    gamma: Annotated[float, typer.Option(help="γ of the order.")] = 1.0,
+    choose_gamma: Annotated[
+        bool,
+        typer.Option(help="Order with gamma=null: choose γ for the budget (slower)."),
+    ] = False,
 ) -> None:
     """The README's main job: a Wisconsin market end to end over the real HTTP API."""
     from api.demo import run_demo
 
-    run_demo(n_sellers=sellers, budget=budget, audit_sellers=audit_sellers, gamma=gamma)
+    run_demo(
+        n_sellers=sellers,
+        budget=budget,
+        audit_sellers=audit_sellers,
+        gamma=None if choose_gamma else gamma,
+    )
