@@ -22,7 +22,7 @@ from typer import echo
 
 from market import engine
 
-MECHANISM = {"gamma": 1.0, "lam": 0.05, "mu": 10.0, "sigma": 100.0, "k": 4.0}
+MECHANISM = {"gamma": 1.0, "lam": 0.1, "mu": 10.0, "sigma": 100.0, "k": 4.0}
 """Demo mechanism settings: μ spreads weight over sellers, a large σ buys a larger
 η (more accurate release). With ~30 sellers the private model stays weak; the size is
 bounded by the time of the per-seller Myerson re-solves."""
