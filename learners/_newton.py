@@ -60,7 +60,7 @@ def minimize_ridge_risk(
     c: FloatArray | None = None,
     w0: FloatArray | None = None,
     gtol: float = 1e-10,
-    max_iter: int = 100,
+    max_iter: int = 500,
 ) -> NewtonResult:
     """Minimise ``Σ a_i ℓ(x_i·w, y_i) + (λ/2)‖w‖² + cᵀw`` by damped Newton.
 
