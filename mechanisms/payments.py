@@ -161,7 +161,7 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     tol = FAST_TOL * max(curve.epsilon(c), 1e-300)
     crit = find_critical_cost(curve)
     mismatch = curve.verify_fast(points=[crit.lo, crit.hi])
-    if mismatch > tol or (crit.lo > c and curve.epsilon(crit.lo) <= 0.0):
+    if mismatch > tol:
         curve.drop_fast()
         crit = find_critical_cost(curve)
     integral, err, ok = 0.0, 0.0, True
