@@ -241,3 +241,58 @@ def test_orders_record_the_offers_they_used(env: Env, stand_in_payments: Any) ->
     assert used <= set(order.offer_ids or [])
     X, _ = wisconsin_raw()
     assert X.shape[1] == 30
+
+
+def _fake_choice(status: str) -> Any:
+    from types import SimpleNamespace
+
+    def choose(X: Any, y: Any, costs: Any, **kw: Any) -> Any:
+        cfg = kw["config"].with_(gamma=2.5)
+        alloc = engine.allocate(
+            X, y, costs, prior_spec=kw["prior_spec"], config=cfg, eps_max=kw["eps_max"]
+        )
+        pay = 0.5 * np.asarray(costs) * alloc.epsilon_total
+        return SimpleNamespace(
+            status=status,
+            gamma=2.5,
+            allocation=alloc,
+            payments=pay,
+            total_payment=123.0,
+        )
+
+    return choose
+
+
+@pytest.mark.parametrize("status", ["ok", "nothing_affordable"])
+def test_gamma_null_uses_choose_gamma(
+    env: Env, monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
+    monkeypatch.setattr(engine, "choose_gamma", _fake_choice(status))
+    monkeypatch.setattr(engine, "has", lambda name: True)
+    mid = env.market(n_sellers=12)
+    oid = env.order(mid, gamma=None)
+    env.drain()
+    st = env.status(oid)
+    if status == "ok":
+        assert st["status"] == "succeeded", st
+        assert (st["summary"]["gamma"], st["summary"]["gamma_source"]) == (
+            2.5,
+            "chosen",
+        )
+    else:
+        assert st["status"] == "failed"
+        assert "cheapest total payment found was 123.00" in st["error"]
+        assert _ledger(env, oid) == []
+
+
+def test_gamma_null_needs_a_validation_set(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "choose_gamma", _fake_choice("ok"))
+    monkeypatch.setattr(engine, "has", lambda name: True)
+    mid = env.market(n_sellers=12, n_val=0)
+    oid = env.order(mid, gamma=None)
+    env.drain()
+    st = env.status(oid)
+    assert st["status"] == "failed"
+    assert "validation set" in st["error"]
