@@ -23,7 +23,9 @@ the multiplier). We tried the cheaper log-sum-exp normalisation ``z + θ`` (clip
 ``log h``) first: it is the Kullback–Leibler projection of ``a = e^z``, not the
 Euclidean one in ``z``, so ``−α∇_z g`` followed by it is not a descent direction
 (the tangent space of ``S`` has normal ``e^z``, not ``1``) and backtracking stalled
-at ``α → 0`` far from the optimum. Sellers with ``h_i = 0`` are held at
+at ``α → 0`` far from the optimum. A step that lands so far below ``S`` that no
+principal-branch KKT point exists gives ``NaN`` and is rejected (``α`` halved; with a
+fixed step the run stops there). Sellers with ``h_i = 0`` are held at
 ``a_i = 0`` (``z_i = −∞``). Every other ``a_i`` stays positive, so the method only
 approaches sellers the exact optimum excludes (``a_i = 0``, at a rate ``~1/t``): one
 reason it is inexact.
@@ -137,7 +139,9 @@ def project_log_simplex(v: FloatArray, caps: FloatArray) -> FloatArray:
     return out
 
 
-def _grad(prob: Problem, w: FloatArray, a: FloatArray, eta: float) -> tuple:
+def _grad(
+    prob: Problem, w: FloatArray, a: FloatArray, eta: float
+) -> tuple[FloatArray, FloatArray]:
     """``(∇_w g, ∇_z g)`` of the module docstring (``a = e^z``)."""
     cfg, loss = prob.cfg, prob.loss
     zx = prob.X @ w
