@@ -221,20 +221,36 @@ def eta_step(prob: Problem, sol: BlockSolution, lo: float, hi: float) -> float:
 def _polish(prob: Problem, best: BlockSolution, lo: float, hi: float) -> BlockSolution:
     """Finish with exact (w, a, η) block sweeps from the search's best point.
 
-    Removes the refinement's ``xatol`` from ``η`` (linear ``u`` only): every step is a
-    block minimiser, so ``G`` never increases and the point is a KKT point of all
-    three blocks, which keeps ``s ↦ ε_i(s)`` smooth for the payment sweeps.
+    Removes the refinement's ``xatol`` from ``η`` (linear ``u`` only): the plain step
+    ``η ← T(η)`` (the closed-form η-block minimiser at the current ``(w, a)``) never
+    increases ``G``, and its fixed point is a KKT point of all three blocks, which
+    keeps ``s ↦ ε_i(s)`` smooth for the payment sweeps. The fixed-point iteration is
+    only linearly convergent, so each step first tries the secant step on
+    ``g(η) = T(η) − η`` (in ``log η``) and keeps it only if ``G`` does not increase.
     """
     if prob.cfg.u != "linear":
         return best
     sol = best
+    prev: tuple[float, float] | None = (
+        None  # (log η, log T(η) − log η) of the last step
+    )
     for _ in range(200):
-        eta = eta_step(prob, sol, lo, hi)
-        if abs(eta - sol.eta) <= 1e-13 * sol.eta:
+        target = eta_step(prob, sol, lo, hi)
+        if abs(target - sol.eta) <= 1e-13 * sol.eta:
             break
-        new = solve_at_eta(prob, eta, w0=sol.w, a0=sol.a, state=sol.state)
-        if new.search_value > sol.search_value:
-            break
+        x, gx = float(np.log(sol.eta)), float(np.log(target) - np.log(sol.eta))
+        new = None
+        if prev is not None and gx != prev[1]:
+            x_sec = x - gx * (x - prev[0]) / (gx - prev[1])
+            eta_sec = float(np.clip(np.exp(x_sec), lo, hi))
+            cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
+            if cand.search_value <= sol.search_value:
+                new = cand
+        if new is None:
+            new = solve_at_eta(prob, target, w0=sol.w, a0=sol.a, state=sol.state)
+            if new.search_value > sol.search_value:
+                break
+        prev = (x, gx)
         sol = new
     return sol
 
