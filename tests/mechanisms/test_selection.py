@@ -186,3 +186,32 @@ def test_myerson_total_fn_reports_the_myerson_total(rng: np.random.Generator) ->
     alloc = allocate(tr.X, tr.y, tr.costs, PRIOR, pt.cfg)
     assert pt.total_payment == pytest.approx(ref.total, rel=1e-6)
     assert pt.total_payment >= float(tr.costs @ alloc.epsilon_total) * (1 - 1e-6)
+
+
+def test_default_total_payment_calls_myerson_total_at_the_chosen_point(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``myerson=True`` (the default): ``total_payment`` comes from
+    ``payments.myerson_total`` with the chosen configuration, the caps and the chosen
+    allocation as the base (stubbed here; the real total is checked in the slow test)."""
+    import mechanisms.selection as selection
+
+    tr, Xv, yv = _instance(rng, m=20)
+    caps = np.full(20, 50.0)
+    seen: list[tuple[Any, ...]] = []
+
+    def stub(X: Any, y: Any, costs: Any, prior: Any, cfg: Any, eps_max: Any, **kw: Any):
+        seen.append((cfg, eps_max, kw["base"]))
+        return 123.0
+
+    monkeypatch.setattr(selection, "myerson_total", stub)
+    (pt,) = tradeoff_curve(
+        tr.X, tr.y, tr.costs, PRIOR, CFG, gammas=[0.1], X_val=Xv, y_val=yv,
+        grid={"mu": [0.3, 3.0]}, n_draws=2, random_state=2, eps_max=caps,
+    )  # fmt: skip
+    assert pt.total_payment == 123.0
+    ((cfg, eps_max, base),) = seen
+    assert cfg == pt.cfg
+    assert eps_max is caps
+    np.testing.assert_allclose(base.weights, allocate(
+        tr.X, tr.y, tr.costs, PRIOR, pt.cfg, caps).weights, atol=1e-8)  # fmt: skip
