@@ -88,12 +88,12 @@ def worker(
 
 @app.command()
 def demo(
-    sellers: Annotated[int, typer.Option(min=10, help="Simulated sellers.")] = 30,
-    budget: Annotated[float, typer.Option(help="The buyer's budget.")] = 20.0,
+    sellers: Annotated[int, typer.Option(min=10, help="Simulated sellers.")] = 300,
+    budget: Annotated[float, typer.Option(help="The buyer's budget.")] = 400.0,
     audit_sellers: Annotated[
         int, typer.Option(min=0, help="Sellers sampled for the IC audit.")
     ] = 2,
-    gamma: Annotated[float, typer.Option(help="γ of the order.")] = 1.0,
+    gamma: Annotated[float, typer.Option(help="γ of the order.")] = 0.01,
     choose_gamma: Annotated[
         bool,
         typer.Option(help="Order with gamma=null: choose γ for the budget (slower)."),

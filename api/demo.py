@@ -22,13 +22,21 @@ from typer import echo
 
 from market import engine
 
-MECHANISM = {"gamma": 1.0, "lam": 0.1, "mu": 10.0, "sigma": 100.0, "k": 4.0}
-"""Demo mechanism settings: μ spreads weight over sellers, a large σ buys a larger
-η (more accurate release). With ~30 sellers the private model stays weak; the size is
-bounded by the time of the per-seller Myerson re-solves."""
-PRIOR = {"family": "uniform", "params": {"low": 0.0, "high": 1.0}}
+MECHANISM = {
+    "gamma": 0.01,
+    "lam": 1e-3,
+    "mu": 300.0,
+    "sigma": 1e4,
+    "k": 4.0,
+    "eps_avg_max": 10.0,
+}
+"""Demo mechanism settings (measured on Wisconsin, 300 sellers): a large μ spreads weight
+over all sellers (a small one buys only the m/k easiest records, a biased fit), a large σ
+buys a large η (the release's noise is ~ 2‖b‖/(ηλ)), and a small λ keeps the noise-free
+fit accurate. Private test error ≈ 8% against ≈ 4% without privacy, at ε_avg ≈ 10."""
+PRIOR = {"family": "uniform", "params": {"low": 0.0, "high": 0.1}}
 N_VALIDATION = 100
-LIFETIME_CAP = 10.0
+LIFETIME_CAP = 60.0
 
 
 def _free_port() -> int:
@@ -199,8 +207,8 @@ def _audit(
 
 def run_demo(
     *,
-    n_sellers: int = 30,
-    budget: float = 20.0,
+    n_sellers: int = 300,
+    budget: float = 400.0,
     audit_sellers: int = 2,
     gamma: float | None = None,
 ) -> None:
@@ -232,7 +240,7 @@ def run_demo(
             r.raise_for_status()
             mid = r.json()["id"]
             costs = _register_sellers(c, mid, d, rng)
-            echo(f"market {mid}: {len(costs)} sellers, costs ~ U[0, 1] (the prior)")
+            echo(f"market {mid}: {len(costs)} sellers, costs ~ U[0, 0.1] (the prior)")
             key = c.post("/v1/buyers", json={"name": "demo-buyer"}).json()["api_key"]
             buyer = {"Authorization": f"Bearer {key}"}
             order = {"learner": "hetero_dp_logistic", "budget": budget, "gamma": gamma}
