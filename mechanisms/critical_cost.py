@@ -35,7 +35,12 @@ class SellerCurve:
     """``s ↦ ε_i^total(s)`` for one seller with every evaluation cached and recorded.
 
     ``solver`` is :func:`solve_allocation` (a hook only for planted-bug tests).
-    With ``fast`` (default) a re-solve first tries the certified shortcut of
+    Full re-solves are **cold** (``warm_full=False``), i.e. exactly what
+    :func:`mechanisms.allocate` returns for the changed report: ``G`` is not convex in
+    ``a``, and a search warm-started from the base can stay on a worse local optimum
+    than the cold one (measured: a seller kept at ε ≈ 4.3 by the warm search where the
+    cold one excludes it with a lower ``G``), which would pay for a rule the market
+    does not run. With ``fast`` (default) a re-solve first tries the certified shortcut of
     :mod:`mechanisms.local_resolve`, with lower bounds on the grid values from the
     full solves seen so far; the full search runs whenever the certificate fails.
     """
@@ -49,6 +54,7 @@ class SellerCurve:
     cache: dict[float, float] = field(default_factory=dict)
     signatures: dict[float, bytes] = field(default_factory=dict)
     fast: bool = True
+    warm_full: bool = False
     profiles: dict[float, FloatArray] = field(default_factory=dict)
     points: dict[float, tuple[FloatArray, FloatArray, float]] = field(
         default_factory=dict
@@ -84,8 +90,9 @@ class SellerCurve:
     def _solve(self, prob: Problem, s: float) -> Allocation:
         """The frozen rule at ``prob``: the certified shortcut of
         :mod:`mechanisms.local_resolve` when it applies, else the full search."""
+        warm = self.base if self.warm_full else None
         if self.solver is not solve_allocation:
-            return self.solver(prob, warm_start=self.base)
+            return self.solver(prob, warm_start=warm)
         psi_i = float(prob.psi[self.index])
         if self.fast and psi_i >= self.base.virtual_costs[self.index]:
             out = local_resolve(
@@ -98,7 +105,7 @@ class SellerCurve:
                 self.points[s] = (out.w, out.weights, out.eta)
                 self.fast_keys.add(s)
                 return out
-        alloc = solve_allocation(prob, warm_start=self.base)
+        alloc = solve_allocation(prob, warm_start=warm)
         if alloc.profile is not None:
             self.profiles[psi_i] = np.asarray(alloc.profile.grid_values)
         if alloc.success:

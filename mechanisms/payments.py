@@ -4,7 +4,9 @@
 
 with ``ε_i`` the total per-seller guarantee of spec §3 (``Allocation.epsilon_total``)
 and ``ε_i(s, c_-i)`` the allocation re-solved with seller ``i`` reporting ``s`` and
-everything else frozen (:class:`mechanisms.critical_cost.SellerCurve`). The integrand is
+everything else frozen (:class:`mechanisms.critical_cost.SellerCurve`): exactly what
+:func:`mechanisms.allocate` returns for that report (cold full solves; a certified
+shortcut warm-started nearby, checked against them). The integrand is
 0 above the critical cost ``s*_i``, so each seller costs one bracket-and-refine search
 for ``s*_i`` (:func:`mechanisms.critical_cost.find_critical_cost`) plus an adaptive
 Gauss–Kronrod integral over ``[c_i, s*_i]`` (:mod:`mechanisms.quadrature`). Every
@@ -103,6 +105,7 @@ class PaymentJob:
     max_evals: int = 600
     solver: Solver = solve_allocation
     fast: bool = True
+    warm_full: bool = False
     rule: str = "gk7"
     n_check: int = 1
 
@@ -169,7 +172,14 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     t0 = time.perf_counter()
     c = float(job.reports[i])
     curve = SellerCurve(
-        job.prob, job.base, job.prior, i, c, solver=job.solver, fast=job.fast
+        job.prob,
+        job.base,
+        job.prior,
+        i,
+        c,
+        solver=job.solver,
+        fast=job.fast,
+        warm_full=job.warm_full,
     )
     tol = FAST_TOL * max(curve.epsilon(c), 1e-300)
     crit = find_critical_cost(curve)
