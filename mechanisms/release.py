@@ -64,7 +64,9 @@ def released_validation_error(
     yv = np.asarray(y_val, dtype=float)
     cfg = alloc.config
     if cfg.loss != "logistic":
-        loss = make_loss(cfg.loss, quantile=cfg.quantile, smoothing=cfg.pinball_smoothing)
+        loss = make_loss(
+            cfg.loss, quantile=cfg.quantile, smoothing=cfg.pinball_smoothing
+        )
         return float(np.mean(loss.value(Xv @ alloc.w, yv)))
     rng = np.random.default_rng(random_state)
     errors = [

@@ -17,8 +17,10 @@ def test_readme_opens_with_the_main_job_and_the_test_command() -> None:
     assert len(blocks) >= 2
     main_job, tests = blocks[0], blocks[1]
     assert main_job.endswith("privmarket demo")
-    assert "pip install" in main_job and "[dev]" not in main_job
-    assert "pip install" in tests and "pytest" in tests
+    assert "pip install" in main_job
+    assert "[dev]" not in main_job
+    assert "pip install" in tests
+    assert "pytest" in tests
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
