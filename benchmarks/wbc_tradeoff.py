@@ -219,7 +219,7 @@ def report(
         "γ·expected payment Σ Ψ_i ε_i); the test error re-releases the chosen "
         "allocation's model with 15 fresh draws. Payments here are the **expected "
         "payment** (paper Thm 3.2), not the Myerson totals, unless the Myerson column "
-        "is filled (`--myerson`: ~9 min per allocation at m=399 on this machine).\n\n"
+        "is filled (`--myerson`: ~40 s per allocation at m=399 on this machine; Myerson uses ε_i^total = a_iη + Δ_i, the expected payment a_iη).\n\n"
         f"Non-private logistic regression (scikit-learn, C={floor[0]:g} by validation): "
         f"validation {floor[1]:.3f}, test {floor[2]:.3f}.\n\n"
         + shape_checks(rows)
