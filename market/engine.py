@@ -172,6 +172,15 @@ def tradeoff(
     curve = _mech("tradeoff_curve")
     if curve is not None:
         cfg = mechanism_config(values, task=task)
+        # The admin's (λ, μ, σ) grids when the market declares them, else its own
+        # settings only: each grid point costs one allocation plus Myerson payments.
+        grids = values.get("grids", {})
+        grid = {
+            key: [float(v) for v in grids[key]]
+            if grids.get(key)
+            else [float(getattr(cfg, key))]
+            for key in ("lam", "mu", "sigma")
+        }
         points = curve(
             X,
             y,
@@ -181,6 +190,8 @@ def tradeoff(
             gammas=list(gammas),
             X_val=X_val,
             y_val=y_val,
+            grid=grid,
+            select_on_total=True,
             eps_max=eps_max,
         )
         return [dict(p) for p in points]
