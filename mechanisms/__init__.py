@@ -1,7 +1,9 @@
 """Pure numerics of the market mechanism (spec ``mechanism.md``).
 
-The public facade: cost priors and virtual costs (§2), :class:`MechanismConfig`, and
-:func:`allocate` (§4), returning an :class:`Allocation`.
+The public facade: cost priors and virtual costs (§2), :class:`MechanismConfig`,
+:func:`allocate` (§4) returning an :class:`Allocation`, the paper-style reference solver
+:func:`reference_allocate`, Myerson payments and money rounding (§5), the incentive audit
+(§6), hyperparameter and ``γ`` selection including "fit this budget" (§4.3).
 """
 
 from mechanisms.allocation import allocate
@@ -31,6 +33,7 @@ from mechanisms.priors import (
     prior_from_dict,
     virtual_costs,
 )
+from mechanisms.reference import reference_allocate
 from mechanisms.result import Allocation, KKTResiduals, SolverError, SolveStatus
 from mechanisms.selection import (
     Selection,
@@ -69,6 +72,7 @@ __all__ = [
     "myerson_payments",
     "myerson_total",
     "prior_from_dict",
+    "reference_allocate",
     "round_down",
     "select_hyperparameters",
     "tradeoff_curve",
