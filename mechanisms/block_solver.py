@@ -3,7 +3,9 @@
 ``G(w, a, η) = Σ a_i ℓ_i(w) + (λ/2)‖w‖² + μ‖a‖₂ + σ/η + γ Σ_i Ψ_i u(η a_i)``
 (paper eq. (10) without the realised noise term, spec §4.1).
 
-For fixed ``η`` we alternate the two exact block minimisers: the **w-step** (weighted
+For linear ``u`` and ``μ > 0``, :func:`mechanisms.reduced_newton.newton_reduced`
+minimises ``F(w) = min_a G`` directly (Newton with the exact a-sensitivity). Otherwise
+(power ``u``, ``μ = 0``) we alternate the two exact block minimisers: the **w-step** (weighted
 ridge regression, damped Newton, :func:`learners._newton.minimize_ridge_risk`) and the
 **a-step** (:func:`mechanisms.weights_step.solve_weights`, closed form on the capped
 simplex for linear ``u``; a convex programme for ``u(ε) = ε^p``). Because
@@ -97,22 +99,12 @@ def solve_at_eta(
         const = np.full(prob.m, prob.strict_loss_value)
         a, state = weights_step(prob, const, eta, state)
         w = minimize_ridge_risk(loss, prob.X, prob.y, a, cfg.lam, w0=w0).w
-        return BlockSolution(
-            eta,
-            w,
-            a,
-            objective(prob, w, a, eta),
-            search_value(prob, w, a, eta),
-            1,
-            True,
-            state,
-        )
+        return _solution(prob, eta, w, a, 1, True, state)
     if cfg.u == "linear" and cfg.mu > 0.0:
         w, a, state, it, converged, value = newton_reduced(
             prob, eta, w0=w0, state=state, gtol=tol, max_iter=cfg.max_iter
         )
         # F(w) is the search value; G drops the paper mode's noise term.
-        c = prob.linear_term(eta)
         g_value = value if c is None else value - float(c @ w)
         return BlockSolution(eta, w, a, g_value, value, it, converged, state)
     w, a = np.array(w0, dtype=float), a0
@@ -148,13 +140,26 @@ def solve_at_eta(
         prev = val
         x = _anderson(x, g, hist_f, hist_g)
     w = minimize_ridge_risk(loss, prob.X, prob.y, a, cfg.lam, c=c, w0=w).w
+    return _solution(prob, eta, w, a, it, converged, state)
+
+
+def _solution(
+    prob: Problem,
+    eta: float,
+    w: FloatArray,
+    a: FloatArray,
+    iterations: int,
+    converged: bool,
+    state: WeightsStepState | None,
+) -> BlockSolution:
+    """Package ``(w, a)`` at ``η`` with ``G`` and the mode's search value there."""
     return BlockSolution(
         eta,
         w,
         a,
         objective(prob, w, a, eta),
         search_value(prob, w, a, eta),
-        it,
+        iterations,
         converged,
         state,
     )
