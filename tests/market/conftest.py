@@ -2,9 +2,10 @@
 
 from tests.market.dbfixtures import (
     database_url,
+    engine,
     pg_schema,
     pg_tables_url,
     sqlite_template,
 )
 
-__all__ = ["database_url", "pg_schema", "pg_tables_url", "sqlite_template"]
+__all__ = ["database_url", "engine", "pg_schema", "pg_tables_url", "sqlite_template"]

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from sqlmodel import SQLModel
+from sqlmodel import Session, SQLModel
 
+from market import markets
 from market.db import create_all, make_engine
+from market.models import Account, Market, Role
+from market.schemas import MarketCreate
 
 PG_ENV = "PRIVMARKET_TEST_POSTGRES_URL"
 PG_SKIP_REASON = f"{PG_ENV} is not set: PostgreSQL tests skipped"
@@ -104,3 +107,28 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     url = str(request.getfixturevalue("pg_tables_url"))
     truncate_all(url)
     return url
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[sa.engine.Engine]:
+    """An engine on the test's empty database, disposed afterwards."""
+    eng = make_engine(database_url)
+    yield eng
+    eng.dispose()
+
+
+def add_market_and_buyer(session: Session) -> tuple[Market, Account]:
+    """Commit an admin, a buyer and a one-feature classification market."""
+    admin = Account(role=Role.ADMIN, name="a", key_prefix="a", key_hash="h")
+    buyer = Account(role=Role.BUYER, name="b", key_prefix="b", key_hash="h")
+    session.add_all([admin, buyer])
+    session.commit()
+    body = MarketCreate.model_validate(
+        {
+            "name": "m",
+            "task": "classification",
+            "features": [{"name": "f", "low": 0, "high": 1}],
+            "cost_prior": {"family": "uniform", "params": {"low": 0, "high": 1}},
+        }
+    )
+    return markets.create_market(session, body=body, admin=admin), buyer

@@ -3,7 +3,6 @@ concurrent settlements (T-DP-6(b) in small size) on SQLite and PostgreSQL."""
 
 import threading
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -43,13 +42,6 @@ def test_to_minor_rounds_down_never_up(amount: float) -> None:
 def test_to_minor_rejects_non_finite() -> None:
     with pytest.raises(ValueError, match="amount must be finite"):
         ledgers.to_minor(float("inf"))
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    eng = db.make_engine(database_url)
-    yield eng
-    eng.dispose()
 
 
 def _setup(

@@ -1,40 +1,21 @@
 """Order placement: Idempotency-Key under concurrent retries (T-DUR-2, small size)."""
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from market import db, markets, orders
+from market import db, orders
 from market.errors import ConflictError
-from market.models import Account, Order, Role
-from market.schemas import MarketCreate, OrderCreate
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    eng = db.make_engine(database_url)
-    yield eng
-    eng.dispose()
+from market.models import Account, Order
+from market.schemas import OrderCreate
+from tests.market.dbfixtures import add_market_and_buyer
 
 
 def _setup(engine: Engine) -> tuple[int, int]:
     with Session(engine, expire_on_commit=False) as s:
-        admin = Account(role=Role.ADMIN, name="a", key_prefix="a", key_hash="h")
-        buyer = Account(role=Role.BUYER, name="b", key_prefix="b", key_hash="h")
-        s.add_all([admin, buyer])
-        s.commit()
-        body = MarketCreate.model_validate(
-            {
-                "name": "m",
-                "task": "classification",
-                "features": [{"name": "f", "low": 0, "high": 1}],
-                "cost_prior": {"family": "uniform", "params": {"low": 0, "high": 1}},
-            }
-        )
-        market = markets.create_market(s, body=body, admin=admin)
+        market, buyer = add_market_and_buyer(s)
         return market.id, buyer.id  # type: ignore[return-value]
 
 

@@ -1,7 +1,6 @@
 """Claiming, leases and the recovery sweep (T-DUR-1/T-DUR-4 in small sizes)."""
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -10,31 +9,12 @@ from sqlmodel import Session, select
 
 from market import db, jobs, leases, markets, order_runner, worker
 from market.models import Account, Job, Order, Role, RunStatus, utcnow
-from market.schemas import MarketCreate
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    eng = db.make_engine(database_url)
-    yield eng
-    eng.dispose()
+from tests.market.dbfixtures import add_market_and_buyer
 
 
 def _orders(engine: Engine, n: int) -> list[int]:
     with Session(engine, expire_on_commit=False) as s:
-        admin = Account(role=Role.ADMIN, name="a", key_prefix="a", key_hash="h")
-        buyer = Account(role=Role.BUYER, name="b", key_prefix="b", key_hash="h")
-        s.add_all([admin, buyer])
-        s.commit()
-        body = MarketCreate.model_validate(
-            {
-                "name": "m",
-                "task": "classification",
-                "features": [{"name": "f", "low": 0, "high": 1}],
-                "cost_prior": {"family": "uniform", "params": {"low": 0, "high": 1}},
-            }
-        )
-        market = markets.create_market(s, body=body, admin=admin)
+        market, buyer = add_market_and_buyer(s)
         params = markets.current_parameters(s, market.id)  # type: ignore[arg-type]
         rows = [
             Order(
