@@ -102,7 +102,7 @@ def solve_at_eta(
         return _solution(prob, eta, w, a, 1, True, state)
     if cfg.u == "linear" and cfg.mu > 0.0:
         w, a, state, it, converged, value = newton_reduced(
-            prob, eta, w0=w0, state=state, gtol=tol, max_iter=cfg.max_iter
+            prob, eta, w0=w0, state=state, gtol=tol, max_iter=cfg.max_iter, a0=a0
         )
         # F(w) is the search value; G drops the paper mode's noise term.
         g_value = value if c is None else value - float(c @ w)

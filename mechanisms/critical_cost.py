@@ -382,7 +382,16 @@ def _integral_lower_bound(curve: SellerCurve, lo: float) -> float:
 
 
 def _next_point(curve: SellerCurve, lo: float, hi: float) -> float:
-    """Secant-to-zero through the two largest positive evaluations below ``hi``."""
+    """Aim just short of the secant-to-zero through the two largest positive
+    evaluations below ``hi``.
+
+    ``ε_i`` is smooth on its positive branch and reaches 0 at ``s*_i``, so the secant
+    root ``z`` converges superlinearly from the left; aiming at ``lo + 0.99 (z − lo)``
+    keeps the new point on the positive side, where it shrinks ``u(ε(lo))`` (the
+    stopping test is ``u(ε(lo))·(hi − lo)``). Safeguarded into
+    ``[lo + 0.02 w, hi − 0.02 w]`` of the bracket width ``w``; bisection without a usable
+    secant.
+    """
     pos = sorted(s for s, e in curve.cache.items() if e > 0.0 and s <= lo)
     mid = 0.5 * (lo + hi)
     if len(pos) < 2:
@@ -392,5 +401,8 @@ def _next_point(curve: SellerCurve, lo: float, hi: float) -> float:
     if e0 <= e1:
         return mid
     z = s1 + e1 * (s1 - s0) / (e0 - e1)
+    if not z < hi:
+        return mid
     width = hi - lo
-    return float(np.clip(z, lo + 0.1 * width, hi - 0.1 * width)) if z < hi else mid
+    aim = lo + 0.99 * (z - lo)
+    return float(np.clip(aim, lo + 0.02 * width, hi - 0.02 * width))

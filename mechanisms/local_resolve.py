@@ -8,7 +8,9 @@ of functions non-decreasing in ``Ψ_i`` (``γ η_j a_i u' ≥ 0``). Hence if the
 grid point ``j*`` re-solved with the new ``Ψ`` is still below every *base* value
 ``P_j(Ψ_base)`` (``j ≠ j*``, minus a tolerance margin), the full search would pick the
 same cell ``j*`` again, and its refinement + polish end at the local optimum of the
-profile in that cell — which the polish from the base point reaches directly.
+profile in that cell — which the polish from the base point reaches directly. The
+re-solve at ``j*`` is skipped when ``G`` at the base's grid solution there, evaluated with
+the new ``Ψ`` (an upper bound on ``P_j*``), already clears the other cells' floors.
 The shortcut is used only when that certificate holds and the polished ``η`` stays in
 the cell ``[η_{j*−1}, η_{j*+1}]``; otherwise it returns ``None`` and the caller runs
 the full search. Linear ``u`` only (the polish is defined there).
@@ -29,7 +31,7 @@ from mechanisms.allocation import (
     solve_allocation,
 )
 from mechanisms.block_solver import solve_at_eta
-from mechanisms.problem import Problem
+from mechanisms.problem import Problem, search_value
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -74,20 +76,26 @@ def local_resolve(
         return None
     lb = prof.grid_values if lower_bounds is None else lower_bounds
     j = int(np.argmin(lb))
-    w0, a0 = prof.starts[j]
-    at_j = solve_at_eta(prob, float(grid[j]), w0=w0, a0=a0, tol=GRID_TOL)
+    w_j, a_j = prof.starts[j]
     others = np.delete(lb, j)
-    margin = MARGIN * (1.0 + abs(at_j.search_value))
-    if others.size and not at_j.search_value < float(others.min()) - margin:
-        return None
+    floor = float(others.min()) if others.size else np.inf
+    # Upper bound on P_j*: G at the base's grid solution with the new Ψ; re-solve
+    # at η_j* only when that bound is not already below every other cell's floor.
+    upper = search_value(prob, w_j, a_j, float(grid[j]))
+    n_iter = 0
+    if not upper < floor - MARGIN * (1.0 + abs(upper)):
+        at_j = solve_at_eta(prob, float(grid[j]), w0=w_j, a0=a_j, tol=GRID_TOL)
+        upper, n_iter = at_j.search_value, at_j.iterations
+        if not upper < floor - MARGIN * (1.0 + abs(upper)):
+            return None
     w_s, a_s, eta_s = (base.w, base.weights, base.eta) if start is None else start
     first = solve_at_eta(prob, eta_s, w0=w_s, a0=a_s)
     best = _polish(prob, first, float(grid[0]), float(grid[-1]))
     cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
-    if not cell_lo <= best.eta <= cell_hi or best.search_value > at_j.search_value:
+    if not cell_lo <= best.eta <= cell_hi or best.search_value > upper:
         return None
     timings = {"total": time.perf_counter() - t0}
-    return _result(prob, best, prof, at_j.iterations + best.iterations, 2, timings)
+    return _result(prob, best, prof, n_iter + best.iterations, 2, timings)
 
 
 def fast_solve(prob: Problem, *, warm_start: Allocation | None = None) -> Allocation:

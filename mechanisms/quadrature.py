@@ -1,4 +1,5 @@
-"""Globally adaptive Gauss–Kronrod quadrature ((7, 15) or (3, 7)) with a budget.
+"""Globally adaptive quadrature with a budget: Gauss–Kronrod ((7, 15) or (3, 7)) or
+Simpson–Richardson (endpoints included, nested under bisection).
 
 Used for the Myerson integral ``∫_{c_i}^{s*_i} u(ε_i(s)) ds`` (spec ``mechanism.md`` §5),
 whose integrand is expensive (one allocation re-solve per node) and piecewise smooth
@@ -7,6 +8,13 @@ QUADPACK's QAG: keep a heap of sub-intervals, always bisect the one with the lar
 Kronrod-minus-Gauss error estimate, stop when the summed estimate is below
 ``max(atol, rtol·|I|)`` or the evaluation budget is spent. Every node value is passed
 through, so the caller can cache and audit them (monotonicity of the sweep).
+
+``rule="simpson"`` uses the same heap with panels of five equispaced nodes: Simpson's
+rule on the panel ``S₁`` and on its halves ``S₂``; the panel's value is the Richardson
+(Boole) extrapolation ``S₂ + (S₂ − S₁)/15`` and its error estimate ``|S₂ − S₁|/15``.
+Its nodes include the ends and are nested under bisection (a child reuses three of its
+parent's five), so values the caller already knows at the ends (the seller's own report
+and the critical cost) and at earlier panels cost nothing.
 """
 
 from __future__ import annotations
@@ -140,13 +148,16 @@ def integrate(
     max_evals : int
         Evaluation budget (15 or 7 per sub-interval); the result then reports
         ``converged=False`` with its error estimate.
-    rule : {"gk15", "gk7"}
-        The (7, 15) pair (exact to degree 22) or the (3, 7) pair (degree 10; fewer
-        evaluations for the nearly flat, piecewise smooth payment integrands).
+    rule : {"gk15", "gk7", "simpson"}
+        The (7, 15) pair (exact to degree 22), the (3, 7) pair (degree 10), or
+        Simpson–Richardson panels (degree 5, ends included and nested: the fewest
+        new evaluations for the nearly linear, piecewise smooth payment integrands,
+        whose end values the caller has cached).
     """
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {sorted(RULES)}, got {rule!r}")
-    n_node = RULES[rule][0].size
+    if rule not in (*RULES, "simpson"):
+        raise ValueError(
+            f"rule must be one of {sorted((*RULES, 'simpson'))}, got {rule!r}"
+        )
     if not (np.isfinite(a) and np.isfinite(b)):
         raise ValueError(f"integrate: limits must be finite, got a={a!r}, b={b!r}")
     if b == a:
@@ -166,6 +177,9 @@ def integrate(
             -r.value, r.error, r.n_evals, r.converged, r.n_intervals
         )
     cuts = sorted({a, b, *(float(p) for p in breakpoints if a < p < b)})
+    if rule == "simpson":
+        return _simpson(f, cuts, rtol=rtol, atol=atol, max_evals=max_evals)
+    n_node = RULES[rule][0].size
     heap: list[tuple[float, float, float, float]] = []  # (-err, lo, hi, value)
     n_evals = 0
     for lo, hi in itertools.pairwise(cuts):
@@ -187,3 +201,50 @@ def integrate(
             val, err = _panel(f, x0, x1, rule)
             heapq.heappush(heap, (-err, x0, x1, val))
         n_evals += 2 * n_node
+
+
+def _simpson(
+    f: Callable[[float], float],
+    cuts: Sequence[float],
+    *,
+    rtol: float,
+    atol: float,
+    max_evals: int,
+) -> QuadratureResult:
+    """Adaptive Simpson–Richardson on the partition ``cuts`` (module docstring).
+
+    ``n_evals`` counts distinct nodes (each is evaluated once and memoised here).
+    """
+    memo: dict[float, float] = {}
+
+    def val(x: float) -> float:
+        if x not in memo:
+            memo[x] = float(f(x))
+        return memo[x]
+
+    def panel(lo: float, hi: float) -> tuple[float, float]:
+        xs = np.linspace(lo, hi, 5)
+        v = [val(float(x)) for x in xs]
+        h = hi - lo
+        s1 = h / 6.0 * (v[0] + 4.0 * v[2] + v[4])
+        s2 = h / 12.0 * (v[0] + 4.0 * v[1] + 2.0 * v[2] + 4.0 * v[3] + v[4])
+        return s2 + (s2 - s1) / 15.0, abs(s2 - s1) / 15.0
+
+    heap: list[tuple[float, float, float, float]] = []
+    for lo, hi in itertools.pairwise(cuts):
+        value, err = panel(lo, hi)
+        heapq.heappush(heap, (-err, lo, hi, value))
+    while True:
+        total = sum(item[3] for item in heap)
+        err_sum = sum(-item[0] for item in heap)
+        if err_sum <= max(atol, rtol * abs(total)):
+            return QuadratureResult(total, err_sum, len(memo), True, len(heap))
+        if len(memo) + 4 > max_evals:
+            return QuadratureResult(total, err_sum, len(memo), False, len(heap))
+        _, lo, hi, _ = heapq.heappop(heap)
+        mid = 0.5 * (lo + hi)
+        if not lo < 0.25 * (3 * lo + hi) < mid < 0.25 * (lo + 3 * hi) < hi:
+            return QuadratureResult(total, err_sum, len(memo), False, len(heap) + 1)
+        for x0, x1 in ((lo, mid), (mid, hi)):
+            value, err = panel(x0, x1)
+            heapq.heappush(heap, (-err, x0, x1, value))

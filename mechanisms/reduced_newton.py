@@ -30,7 +30,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.problem import Problem
-from mechanisms.weights_step import WeightsStepState, solve_weights
+from mechanisms.weights_step import (
+    WeightsStepState,
+    solve_weights,
+    state_from_weights,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -47,13 +51,21 @@ class _Point:
 
 
 def _evaluate(
-    prob: Problem, eta: float, w: FloatArray, state: WeightsStepState | None
+    prob: Problem,
+    eta: float,
+    w: FloatArray,
+    state: WeightsStepState | None,
+    a0: FloatArray | None = None,
 ) -> _Point:
+    """``F`` at ``w``; the a-step warm-starts from ``state``, else from ``a0``."""
     cfg, loss = prob.cfg, prob.loss
     z = prob.X @ w
     losses = loss.value(z, prob.y)
     r = losses + cfg.gamma * eta * prob.psi
-    a, new_state = solve_weights(r, prob.caps(eta), cfg.mu, warm=state)
+    caps = prob.caps(eta)
+    if state is None and a0 is not None:
+        state = state_from_weights(a0, r, caps, cfg.mu)
+    a, new_state = solve_weights(r, caps, cfg.mu, warm=state)
     value = (
         float(a @ r)
         + 0.5 * cfg.lam * float(w @ w)
@@ -134,13 +146,16 @@ def newton_reduced(
     state: WeightsStepState | None,
     gtol: float,
     max_iter: int,
+    a0: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, WeightsStepState | None, int, bool, float]:
     """Minimise ``F``; return ``(w, a*(w), state, iterations, converged, F(w))``.
+
+    ``state`` (or, without one, the nearby weights ``a0``) warm-starts the a-step.
 
     Converged means ``‖∇F(w)‖ ≤ gtol·(1 + ‖w‖)``, i.e. both block KKT conditions hold
     (``a = a*(w)`` exactly, and ``∇_w G(w, a) = ∇F(w)``).
     """
-    p = _evaluate(prob, eta, np.asarray(w0, dtype=float), state)
+    p = _evaluate(prob, eta, np.asarray(w0, dtype=float), state, a0)
     for it in range(max_iter + 1):
         g = _gradient(prob, eta, p)
         if float(np.linalg.norm(g)) <= gtol * (1.0 + float(np.linalg.norm(p.w))):

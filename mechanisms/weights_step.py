@@ -86,6 +86,27 @@ def solve_weights(
     return _clip(A, s, r, caps), WeightsStepState(A, s)  # pragma: no cover - fallback
 
 
+def state_from_weights(
+    a: FloatArray, r: FloatArray, caps: FloatArray, mu: float
+) -> WeightsStepState | None:
+    """Multipliers ``(A, s)`` guessed from nearby weights ``a`` (no previous state).
+
+    ``s = ‖a‖₂/μ`` (the KKT scale) and ``A = s·τ`` with ``τ = median(r_i + a_i/s)`` over
+    the weights strictly inside their bounds; :func:`solve_weights` re-centres ``A`` and
+    runs the exact active-set step from there, so a poor guess costs only the cold
+    fallback. ``None`` when ``a`` carries no scale.
+    """
+    if mu <= 0.0:
+        return None
+    norm = float(np.linalg.norm(a))
+    if not norm > 0.0:
+        return None
+    s = norm / mu
+    free = (a > 0.0) & (a < caps)
+    tau = float(np.median(r[free] + a[free] / s)) if free.any() else float(r.min())
+    return WeightsStepState(s * tau, s)
+
+
 def fill_smallest(r: FloatArray, caps: FloatArray) -> FloatArray:
     """LP solution of (A) with ``μ = 0``: fill the smallest ``r_i`` up to their caps.
 
