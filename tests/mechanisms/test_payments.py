@@ -13,11 +13,19 @@ import numpy as np
 import pytest
 
 from mechanisms import ExponentialPrior, MechanismConfig, allocate
+from mechanisms import payments as payments_module
 from mechanisms.executors import SerialExecutor, chunked
-from mechanisms.payments import myerson_payments, payment_job, seller_payment
+from mechanisms.payments import (
+    MIN_VERIFIED,
+    myerson_payments,
+    payment_job,
+    seller_payment,
+    verification_sample,
+)
 from tests.conftest import SEED
 from tests.mechanisms.test_payments_instances import (
     Instance,
+    broad_instance,
     small_instance,
     toy_instance,
 )
@@ -237,3 +245,87 @@ def test_strict_mode_payments_are_finite_and_ir() -> None:
     pay = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, cfg, executor=SERIAL)
     assert (pay.payments - ins.costs * pay.epsilon >= 0).all()
     assert pay.max_monotonicity_violation <= 1e-9
+
+
+def _run(ins: Instance, **kw):
+    return myerson_payments(
+        ins.X, ins.y, ins.costs, ins.prior, ins.cfg, executor=SERIAL, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def broad() -> tuple[Instance, object]:
+    """An instance with more winners than the verification sample, paid with every
+    winner's shortcut checked."""
+    ins = broad_instance(np.random.default_rng(SEED), m=60)
+    return ins, _run(ins, verify="all")
+
+
+def test_sampled_verification_agrees_with_checking_every_winner(broad) -> None:
+    ins, every = broad
+    sampled = _run(ins)
+    winners = int((every.epsilon > 0).sum())
+    assert winners > MIN_VERIFIED
+    assert every.n_verified == winners
+    assert not every.escalated
+    assert sampled.n_verified == MIN_VERIFIED
+    assert not sampled.escalated
+    sample = verification_sample(sampled.allocation, list(range(60)))
+    assert {sp.index for sp in sampled.sellers if sp.verified} == sample
+    np.testing.assert_allclose(sampled.payments, every.payments, rtol=1e-6)
+    assert sampled.to_dict()["n_verified"] == MIN_VERIFIED
+
+
+def test_verification_sample_spans_the_winners_by_epsilon(broad) -> None:
+    base = broad[1].allocation
+    eps = base.epsilon_total
+    won = [i for i in range(60) if eps[i] > 0]
+    sample = verification_sample(base, list(range(60)))
+    assert sample == verification_sample(base, list(range(60)))  # deterministic
+    assert len(sample) == min(len(won), MIN_VERIFIED)
+    assert sample <= set(won)
+    assert min(won, key=lambda i: eps[i]) in sample
+    assert max(won, key=lambda i: eps[i]) in sample
+    # Only the sellers asked for are sampled.
+    assert verification_sample(base, won[:5]) == frozenset(won[:5])
+
+
+def test_a_failed_sampled_check_rechecks_every_winner(broad, monkeypatch) -> None:
+    ins, every = broad
+    won = int((every.epsilon > 0).sum())
+    # Every check "fails" (a mismatch above a negative tolerance): the sampled
+    # sellers redo with full solves, and every other winner is then checked too.
+    monkeypatch.setattr(payments_module, "MIN_VERIFIED", 4)
+    monkeypatch.setattr(payments_module, "FAST_TOL", -1.0)
+    forced = _run(ins)
+    assert forced.escalated
+    assert forced.n_verified == won
+    np.testing.assert_allclose(forced.payments, every.payments, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_sampled_check_catches_a_shortcut_on_another_local_optimum(
+    monkeypatch,
+) -> None:
+    # This instance has a winner whose shortcut follows another local optimum than
+    # the cold solve (|Δε| ≈ 0.9): a sample that includes it must escalate.
+    ins = small_instance(np.random.default_rng(0), m=40, d=3)
+    every = _run(ins, verify="all")
+    assert every.max_shortcut_mismatch > 0.1
+    culprits = {sp.index for sp in every.sellers if sp.fell_back}
+    won = {i for i in range(40) if every.epsilon[i] > 0}
+    assert culprits
+    assert culprits <= won
+    monkeypatch.setattr(payments_module, "MIN_VERIFIED", 8)
+    sample = verification_sample(every.allocation, list(range(40)))
+    assert len(sample) < len(won)
+    assert sample & culprits, "precondition: this instance's sample has a culprit"
+    sampled = _run(ins)
+    assert sampled.escalated
+    assert sampled.n_verified == len(won)
+    np.testing.assert_allclose(sampled.payments, every.payments, rtol=1e-6)
+
+
+def test_verify_must_be_sample_or_all(instance: Instance) -> None:
+    with pytest.raises(ValueError, match="verify"):
+        _run(instance, verify="none")

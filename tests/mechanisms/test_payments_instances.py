@@ -41,3 +41,16 @@ def toy_instance() -> Instance:
     y = np.array([1.0, -1.0])
     cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=0.5, sigma=1.0, k=2.0, n_grid=12)
     return Instance(X, y, np.array([0.1, 0.6]), UniformPrior(0.0, 1.0), cfg)
+
+
+def broad_instance(rng: np.random.Generator, m: int = 60, d: int = 4) -> Instance:
+    """Many winners (``μ = 10`` spreads the weight; costs ~ U[1e-4, 5e-4]), as in
+    ``benchmarks/payments_speed.py`` but smaller: more winners than the payments'
+    verification sample."""
+    X = rng.normal(size=(m, d)) / (3.0 * np.sqrt(d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = np.where(X @ rng.normal(size=d) >= 0, 1.0, -1.0)
+    y = np.where(rng.random(m) < 0.1, -y, y)
+    prior = UniformPrior(1e-4, 5e-4)
+    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=10.0, sigma=100.0, k=4.0, n_grid=12)
+    return Instance(X, y, prior.sample(m, rng=rng), prior, cfg)

@@ -62,6 +62,53 @@ def test_quadrature_reports_an_exhausted_budget() -> None:
         integrate(step, 0.0, math.inf)
 
 
+def test_simpson_richardson_exactness_and_nested_nodes() -> None:
+    calls: list[float] = []
+
+    def f(x: float) -> float:
+        calls.append(x)
+        return x**3 - 2.0 * x + 1.0
+
+    # Simpson is exact to degree 3, so S₁ = S₂ on a cubic: one panel of 5 nodes,
+    # ends included, each evaluated once, zero error estimate.
+    r = integrate(f, 0.0, 2.0, rtol=1e-14, rule="simpson")
+    assert r.value == pytest.approx(4.0 - 4.0 + 2.0, rel=1e-14)
+    assert r.error == pytest.approx(0.0, abs=1e-15)
+    assert r.n_evals == len(calls) == 5
+    assert sorted(calls) == [0.0, 0.5, 1.0, 1.5, 2.0]
+    # The Richardson (Boole) value is exact to degree 5 from those 5 nodes alone,
+    # although the estimate (the error of S₂) is not zero.
+    r = integrate(lambda x: x**5, 0.0, 1.0, rtol=1e-14, rule="simpson", max_evals=5)
+    assert r.value == pytest.approx(1 / 6, rel=1e-14)
+    assert r.error > 0
+    assert not r.converged
+    # A child panel reuses three of its parent's five nodes: 5 + 2·2 = 9 per split.
+    r = integrate(lambda x: x**6, 0.0, 1.0, rtol=1e-14, rule="simpson", max_evals=9)
+    assert r.n_evals == 9
+    assert r.n_intervals == 2
+    r = integrate(lambda x: x**6, 0.0, 1.0, rtol=1e-10, rule="simpson")
+    assert r.converged
+    assert r.value == pytest.approx(1 / 7, rel=1e-10)
+
+
+def test_simpson_resolves_a_kink_and_reports_an_exhausted_budget() -> None:
+    f = lambda x: max(0.0, 1.0 - x) * math.exp(x)  # noqa: E731
+    exact = math.e - 2.0
+    r = integrate(f, 0.0, 1.7, rtol=1e-9, rule="simpson")
+    assert r.converged
+    assert r.value == pytest.approx(exact, rel=1e-8)
+    with_bp = integrate(f, 0.0, 1.7, breakpoints=[1.0], rtol=1e-9, rule="simpson")
+    assert with_bp.value == pytest.approx(exact, rel=1e-9)
+    assert with_bp.n_evals < r.n_evals
+    step = lambda x: 1.0 if x > 1 / 3 else 0.0  # noqa: E731
+    r = integrate(step, 0.0, 1.0, rtol=1e-14, max_evals=60, rule="simpson")
+    assert not r.converged
+    assert r.n_evals <= 60
+    assert abs(r.value - 2 / 3) <= 10 * r.error + 1e-15
+    with pytest.raises(ValueError, match="rule"):
+        integrate(step, 0.0, 1.0, rule="trapezoid")
+
+
 def test_invert_virtual_cost() -> None:
     assert invert_virtual_cost(UniformPrior(0.0, 1.0), 1.2, low=0.1) == pytest.approx(
         0.6, abs=1e-12

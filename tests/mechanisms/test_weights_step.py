@@ -14,6 +14,7 @@ from mechanisms.weights_step import (
     fill_smallest,
     project_capped_simplex,
     solve_weights,
+    state_from_weights,
 )
 from tests.mechanisms.conftest import capped_simplex_kkt
 
@@ -97,6 +98,27 @@ def test_warm_start_gives_the_cold_solution(rng: np.random.Generator):
     cold, _ = solve_weights(r2, caps, mu)
     warm, _ = solve_weights(r2, caps, mu, warm=state)
     np.testing.assert_allclose(warm, cold, atol=1e-12)
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.05, 3.0])
+def test_state_guessed_from_nearby_weights_gives_the_cold_solution(
+    rng: np.random.Generator, shift: float
+):
+    # The guess only seeds the exact active-set step: any guess, good (small shift)
+    # or poor (large shift), must end at the unique minimiser.
+    m, mu = 150, 0.4
+    caps = np.full(m, 3.0 / m)
+    r = rng.normal(size=m)
+    a_near, _ = solve_weights(r, caps, mu)
+    r2 = r + shift * rng.normal(size=m)
+    state = state_from_weights(a_near, r2, caps, mu)
+    assert state is not None
+    assert state.s == pytest.approx(np.linalg.norm(a_near) / mu)
+    cold, _ = solve_weights(r2, caps, mu)
+    warm, _ = solve_weights(r2, caps, mu, warm=state)
+    np.testing.assert_allclose(warm, cold, atol=1e-12)
+    assert state_from_weights(np.zeros(m), r2, caps, mu) is None
+    assert state_from_weights(a_near, r2, caps, 0.0) is None
 
 
 def test_caps_that_force_the_weights():
