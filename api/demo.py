@@ -162,8 +162,6 @@ def _audit(
 ) -> str:
     if n_audit == 0:
         return "skipped (--audit-sellers 0)"
-    if not engine.has("audit_incentives"):
-        return "not available (mechanisms.audit_incentives has not landed)"
     from market import order_inputs, records
     from mechanisms.datasets import WBC_FEATURE_BOUNDS
 

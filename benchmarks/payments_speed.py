@@ -2,7 +2,7 @@
 synthetic m ∈ {2000, 10000}; time per seller and the ratio to one ``allocate`` call.
 
 Run:  python benchmarks/payments_speed.py [--sizes 2000 10000] [--sample 24]
-      [--all-synthetic] [--workers N] [--json out.json]
+      [--all-synthetic] [--verify sample|all] [--workers N] [--json out.json]
 
 Wisconsin: every seller's payment through the default process pool. Synthetic: all
 sellers with ``--all-synthetic``, else a random sample of ``--sample`` sellers (the
@@ -38,23 +38,41 @@ def synthetic(m: int, d: int, *, rng: np.random.Generator) -> tuple[Any, Any]:
     return X, np.where(flip, -y, y)
 
 
-def time_allocate(X: Any, y: Any, costs: Any, repeats: int = 3) -> tuple[float, Any]:
+def time_allocate(X: Any, y: Any, costs: Any, repeats: int = 5) -> tuple[float, Any]:
+    """Best of ``repeats`` (the least disturbed run on a shared machine; it makes the
+    ratio to it the conservative one)."""
     times, alloc = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()
         alloc = allocate(X, y, costs, PRIOR, CFG)
         times.append(time.perf_counter() - t0)
-    return float(np.median(times)), alloc
+    return float(np.min(times)), alloc
 
 
 def run(
-    name: str, X: Any, y: Any, costs: Any, *, sellers: Any, pool: Any, workers: int
+    name: str,
+    X: Any,
+    y: Any,
+    costs: Any,
+    *,
+    sellers: Any,
+    pool: Any,
+    workers: int,
+    verify: str,
 ) -> dict[str, Any]:
     m = X.shape[0]
     t_alloc, alloc = time_allocate(X, y, costs)
     t0 = time.perf_counter()
     pay = myerson_payments(
-        X, y, costs, PRIOR, CFG, sellers=sellers, executor=pool, base=alloc
+        X,
+        y,
+        costs,
+        PRIOR,
+        CFG,
+        sellers=sellers,
+        executor=pool,
+        base=alloc,
+        verify=verify,
     )
     wall = time.perf_counter() - t0
     sec = np.array([s.seconds for s in pay.sellers])
@@ -83,6 +101,10 @@ def run(
         if won.any()
         else 0.0,
         "fell_back": int(sum(s.fell_back for s in pay.sellers)),
+        "verify": verify,
+        "winners_verified": pay.n_verified,
+        "escalated": pay.escalated,
+        "max_shortcut_mismatch": pay.max_shortcut_mismatch,
         "max_monotonicity_violation": pay.max_monotonicity_violation,
         "converged": pay.converged,
         "total_payment": pay.total,
@@ -95,6 +117,7 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=24)
     ap.add_argument("--all-synthetic", action="store_true")
     ap.add_argument("--skip-wisconsin", action="store_true")
+    ap.add_argument("--verify", choices=["sample", "all"], default="sample")
     ap.add_argument("--workers", type=int, default=default_workers())
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
@@ -114,6 +137,7 @@ def main() -> None:
                     sellers=None,
                     pool=pool,
                     workers=args.workers,
+                    verify=args.verify,
                 )
             )
             print(json.dumps(rows[-1]), flush=True)
@@ -132,6 +156,7 @@ def main() -> None:
                     sellers=sel,
                     pool=pool,
                     workers=args.workers,
+                    verify=args.verify,
                 )
             )
             print(json.dumps(rows[-1]), flush=True)

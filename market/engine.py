@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+import mechanisms as mech
 from market.errors import InvalidInputError
 
 FloatArray = NDArray[np.float64]
@@ -25,35 +26,6 @@ LOSS_BY_TASK = {
     "quantile": "pinball",
 }
 """Per-record loss ``ℓ_i`` of the allocation objective for each task (spec §7)."""
-
-_FALLBACK_MODULES = {
-    "prior_from_dict": "mechanisms.priors",
-    "MechanismConfig": "mechanisms.config",
-    "allocate": "mechanisms.allocation",
-    "myerson_payments": "mechanisms.payments",
-    "choose_gamma": "mechanisms.budget",
-    "audit_incentives": "mechanisms.audit",
-}
-
-
-def _mech(name: str) -> Any:
-    """Return ``mechanisms.<name>`` from the facade, else from its defining module.
-
-    Returns ``None`` when neither provides it (a numerics piece not written yet).
-    """
-    import importlib
-
-    import mechanisms
-
-    found = getattr(mechanisms, name, None)
-    if found is None and name in _FALLBACK_MODULES:
-        try:
-            module = importlib.import_module(_FALLBACK_MODULES[name])
-        except ImportError:  # that numerics piece has not landed yet
-            return None
-        found = getattr(module, name, None)
-    return found
-
 
 CONFIG_KEYS = (
     "gamma",
@@ -78,7 +50,7 @@ def build_prior(spec: Mapping[str, Any]) -> Any:
         ``cost_prior`` is unknown, incomplete or invalid.
     """
     try:
-        return _mech("prior_from_dict")(dict(spec))
+        return mech.prior_from_dict(dict(spec))
     except _NUMERIC_ERRORS as exc:
         raise InvalidInputError("cost_prior", str(exc)) from exc
 
@@ -113,7 +85,7 @@ def mechanism_config(
         kwargs["gamma"] = gamma
     kwargs["loss"] = LOSS_BY_TASK[task]
     try:
-        return _mech("MechanismConfig")(**kwargs)
+        return mech.MechanismConfig(**kwargs)
     except _NUMERIC_ERRORS as exc:
         name = str(exc).split(" ", 1)[0]
         field = f"mechanism.{name}" if name in CONFIG_KEYS else "mechanism"
@@ -130,7 +102,7 @@ def allocate(
     eps_max: FloatArray | None = None,
 ) -> Any:
     """Solve the allocation (spec §4.1) with ``mechanisms.allocate``; returns ``Allocation``."""
-    return _mech("allocate")(X, y, costs, build_prior(prior_spec), config, eps_max)
+    return mech.allocate(X, y, costs, build_prior(prior_spec), config, eps_max)
 
 
 def validation_error(
@@ -162,63 +134,38 @@ def tradeoff(
     y_val: FloatArray,
     eps_max: FloatArray | None = None,
 ) -> list[dict[str, float | None]]:
-    """Return ``[{"gamma", "validation_error", "total_payment"}]`` over a ``γ`` grid.
+    """Return ``[{"gamma", "validation_error", "total_payment", ...}]`` over a ``γ``
+    grid (``mechanisms.tradeoff_curve``, Myerson totals).
 
-    Uses ``mechanisms.tradeoff_curve`` when the numerics provide it; otherwise one
-    allocation per ``γ`` (error of the allocation's noise-free model on the public
-    validation set) and ``mechanisms.myerson_payments`` for the total payment.
+    The admin's ``(λ, μ, σ)`` grids when the market declares them, else its own
+    settings only: each grid point costs one allocation plus Myerson payments.
     """
     prior = build_prior(prior_spec)
-    curve = _mech("tradeoff_curve")
-    if curve is not None:
-        cfg = mechanism_config(values, task=task)
-        # The admin's (λ, μ, σ) grids when the market declares them, else its own
-        # settings only: each grid point costs one allocation plus Myerson payments.
-        grids = values.get("grids", {})
-        grid = {
-            key: [float(v) for v in grids[key]]
-            if grids.get(key)
-            else [float(getattr(cfg, key))]
-            for key in ("lam", "mu", "sigma")
-        }
-        points = curve(
-            X,
-            y,
-            costs,
-            prior,
-            cfg,
-            gammas=list(gammas),
-            X_val=X_val,
-            y_val=y_val,
-            grid=grid,
-            select_on_total=True,
-            eps_max=eps_max,
-        )
-        return [dict(p) for p in points]
-    pay = _mech("myerson_payments")
-    if pay is None:
-        raise NotImplementedError("mechanisms.myerson_payments is not available yet")
-    out: list[dict[str, float | None]] = []
-    for g in gammas:
-        cfg = mechanism_config(values, task=task, gamma=float(g))
-        alloc = _mech("allocate")(X, y, costs, prior, cfg, eps_max)
-        if not alloc.success:
-            out.append(
-                {"gamma": float(g), "validation_error": None, "total_payment": None}
-            )
-            continue
-        payments = pay(X, y, costs, prior, cfg, eps_max=eps_max, allocation=alloc)
-        total = float(np.sum(getattr(payments, "payments", payments)))
-        err = validation_error(np.asarray(alloc.w), X_val, y_val, task=task)
-        out.append({"gamma": float(g), "validation_error": err, "total_payment": total})
-    return out
+    cfg = mechanism_config(values, task=task)
+    grids = values.get("grids", {})
+    grid = {
+        key: [float(v) for v in grids[key]]
+        if grids.get(key)
+        else [float(getattr(cfg, key))]
+        for key in ("lam", "mu", "sigma")
+    }
+    points = mech.tradeoff_curve(
+        X,
+        y,
+        costs,
+        prior,
+        cfg,
+        gammas=list(gammas),
+        X_val=X_val,
+        y_val=y_val,
+        grid=grid,
+        select_on_total=True,
+        eps_max=eps_max,
+    )
+    return [dict(p) for p in points]
 
 
 # ---- running an order (the order pipeline) ----
-
-
-class NumericsUnavailableError(RuntimeError):
-    """A numerics piece the order needs (payments, γ choice) is not installed yet."""
 
 
 def delta_upper(*, k: float, m: int, lam: float) -> float:
@@ -235,28 +182,6 @@ def design(X: FloatArray, *, fit_intercept: bool) -> FloatArray:
     if not fit_intercept:
         return X
     return np.hstack([X, np.ones((X.shape[0], 1))]) / np.sqrt(2.0)
-
-
-def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn`` with the keyword arguments its signature accepts (others dropped)."""
-    import inspect
-
-    params = inspect.signature(fn).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        kwargs = {k: v for k, v in kwargs.items() if k in params}
-    return fn(*args, **kwargs)
-
-
-def _required(name: str) -> Any:
-    fn = _mech(name)
-    if fn is None:
-        raise NumericsUnavailableError(f"mechanisms.{name} is not available yet")
-    return fn
-
-
-def has(name: str) -> bool:
-    """Whether the numerics provide ``mechanisms.<name>``."""
-    return _mech(name) is not None
 
 
 SERIAL_PAYMENTS_MAX = 64
@@ -290,13 +215,10 @@ def myerson_payments(
     progress: Any = None,
 ) -> Any:
     """Myerson payments (spec §5) via ``mechanisms.myerson_payments`` (``.payments``,
-    ``.epsilon``). Raises ``NumericsUnavailableError`` when not installed: an order
-    never falls back to the paper's non-IC ``Ψ·ε`` rule."""
-    fn = _required("myerson_payments")
+    ``.epsilon``); an order never falls back to the paper's non-IC ``Ψ·ε`` rule."""
     prior = build_prior(prior_spec)
     with payments_executor(len(costs)) as pool:
-        return _call(
-            fn,
+        return mech.myerson_payments(
             X,
             y,
             costs,
@@ -323,11 +245,9 @@ def choose_gamma(
     progress: Any = None,
 ) -> Any:
     """Most accurate affordable ``γ`` (spec §4.3) via ``mechanisms.choose_gamma``."""
-    fn = _required("choose_gamma")
     prior = build_prior(prior_spec)
     with payments_executor(len(costs)) as pool:
-        return _call(
-            fn,
+        return mech.choose_gamma(
             X,
             y,
             costs,
@@ -361,10 +281,8 @@ def audit_incentives(
     eps_max: FloatArray | None = None,
 ) -> Any:
     """IC regret / IR / budget self-audit (spec §6) via ``mechanisms.audit_incentives``."""
-    fn = _required("audit_incentives")
     prior = build_prior(prior_spec)
-    return _call(
-        fn,
+    return mech.audit_incentives(
         X,
         y,
         costs,

@@ -107,7 +107,7 @@ def _allocate_and_pay(
 ) -> tuple[Any, Any, float, str]:
     cfg = engine.mechanism_config(inp.values, task=inp.task, gamma=inp.gamma)
     common = {"prior_spec": inp.prior_spec, "eps_max": inp.eps_max}
-    if inp.gamma is None and engine.has("choose_gamma"):
+    if inp.gamma is None:
         if X_val is None:
             raise OrderFailedError(
                 "choosing gamma for the budget needs the market's public validation "
@@ -137,18 +137,15 @@ def _allocate_and_pay(
     if not alloc.success:
         raise OrderFailedError(f"the allocation did not solve ({alloc.status})")
     rep.stage("payments")
-    try:
-        pay = engine.myerson_payments(
-            X,
-            inp.y,
-            inp.costs,
-            config=cfg,
-            allocation=alloc,
-            progress=rep.fraction,
-            **common,
-        )
-    except engine.NumericsUnavailableError as exc:
-        raise OrderFailedError("payments unavailable: " + str(exc)) from exc
+    pay = engine.myerson_payments(
+        X,
+        inp.y,
+        inp.costs,
+        config=cfg,
+        allocation=alloc,
+        progress=rep.fraction,
+        **common,
+    )
     return alloc, pay, float(cfg.gamma), source
 
 

@@ -3,12 +3,14 @@
 The public facade: cost priors and virtual costs (§2), :class:`MechanismConfig`,
 :func:`allocate` (§4) returning an :class:`Allocation`, the paper-style reference solver
 :func:`reference_allocate`, Myerson payments and money rounding (§5), the incentive audit
-(§6), hyperparameter and ``γ`` selection including "fit this budget" (§4.3).
+(§6) and its variant for a ``γ`` re-chosen from the reports (:func:`audit_gamma_choice`),
+hyperparameter and ``γ`` selection including "fit this budget" (§4.3).
 """
 
 from mechanisms.allocation import allocate
 from mechanisms.audit import AuditReport, audit_incentives
 from mechanisms.budget import GammaChoice, choose_gamma
+from mechanisms.choice_audit import ChoiceRegretReport, audit_gamma_choice
 from mechanisms.config import MechanismConfig
 from mechanisms.payments import (
     PaymentResult,
@@ -46,6 +48,7 @@ __all__ = [
     "Allocation",
     "AuditReport",
     "BetaPrior",
+    "ChoiceRegretReport",
     "CostPrior",
     "EmpiricalPrior",
     "ExponentialPrior",
@@ -64,6 +67,7 @@ __all__ = [
     "TruncatedNormalPrior",
     "UniformPrior",
     "allocate",
+    "audit_gamma_choice",
     "audit_incentives",
     "choose_gamma",
     "ensure_regular",

@@ -42,6 +42,7 @@ from mechanisms.critical_cost import (
     SellerCurve,
     Solver,
     breakpoints,
+    cap_exit,
     find_critical_cost,
 )
 from mechanisms.executors import Progress, map_chunks
@@ -112,14 +113,16 @@ class PaymentJob:
     """What every per-seller computation shares (picklable; sent once per chunk).
 
     ``unverified``: sellers whose shortcut evaluations are not checked against cold
-    full re-solves (default none: every seller is checked).
+    full re-solves (default none: every seller is checked). ``rtol``: relative
+    tolerance of each seller's integral and critical-cost bracket (1e-5: a payment of
+    1,000 is right to a tenth of a cent before rounding down to the ledger unit).
     """
 
     prob: Problem
     base: Allocation
     prior: Any  # the regular (ironed if needed) prior Ψ̄ comes from
     reports: FloatArray
-    rtol: float = 1e-6
+    rtol: float = 1e-5
     max_evals: int = 600
     solver: Solver = solve_allocation
     fast: bool = True
@@ -261,12 +264,14 @@ def _mean_winner_epsilon(base: Allocation) -> float:
 def _integral(
     job: PaymentJob, curve: SellerCurve, crit: CriticalCost
 ) -> tuple[float, float, bool]:
-    """``∫_{c}^{s*} u(ε(s)) ds``: adaptive Gauss–Kronrod on ``[c, lo]``; if it does not
+    """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
+    seller leaves its cap (:func:`mechanisms.critical_cost.cap_exit`); if it does not
     converge within the budget, re-run split at the kinks (changes of the active set)
-    located between the evaluated reports; plus the bracket ``[lo, hi]`` as a triangle (``ε``
-    falls to 0 inside it; its area is also added to the error bound)."""
+    located between the evaluated reports; plus the bracket ``[lo, hi]`` as a triangle
+    (``ε`` falls to 0 inside it; its area is also added to the error bound)."""
     c = curve.report
-    kinks: list[float] = []
+    exit_point = cap_exit(curve, c, crit.lo)
+    kinks: list[float] = [] if exit_point is None else [exit_point]
     for _ in range(MAX_KINK_PASSES):
         quad = integrate(
             curve.u,

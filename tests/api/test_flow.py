@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from market import engine
 from tests.api.conftest import Api
 from tests.market.pipeline_helpers import add_sellers, market_body, stand_in_payments
 
@@ -108,8 +107,5 @@ def test_full_flow_with_in_process_worker(
 def test_full_flow_with_real_payments(
     make_api: Callable[..., Api], rng: np.random.Generator
 ) -> None:
-    if not engine.has("myerson_payments"):
-        pytest.skip("mechanisms.myerson_payments is not available")
     api = make_api(workers=1, job_lease_seconds=30)
-    order = {"gamma": None} if engine.has("choose_gamma") else {"gamma": 1.0}
-    _flow(api, rng, order, timeout=1800)
+    _flow(api, rng, {"gamma": None}, timeout=1800)

@@ -93,5 +93,4 @@ def fake_payments(X: Any, y: Any, costs: Any, **kw: Any) -> SimpleNamespace:
 def stand_in_payments(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """Replace ``market.engine.myerson_payments`` by :func:`fake_payments`."""
     monkeypatch.setattr(engine, "myerson_payments", fake_payments)
-    monkeypatch.setattr(engine, "has", lambda name: name != "choose_gamma")
     return fake_payments

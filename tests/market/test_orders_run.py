@@ -150,19 +150,20 @@ def test_fixed_gamma_over_budget_fails_and_writes_nothing(
     assert _ledger(env, oid) == []
 
 
-def test_payments_unavailable_fails_the_order(
+def test_payments_that_raise_fail_the_order_and_write_nothing(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = engine._mech
-    monkeypatch.setattr(
-        engine, "_mech", lambda n: None if n == "myerson_payments" else real(n)
-    )
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise FloatingPointError("solver blew up")
+
+    monkeypatch.setattr(engine, "myerson_payments", broken)
     mid = env.market()
     oid = env.order(mid)
     env.drain()
     st = env.status(oid)
     assert st["status"] == "failed"
-    assert "payments unavailable" in st["error"]
+    assert st["error"] == "internal error in stage payments (FloatingPointError)"
+    assert "blew up" not in st["error"]  # details only in the server log
     assert _ledger(env, oid) == []
 
 

@@ -37,7 +37,6 @@ import sys
 from market import engine
 from tests.market import pipeline_helpers as h
 engine.myerson_payments = h.fake_payments
-engine.has = lambda name: name != "choose_gamma"
 from api.pipeline_cli import run_worker
 from market.config import Settings
 run_worker(Settings(), once=True)

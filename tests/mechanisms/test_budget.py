@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechanisms import audit_gamma_choice, myerson_payments
 from mechanisms.budget import GammaPoint, _choose, choose_gamma
 from mechanisms.executors import SerialExecutor
 from mechanisms.payments import fits_budget, round_down, to_minor_units
@@ -177,3 +178,66 @@ def test_bad_arguments_are_named() -> None:
         )
     with pytest.raises(ValueError, match="unit"):
         round_down([1.0], 0.0)
+
+
+def test_gamma_choice_regret_is_measured_at_the_true_cost() -> None:
+    """Spec §5: γ re-chosen from the reports breaks exact IC; the audit measures it.
+
+    Where a misreport leaves the chosen γ unchanged, the rule is the frozen one, so
+    the gain must be within the frozen rule's tolerance, and it must equal the gain
+    computed independently with :func:`myerson_payments` at that γ.
+    """
+    ins = toy()
+    kw = {
+        "gamma_range": (0.1, 10.0),
+        "n_gamma": 3,
+        "n_refine": 1,
+        "n_draws": 2,
+        "unit": "0.000000001",
+        "executor": SERIAL,
+    }
+    totals = sorted(
+        t
+        for _, t, _, _ in choose_gamma(
+            ins.X,
+            ins.y,
+            ins.costs,
+            ins.prior,
+            ins.cfg,
+            budget=1e9,
+            X_val=ins.X,
+            y_val=ins.y,
+            random_state=0,
+            **kw,
+        ).path
+    )
+    budget = 0.5 * (totals[0] + totals[1])
+    rep = audit_gamma_choice(
+        ins.X,
+        ins.y,
+        ins.costs,
+        ins.prior,
+        ins.cfg,
+        budget=budget,
+        X_val=ins.X,
+        y_val=ins.y,
+        sellers=[0, 1],
+        misreports=(0.5, 1.5),
+        **kw,
+    )
+    assert rep.gamma is not None
+    assert len(rep.deviations) == 4
+    assert rep.regret_max == max(0.0, *(g for *_, g in rep.deviations))
+    same = [d for d in rep.deviations if d[2] == rep.gamma]
+    assert same, "some misreport keeps the truthful γ"
+    cfg = ins.cfg.with_(gamma=rep.gamma)
+    truth = myerson_payments(ins.X, ins.y, ins.costs, ins.prior, cfg, executor=SERIAL)
+    for i, r, _, gain in same:
+        reports = ins.costs.copy()
+        reports[i] = r
+        dev = myerson_payments(ins.X, ins.y, reports, ins.prior, cfg, executor=SERIAL)
+        u_dev = dev.payments[i] - ins.costs[i] * dev.epsilon[i]
+        u_true = truth.payments[i] - ins.costs[i] * truth.epsilon[i]
+        assert gain == pytest.approx(u_dev - u_true, abs=1e-8)
+        assert gain <= 1e-3 * rep.max_payment
+    assert rep.to_dict()["gamma_moved"] == rep.gamma_moved
