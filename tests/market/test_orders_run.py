@@ -269,7 +269,6 @@ def test_gamma_null_uses_choose_gamma(
     env: Env, monkeypatch: pytest.MonkeyPatch, status: str
 ) -> None:
     monkeypatch.setattr(engine, "choose_gamma", _fake_choice(status))
-    monkeypatch.setattr(engine, "has", lambda name: True)
     mid = env.market(n_sellers=12)
     oid = env.order(mid, gamma=None)
     env.drain()
@@ -290,7 +289,6 @@ def test_gamma_null_needs_a_validation_set(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(engine, "choose_gamma", _fake_choice("ok"))
-    monkeypatch.setattr(engine, "has", lambda name: True)
     mid = env.market(n_sellers=12, n_val=0)
     oid = env.order(mid, gamma=None)
     env.drain()
