@@ -218,7 +218,14 @@ def eta_step(prob: Problem, sol: BlockSolution, lo: float, hi: float) -> float:
     return float(np.clip(np.sqrt(num / slope), lo, hi))
 
 
-def _polish(prob: Problem, best: BlockSolution, lo: float, hi: float) -> BlockSolution:
+def _polish(
+    prob: Problem,
+    best: BlockSolution,
+    lo: float,
+    hi: float,
+    *,
+    eta_rtol: float = 1e-13,
+) -> BlockSolution:
     """Finish with exact (w, a, η) block sweeps from the search's best point.
 
     Removes the refinement's ``xatol`` from ``η`` (linear ``u`` only): the plain step
@@ -227,6 +234,7 @@ def _polish(prob: Problem, best: BlockSolution, lo: float, hi: float) -> BlockSo
     keeps ``s ↦ ε_i(s)`` smooth for the payment sweeps. The fixed-point iteration is
     only linearly convergent, so each step first tries the secant step on
     ``g(η) = T(η) − η`` (in ``log η``) and keeps it only if ``G`` does not increase.
+    Stops when ``|T(η) − η| ≤ eta_rtol·η``.
     """
     if prob.cfg.u != "linear":
         return best
@@ -236,7 +244,7 @@ def _polish(prob: Problem, best: BlockSolution, lo: float, hi: float) -> BlockSo
     )
     for _ in range(200):
         target = eta_step(prob, sol, lo, hi)
-        if abs(target - sol.eta) <= 1e-13 * sol.eta:
+        if abs(target - sol.eta) <= eta_rtol * sol.eta:
             break
         x, gx = float(np.log(sol.eta)), float(np.log(target) - np.log(sol.eta))
         new = None

@@ -174,10 +174,23 @@ class SellerCurve:
         return (1 - t) * self.profiles[pa] + t * self.profiles[pb]
 
     def _nearest_point(self, s: float) -> tuple[FloatArray, FloatArray, float] | None:
+        """Start for a re-solve at ``s``: the solution at the nearest evaluated report,
+        or the linear inter/extrapolation in ``s`` of the two nearest (``(w, a, η)`` are
+        smooth in ``s`` between kinks), kept when ``η`` stays positive."""
         if not self.points:
             return None
-        key = min(self.points, key=lambda v: abs(v - s))
-        return self.points[key]
+        near = sorted(self.points, key=lambda v: abs(v - s))[:2]
+        p0 = self.points[near[0]]
+        if len(near) < 2 or near[1] == near[0]:
+            return p0
+        p1 = self.points[near[1]]
+        t = (s - near[0]) / (near[1] - near[0])
+        eta = p0[2] + t * (p1[2] - p0[2])
+        if not eta > 0.0:
+            return p0
+        w = p0[0] + t * (p1[0] - p0[0])
+        a = np.maximum(p0[1] + t * (p1[1] - p0[1]), 0.0)
+        return w, a, float(eta)
 
     def signature(self, s: float) -> bytes:
         """Active set (0: at zero, 1: free, 2: at its cap) of every seller at ``s``."""
