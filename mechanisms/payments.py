@@ -4,17 +4,13 @@
 
 with ``ε_i`` the total per-seller guarantee of spec §3 (``Allocation.epsilon_total``)
 and ``ε_i(s, c_-i)`` the allocation re-solved with seller ``i`` reporting ``s`` and
-everything else frozen (:class:`mechanisms.critical_cost.SellerCurve`): exactly what
-:func:`mechanisms.allocate` returns for that report (cold full solves; a certified
-shortcut warm-started nearby, checked against them — for every seller, or in
-:func:`myerson_payments` by default for a sample of winners, escalating to all when a
-sampled check fails). The integrand is
-0 above the critical cost ``s*_i``, so each seller costs one bracket-and-refine search
-for ``s*_i`` (:func:`mechanisms.critical_cost.find_critical_cost`) plus an adaptive
-Simpson–Richardson integral over ``[c_i, s*_i]`` (:mod:`mechanisms.quadrature`). Every
-evaluated ``(s, ε_i(s))`` is checked for monotonicity and the worst upward step
-reported. Sellers are independent and run through an executor
-(:mod:`mechanisms.executors`).
+everything else frozen: what :func:`mechanisms.allocate` returns for that report. One
+seller's payment is :func:`mechanisms.seller_payment.seller_payment` (critical cost,
+kinks, quadrature, certified shortcut re-solves); this module validates the inputs,
+solves the base allocation, maps sellers over an executor
+(:mod:`mechanisms.executors`), decides which winners' shortcuts are checked against
+cold full solves (:func:`verification_sample`, escalating to all on a mismatch), and
+collects a :class:`PaymentResult` with the worst monotonicity violation of any sweep.
 
 The paper's Thm 3.2 quantity ``Ψ_i·u(ε_i)`` equals the payment only in expectation over
 costs; it is offered only as :func:`expected_payments` (a diagnostic).
@@ -37,20 +33,13 @@ from numpy.typing import ArrayLike, NDArray
 from mechanisms._inputs import check_problem
 from mechanisms.allocation import solve_allocation
 from mechanisms.config import MechanismConfig
-from mechanisms.critical_cost import (
-    CriticalCost,
-    SellerCurve,
-    Solver,
-    breakpoints,
-    cap_exit,
-    find_critical_cost,
-)
 from mechanisms.executors import Progress, map_chunks
 from mechanisms.money import fits_budget, round_down, to_minor_units
 from mechanisms.priors import ensure_regular
 from mechanisms.problem import Problem, utility
-from mechanisms.quadrature import integrate
 from mechanisms.result import Allocation
+from mechanisms.seller_curve import Solver
+from mechanisms.seller_payment import PaymentJob, SellerPayment, seller_payment
 
 FloatArray = NDArray[np.float64]
 __all__ = [
@@ -67,69 +56,7 @@ __all__ = [
     "to_minor_units",
     "verification_sample",
 ]
-# ε mismatch of the shortcut against a cold full solve that triggers a full redo,
-# relative to max(ε_i, the mean ε of the winners): both solvers stop at KKT tolerance,
-# so they agree to ~1e-8 in ε (measured: at most 7e-8 over 100 sellers at m = 2000),
-# while a switch of local optimum moves ε_i by a fraction of itself.
-FAST_TOL = 1e-5
 MIN_VERIFIED = 32  # fewest winners checked against cold full solves (verify="sample")
-MAX_KINK_PASSES = 4
-
-
-@dataclass(frozen=True, slots=True)
-class SellerPayment:
-    """One seller's payment and how it was computed.
-
-    ``integral`` is ``∫_{c_i}^{s*_i} u(ε_i(s)) ds``; ``critical_cost`` the upper end
-    used (``c̄_i`` when the seller is never excluded on the support);
-    ``quad_error`` the quadrature's error estimate plus the critical-cost bracket's
-    bound; ``monotonicity_violation`` the worst upward step of ``ε_i`` over all
-    evaluated reports (0 for a monotone sweep); ``n_fast`` re-solves taken by the
-    certified shortcut, ``fast_mismatch`` its largest ``|Δε_i|`` against full
-    re-solves at check points, ``fell_back`` whether that forced a full redo,
-    ``verified`` whether those checks ran (``False`` only for sellers outside the
-    verification sample of :func:`myerson_payments`).
-    """
-
-    index: int
-    report: float
-    epsilon: float
-    payment: float
-    integral: float
-    critical_cost: float
-    quad_error: float
-    converged: bool
-    n_solves: int
-    monotonicity_violation: float
-    seconds: float
-    n_fast: int = 0
-    fast_mismatch: float = 0.0
-    fell_back: bool = False
-    verified: bool = True
-
-
-@dataclass(frozen=True)
-class PaymentJob:
-    """What every per-seller computation shares (picklable; sent once per chunk).
-
-    ``unverified``: sellers whose shortcut evaluations are not checked against cold
-    full re-solves (default none: every seller is checked). ``rtol``: relative
-    tolerance of each seller's integral and critical-cost bracket (1e-5: a payment of
-    1,000 is right to a tenth of a cent before rounding down to the ledger unit).
-    """
-
-    prob: Problem
-    base: Allocation
-    prior: Any  # the regular (ironed if needed) prior Ψ̄ comes from
-    reports: FloatArray
-    rtol: float = 1e-5
-    max_evals: int = 600
-    solver: Solver = solve_allocation
-    fast: bool = True
-    warm_full: bool = False
-    rule: str = "simpson"
-    n_check: int = 1
-    unverified: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,106 +123,6 @@ class PaymentResult:
         }
 
 
-def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
-    """Myerson payment of seller ``i`` for the frozen rule in ``job`` (spec §5).
-
-    With ``job.fast`` re-solves use the certified shortcut
-    (:mod:`mechanisms.local_resolve`), checked (unless ``i`` is in ``job.unverified``)
-    against full re-solves at both ends of the critical-cost bracket and at a
-    quadrature node; on a mismatch above ``FAST_TOL·max(ε_i, mean winner ε)`` that
-    stage is redone with full re-solves only.
-    """
-    t0 = time.perf_counter()
-    c = float(job.reports[i])
-    curve = SellerCurve(
-        job.prob,
-        job.base,
-        job.prior,
-        i,
-        c,
-        solver=job.solver,
-        fast=job.fast,
-        warm_full=job.warm_full,
-    )
-    tol = FAST_TOL * max(curve.epsilon(c), _mean_winner_epsilon(job.base))
-    verify = i not in job.unverified
-    crit = find_critical_cost(curve, rtol=job.rtol)
-    mismatch = curve.verify_fast(points=[crit.lo, crit.hi]) if verify else 0.0
-    if mismatch > tol:
-        curve.drop_fast()
-        crit = find_critical_cost(curve, rtol=job.rtol)
-    integral, err, ok = 0.0, 0.0, True
-    fell_back = not curve.fast
-    if crit.lo > c:
-        integral, err, ok = _integral(job, curve, crit)
-        check = curve.verify_fast(job.n_check) if verify else 0.0
-        mismatch = max(mismatch, check)
-        if check > tol:
-            curve.drop_fast()
-            fell_back = True
-            integral, err, ok = _integral(job, curve, crit)
-    if crit.excluded_on_support is False and not np.isfinite(crit.hi):
-        integral, ok = float("inf"), False  # pragma: no cover - γ = 0, unbounded prior
-    return SellerPayment(
-        index=i,
-        report=c,
-        epsilon=curve.epsilon(c),
-        payment=c * curve.u(c) + integral,
-        integral=integral,
-        critical_cost=crit.hi,
-        quad_error=err,
-        converged=ok,
-        n_solves=curve.n_solves,
-        monotonicity_violation=curve.monotonicity_violation(),
-        seconds=time.perf_counter() - t0,
-        n_fast=curve.n_fast,
-        fast_mismatch=mismatch,
-        fell_back=fell_back,
-        verified=verify,
-    )
-
-
-def _mean_winner_epsilon(base: Allocation) -> float:
-    eps = np.asarray(base.epsilon_total, dtype=float)
-    won = eps[eps > 0.0]
-    return float(won.mean()) if won.size else 1e-300
-
-
-def _integral(
-    job: PaymentJob, curve: SellerCurve, crit: CriticalCost
-) -> tuple[float, float, bool]:
-    """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
-    seller leaves its cap (:func:`mechanisms.critical_cost.cap_exit`); if it does not
-    converge within the budget, re-run split at the kinks (changes of the active set)
-    located between the evaluated reports; plus the bracket ``[lo, hi]`` as a triangle
-    (``ε`` falls to 0 inside it; its area is also added to the error bound)."""
-    c = curve.report
-    exit_point = cap_exit(curve, c, crit.lo)
-    kinks: list[float] = [] if exit_point is None else [exit_point]
-    for _ in range(MAX_KINK_PASSES):
-        quad = integrate(
-            curve.u,
-            c,
-            crit.lo,
-            breakpoints=kinks,
-            rtol=job.rtol,
-            max_evals=job.max_evals,
-            rule=job.rule,
-        )
-        if quad.converged:
-            break
-        found = breakpoints(curve, c, crit.lo)
-        if set(found) <= set(kinks):
-            break
-        kinks = sorted(set(kinks) | set(found))
-    tail = 0.5 * (crit.hi - crit.lo) * curve.u(crit.lo)
-    return quad.value + tail, quad.error + tail, quad.converged
-
-
-def _chunk(job: PaymentJob, sellers: list[int]) -> list[SellerPayment]:
-    return [seller_payment(job, i) for i in sellers]
-
-
 def payment_job(
     X: ArrayLike,
     y: ArrayLike,
@@ -330,6 +157,10 @@ def payment_job(
         )
     base.raise_for_status()
     return PaymentJob(prob, base, regular, c, solver=solver)
+
+
+def _chunk(job: PaymentJob, sellers: list[int]) -> list[SellerPayment]:
+    return [seller_payment(job, i) for i in sellers]
 
 
 def myerson_payments(

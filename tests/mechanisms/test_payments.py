@@ -14,6 +14,7 @@ import pytest
 
 from mechanisms import ExponentialPrior, MechanismConfig, allocate
 from mechanisms import payments as payments_module
+from mechanisms import seller_payment as seller_payment_module
 from mechanisms.executors import SerialExecutor, chunked
 from mechanisms.payments import (
     MIN_VERIFIED,
@@ -299,7 +300,7 @@ def test_a_failed_sampled_check_rechecks_every_winner(broad, monkeypatch) -> Non
     # Every check "fails" (a mismatch above a negative tolerance): the sampled
     # sellers redo with full solves, and every other winner is then checked too.
     monkeypatch.setattr(payments_module, "MIN_VERIFIED", 4)
-    monkeypatch.setattr(payments_module, "FAST_TOL", -1.0)
+    monkeypatch.setattr(seller_payment_module, "FAST_TOL", -1.0)
     forced = _run(ins)
     assert forced.escalated
     assert forced.n_verified == won
