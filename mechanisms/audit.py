@@ -26,7 +26,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms.allocation import solve_allocation
 from mechanisms.config import MechanismConfig
-from mechanisms.critical_cost import Solver
 from mechanisms.executors import Progress, map_chunks
 from mechanisms.payments import (
     PaymentJob,
@@ -38,6 +37,7 @@ from mechanisms.payments import (
     seller_payment,
 )
 from mechanisms.problem import utility
+from mechanisms.seller_curve import Solver
 
 FloatArray = NDArray[np.float64]
 PaymentRule = Callable[[PaymentJob, int], SellerPayment]

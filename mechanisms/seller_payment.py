@@ -163,7 +163,7 @@ def _integral(
     job: PaymentJob, curve: SellerCurve, crit: CriticalCost
 ) -> tuple[float, float, bool]:
     """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
-    seller leaves its cap (:func:`mechanisms.critical_cost.cap_exit`); if it does not
+    seller leaves its cap (:func:`mechanisms.kinks.cap_exit`); if it does not
     converge within the budget, re-run split at the kinks (changes of the active set)
     located between the evaluated reports; plus the bracket ``[lo, hi]`` as a triangle
     (``ε`` falls to 0 inside it; its area is also added to the error bound)."""
