@@ -9,16 +9,20 @@ import math
 import numpy as np
 import pytest
 
+from mechanisms import allocate
 from mechanisms.allocation import solve_allocation
 from mechanisms.critical_cost import (
     SellerCurve,
+    find_critical_cost,
     first_order_estimate,
     invert_virtual_cost,
 )
+from mechanisms.kinks import cap_exit
 from mechanisms.local_resolve import local_resolve
 from mechanisms.payments import payment_job
 from mechanisms.priors import ExponentialPrior, UniformPrior
 from mechanisms.quadrature import integrate
+from mechanisms.seller_payment import seller_payment
 from tests.conftest import SEED
 from tests.mechanisms.test_payments_instances import small_instance
 
@@ -172,3 +176,45 @@ def test_monotonicity_violation_of_a_recorded_sweep(job) -> None:
     curve.cache.clear()
     curve.cache.update({0.1: 3.0, 0.2: 3.0, 0.3: 0.0})
     assert curve.monotonicity_violation() == 0.0
+
+
+def test_cap_exit_is_where_a_capped_winner_leaves_its_cap() -> None:
+    ins = small_instance(np.random.default_rng(0), m=12)
+    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
+    caps = job.prob.caps(job.base.eta)
+    i = int(np.flatnonzero(job.base.weights >= caps * (1 - 1e-9))[0])
+    curve = SellerCurve(job.prob, job.base, job.prior, i, float(job.reports[i]))
+    crit = find_critical_cost(curve, rtol=1e-5)
+    c = curve.report
+    z = cap_exit(curve, c, crit.lo)
+    assert z is not None
+    assert c < z < crit.lo
+    # Independent check with cold solves: capped just below z, below the cap above.
+    width = crit.lo - c
+
+    cap = ins.cfg.k / len(ins.costs)  # k/m: no ε_max caps in this instance
+
+    def weight(s: float) -> float:
+        costs = ins.costs.copy()
+        costs[i] = s
+        return float(allocate(ins.X, ins.y, costs, ins.prior, ins.cfg).weights[i])
+
+    assert weight(z - 2e-3 * width) == pytest.approx(cap, rel=1e-9)
+    assert 0.0 < weight(z + 2e-3 * width) < cap * (1 - 1e-6)
+    assert cap_exit(curve, crit.lo, crit.lo) is None  # not capped there
+
+
+def test_payment_split_at_the_cap_exit_matches_a_plain_tight_quadrature() -> None:
+    ins = small_instance(np.random.default_rng(0), m=12)
+    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
+    caps = job.prob.caps(job.base.eta)
+    i = int(np.flatnonzero(job.base.weights >= caps * (1 - 1e-9))[0])
+    split = seller_payment(job, i)
+    # Gauss–Kronrod (7, 15) without the kink, to a tight tolerance: an independent
+    # rule and partition of the same integral.
+    curve = SellerCurve(job.prob, job.base, job.prior, i, float(job.reports[i]))
+    crit = find_critical_cost(curve, rtol=1e-9)
+    plain = integrate(curve.u, curve.report, crit.lo, rtol=1e-9, max_evals=3000)
+    tail = 0.5 * (crit.hi - crit.lo) * curve.u(crit.lo)
+    reference = curve.report * curve.u(curve.report) + plain.value + tail
+    assert split.payment == pytest.approx(reference, rel=2e-5)
