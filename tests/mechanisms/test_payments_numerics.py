@@ -8,6 +8,9 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.integrate import quad as scipy_quad
 
 from mechanisms import allocate
 from mechanisms.allocation import solve_allocation
@@ -218,3 +221,27 @@ def test_payment_split_at_the_cap_exit_matches_a_plain_tight_quadrature() -> Non
     tail = 0.5 * (crit.hi - crit.lo) * curve.u(crit.lo)
     reference = curve.report * curve.u(curve.report) + plain.value + tail
     assert split.payment == pytest.approx(reference, rel=2e-5)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.floats(0.1, 3.0),  # slope scale
+    st.floats(0.05, 0.95),  # kink position as a fraction of [a, b]
+    st.floats(-2.0, 2.0),  # curvature
+    st.sampled_from(["simpson"]),
+)
+def test_every_rule_agrees_with_scipy_quad(
+    k: float, frac: float, q: float, rule
+) -> None:
+    # A payment-like integrand: smooth, decreasing, with one kink and a zero tail.
+    a, b = 0.2, 1.0
+    kink = a + frac * (b - a)
+
+    def f(x: float) -> float:
+        base = math.exp(-k * x) + q * 0.1 * x * x
+        return max(0.0, base - (x - kink) * 2.0 if x > kink else base)
+
+    ref, _ = scipy_quad(f, a, b, points=[kink], epsabs=1e-13, epsrel=1e-12, limit=200)
+    r = integrate(f, a, b, rtol=1e-8, max_evals=3000, rule="simpson")
+    assert r.converged
+    assert r.value == pytest.approx(ref, rel=1e-6, abs=1e-10)
