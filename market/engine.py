@@ -105,22 +105,6 @@ def allocate(
     return mech.allocate(X, y, costs, build_prior(prior_spec), config, eps_max)
 
 
-def validation_error(
-    w: FloatArray, X_val: FloatArray, y_val: FloatArray, *, task: str
-) -> float:
-    """Return the error of the linear model ``w`` on the public validation set.
-
-    Misclassification rate of ``sign(Xw)`` for classification, mean squared error for
-    regression, mean pinball loss at ``τ = 0.5`` (half the absolute error) for quantile.
-    """
-    pred = X_val @ w
-    if task == "classification":
-        return float(np.mean(np.where(pred >= 0, 1.0, -1.0) != y_val))
-    if task == "regression":
-        return float(np.mean((pred - y_val) ** 2))
-    return float(np.mean(0.5 * np.abs(pred - y_val)))
-
-
 def tradeoff(
     X: FloatArray,
     y: FloatArray,
