@@ -5,6 +5,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -53,7 +54,27 @@ def _unauthorized() -> HTTPException:
     )
 
 
+def request_account(
+    request: Request, session: Session, settings: Settings
+) -> Account | None:
+    """Return the account of the request's bearer key, or ``None`` (missing, invalid).
+
+    Authenticates once per request: the result is kept on ``request.state``, so the
+    rate limiter (which runs first) and :func:`get_current_account` share it.
+    """
+    if hasattr(request.state, "account"):
+        cached: Account | None = request.state.account
+        return cached
+    scheme, key = get_authorization_scheme_param(request.headers.get("Authorization"))
+    account = None
+    if scheme.lower() == "bearer" and key:
+        account = accounts.authenticate(session, key, settings=settings)
+    request.state.account = account
+    return account
+
+
 def get_current_account(
+    request: Request,
     session: SessionDep,
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
@@ -61,7 +82,7 @@ def get_current_account(
     """Return the account of the bearer key; 401 if missing or invalid."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise _unauthorized()
-    account = accounts.authenticate(session, credentials.credentials, settings=settings)
+    account = request_account(request, session, settings)
     if account is None:
         raise _unauthorized()
     return account

@@ -17,6 +17,7 @@ STATUS_BY_ERROR: dict[type[errors.MarketError], int] = {
     errors.PrivacyBudgetExhaustedError: status.HTTP_409_CONFLICT,
     errors.InvalidTransitionError: status.HTTP_409_CONFLICT,
     errors.PayloadTooLargeError: status.HTTP_413_CONTENT_TOO_LARGE,
+    errors.RateLimitedError: status.HTTP_429_TOO_MANY_REQUESTS,
 }
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -26,6 +27,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"description": "Conflict with the current state"},
     413: {"description": "Request body too large"},
     422: {"description": "Invalid input; the detail names the field and index"},
+    429: {
+        "description": "Rate limit exceeded; retry after `Retry-After` seconds",
+        "headers": {
+            "Retry-After": {
+                "description": "Whole seconds until the current window ends",
+                "required": True,
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    },
 }
 
 
@@ -42,7 +53,10 @@ async def market_error_handler(_request: Request, exc: Exception) -> JSONRespons
     body: dict[str, Any] = {"detail": str(exc), "code": exc.code}
     if isinstance(exc, errors.InvalidInputError):
         body["field"] = exc.field
-    return JSONResponse(body, status_code=status_for(exc))
+    headers = None
+    if isinstance(exc, errors.RateLimitedError):
+        headers = {"Retry-After": str(exc.retry_after)}
+    return JSONResponse(body, status_code=status_for(exc), headers=headers)
 
 
 async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:

@@ -3,15 +3,17 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 
 from api import errors
 from api.middleware import BodySizeLimitMiddleware
+from api.rate_limit import rate_limit
 from api.routes import api_router, health
 from market.config import Settings, get_settings
 from market.db import make_engine
+from market.rate_limits import RateLimiter
 from market.worker import app_hook as start_workers
 
 
@@ -36,7 +38,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app: ``/v1`` routers, probes, error handlers, size limit, CORS."""
+    """Build the app: ``/v1`` routers (rate-limited), probes, handlers, size limit, CORS."""
     settings = settings or get_settings()
     app = FastAPI(
         title="privmarket",
@@ -51,9 +53,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
     app.state.on_startup = [start_workers]  # settings.workers threads (0: none)
+    app.state.rate_limiter = RateLimiter.from_settings(settings)
     errors.install(app)
-    app.include_router(health.router)
-    app.include_router(api_router, prefix="/v1")
+    app.include_router(health.router)  # probes are never rate-limited
+    app.include_router(
+        api_router,
+        prefix="/v1",
+        dependencies=[Depends(rate_limit)],
+        responses={429: errors.ERROR_RESPONSES[429]},
+    )
     if settings.allowed_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -30,6 +30,14 @@ class Settings(BaseSettings):
         (m = 19 MiB, t = 2, p = 1).
     docs_enabled : bool
         Serve ``/docs`` and ``/openapi.json``.
+    rate_limit_window_seconds : int
+        Length of the fixed rate-limit windows (default 60 s).
+    rate_limit_writes : int
+        ``POST``/``PUT``/``PATCH``/``DELETE`` requests per window to ``/v1`` per API key
+        (per client IP without a valid key); 0 turns the limit off. Default 600.
+    rate_limit_reads : int
+        ``GET``/``HEAD`` requests per window to ``/v1``, counted the same way and
+        separately from writes; 0 turns the limit off. Default 1200.
     """
 
     model_config = SettingsConfigDict(env_prefix="PRIVMARKET_", extra="ignore")
@@ -43,6 +51,9 @@ class Settings(BaseSettings):
     argon2_memory_kib: int = Field(default=19 * 1024, ge=8)
     argon2_parallelism: int = Field(default=1, ge=1)
     docs_enabled: bool = True
+    rate_limit_window_seconds: int = Field(default=60, gt=0)
+    rate_limit_writes: int = Field(default=600, ge=0)
+    rate_limit_reads: int = Field(default=1200, ge=0)
 
 
 @lru_cache

@@ -57,3 +57,17 @@ class PayloadTooLargeError(MarketError):
     """A request body or a collection exceeds the configured limit."""
 
     code = "payload_too_large"
+
+
+class RateLimitedError(MarketError):
+    """Too many requests in the current window; retry after ``retry_after`` seconds."""
+
+    code = "rate_limited"
+
+    def __init__(self, retry_after: int, limit: int) -> None:
+        super().__init__(
+            f"rate limit of {limit} requests per window exceeded;"
+            f" retry after {retry_after} s"
+        )
+        self.retry_after = retry_after
+        self.limit = limit

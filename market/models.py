@@ -234,3 +234,19 @@ class LedgerEntry(SQLModel, table=True):
     amount_minor: int | None = Field(default=None, sa_type=sa.BigInteger)
     epsilon: float | None = None
     created_at: datetime = _ts()
+
+
+class RateLimitWindow(SQLModel, table=True):
+    """Requests of one identity to one route group in one fixed window (rate limits).
+
+    ``window_start`` and ``expires_at`` are Unix seconds; rows whose window has ended
+    are deleted opportunistically (``market.rate_limits``).
+    """
+
+    __tablename__ = "rate_limit_window"
+
+    identity: str = Field(primary_key=True, max_length=128)
+    route_group: str = Field(primary_key=True, max_length=16)
+    window_start: int = Field(primary_key=True, sa_type=sa.BigInteger)
+    hits: int = 0
+    expires_at: int = Field(sa_type=sa.BigInteger, index=True)
