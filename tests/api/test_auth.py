@@ -39,7 +39,12 @@ def test_stored_key_is_an_argon2id_hash_not_the_key(api: Api) -> None:
         (account,) = session.exec(select(Account)).all()
     assert account.key_hash.startswith("$argon2id$")
     assert key not in account.key_hash
-    assert key.split("_")[2] not in account.key_hash
+    # The secret is everything after the second "_" (token_urlsafe may contain "_"
+    # itself; splitting on every "_" gave a 1–3 character fragment that could occur
+    # in the hash by chance).
+    secret = key.split("_", 2)[2]
+    assert len(secret) >= 16
+    assert secret not in account.key_hash
 
 
 def test_default_argon2_parameters_meet_owasp_minimum() -> None:
