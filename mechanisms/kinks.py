@@ -51,9 +51,13 @@ def own_status(curve: SellerCurve, s: float) -> int:
 
 
 def cap_slack(curve: SellerCurve, s: float) -> float:
-    """``h_i − a_i`` at report ``s`` (0 while seller ``i`` sits at its cap)."""
+    """``h_i − a_i`` at report ``s`` (0 while seller ``i`` sits at its cap; NaN when
+    the re-solve there did not succeed, which makes :func:`cap_exit` bisect)."""
     curve.epsilon(s)
-    _w, a, eta = curve.points[float(s)]
+    point = curve.points.get(float(s))
+    if point is None:
+        return float("nan")
+    _w, a, eta = point
     return float(curve.prob.caps(eta)[curve.index] - a[curve.index])
 
 
