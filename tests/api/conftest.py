@@ -124,6 +124,11 @@ class World:
 
 @pytest.fixture
 def world(api: Api) -> World:
+    return build_world(api)
+
+
+def build_world(api: Api) -> World:
+    """Seed ``api`` with an admin, two sellers, two buyers and one market."""
     admin = api.admin()
     r = api.client.post("/v1/markets", headers=admin, json=market_body())
     assert r.status_code == 201, r.text

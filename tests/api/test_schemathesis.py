@@ -14,7 +14,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.api.conftest import World, offer_body
+from tests.api.conftest import Api, World, build_world, offer_body
 
 CANARY = [7.31415926535897, -0.271828182845904]
 CANARY_TEXT = ("7.31415926535897", "0.271828182845904")
@@ -83,5 +83,9 @@ def test_schemathesis_no_server_errors_bounded(world: World) -> None:
 
 
 @pytest.mark.slow
-def test_schemathesis_no_server_errors_large(world: World) -> None:
-    assert _run(world, max_examples=200) >= 20
+def test_schemathesis_no_server_errors_large(make_api) -> None:
+    # ~4,000 requests in well under a minute from one client address: with the
+    # default budgets the run would test the rate limiter (T-API-4, tested on its
+    # own) instead of auth and schemas, so the limits are off here.
+    api: Api = make_api(rate_limit_reads=0, rate_limit_writes=0)
+    assert _run(build_world(api), max_examples=200) >= 20
