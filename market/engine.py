@@ -187,6 +187,23 @@ def payments_executor(m: int) -> Any:
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
 
+def _on_payments_pool(
+    fn: Any,
+    X: FloatArray,
+    y: FloatArray,
+    costs: FloatArray,
+    *,
+    prior_spec: Mapping[str, Any],
+    config: Any,
+    **kwargs: Any,
+) -> Any:
+    """``fn(X, y, costs, prior, config, executor=pool, **kwargs)`` for a numerics call
+    that pays sellers, on :func:`payments_executor` (shut down on return)."""
+    prior = build_prior(prior_spec)
+    with payments_executor(len(costs)) as pool:
+        return fn(X, y, costs, prior, config, executor=pool, **kwargs)
+
+
 def myerson_payments(
     X: FloatArray,
     y: FloatArray,
@@ -200,19 +217,17 @@ def myerson_payments(
 ) -> Any:
     """Myerson payments (spec §5) via ``mechanisms.myerson_payments`` (``.payments``,
     ``.epsilon``); an order never falls back to the paper's non-IC ``Ψ·ε`` rule."""
-    prior = build_prior(prior_spec)
-    with payments_executor(len(costs)) as pool:
-        return mech.myerson_payments(
-            X,
-            y,
-            costs,
-            prior,
-            config,
-            eps_max=eps_max,
-            executor=pool,
-            base=allocation,
-            progress=progress,
-        )
+    return _on_payments_pool(
+        mech.myerson_payments,
+        X,
+        y,
+        costs,
+        prior_spec=prior_spec,
+        config=config,
+        eps_max=eps_max,
+        base=allocation,
+        progress=progress,
+    )
 
 
 def choose_gamma(
@@ -229,21 +244,19 @@ def choose_gamma(
     progress: Any = None,
 ) -> Any:
     """Most accurate affordable ``γ`` (spec §4.3) via ``mechanisms.choose_gamma``."""
-    prior = build_prior(prior_spec)
-    with payments_executor(len(costs)) as pool:
-        return mech.choose_gamma(
-            X,
-            y,
-            costs,
-            prior,
-            config,
-            budget=budget,
-            X_val=X_val,
-            y_val=y_val,
-            eps_max=eps_max,
-            executor=pool,
-            progress=progress,
-        )
+    return _on_payments_pool(
+        mech.choose_gamma,
+        X,
+        y,
+        costs,
+        prior_spec=prior_spec,
+        config=config,
+        budget=budget,
+        X_val=X_val,
+        y_val=y_val,
+        eps_max=eps_max,
+        progress=progress,
+    )
 
 
 def release(X: FloatArray, y: FloatArray, alloc: Any) -> Any:
