@@ -1,28 +1,52 @@
 """Pure numerics, bottom layer: losses and private estimators that report their spend.
 
-Public surface (``__all__``): the heterogeneous-DP logistic release
-:class:`HeteroDPLogisticRegression`, its :class:`PrivacyReport` /
-:class:`PrivacySpend`, the per-record accounting :func:`curvature_slack` and
-:func:`total_epsilon`, and the losses.
+Public surface (``__all__``): the registry of orderable learners :data:`LEARNERS`
+(public name → estimator class) with its protocol :class:`OrderableLearner`,
+:class:`LearnerSpec` / :class:`ParamSpec` and :class:`ReleaseContext`; the
+heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; its
+:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
+accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
 
 from learners.hetero_dp_logistic import HeteroDPLogisticRegression
 from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
 from learners.privacy import (
+    GUARANTEES,
     PrivacyReport,
     PrivacySpend,
+    StageSpend,
     curvature_slack,
     total_epsilon,
 )
+from learners.registry import (
+    LEARNERS,
+    LearnerRegistry,
+    OrderableLearner,
+    ReleaseContext,
+    register_learner,
+)
+from learners.spec import LearnerSpec, ParamError, ParamSpec
+
+LEARNERS.register(HeteroDPLogisticRegression)
 
 __all__ = [
+    "GUARANTEES",
+    "LEARNERS",
     "HeteroDPLogisticRegression",
+    "LearnerRegistry",
+    "LearnerSpec",
     "LogisticLoss",
+    "OrderableLearner",
+    "ParamError",
+    "ParamSpec",
     "PinballLoss",
     "PrivacyReport",
     "PrivacySpend",
+    "ReleaseContext",
     "SquaredLoss",
+    "StageSpend",
     "curvature_slack",
     "make_loss",
+    "register_learner",
     "total_epsilon",
 ]

@@ -123,3 +123,39 @@ def resolve_privacy_weights(
     if not (math.isfinite(float(eta)) and float(eta) > 0):
         raise ValueError(f"eta must be finite and > 0, got {eta!r}")
     return a, float(eta)
+
+
+def check_groups(
+    groups: ArrayLike | None, *, n_samples: int, one_per_group: bool = False
+) -> NDArray[np.int64] | None:
+    """Check ``groups`` (the seller index of each record, scikit-learn's convention).
+
+    ``one_per_group``: the learner's privacy unit is one record, so every group must
+    hold exactly one record (a seller with several records would need group privacy,
+    which the learner does not account for).
+
+    Raises
+    ------
+    ValueError
+        ``groups`` has the wrong shape, a non-integer entry, or (``one_per_group``) a
+        repeated value (the first repeated index named).
+    """
+    if groups is None:
+        return None
+    g = np.asarray(groups)
+    if g.shape != (n_samples,):
+        raise ValueError(f"groups must have shape ({n_samples},), got {g.shape}")
+    if g.size and not np.issubdtype(g.dtype, np.integer):
+        raise ValueError(
+            f"groups must hold integer seller indices, got dtype {g.dtype}"
+        )
+    out = g.astype(np.int64)
+    if one_per_group:
+        _, first, counts = np.unique(out, return_index=True, return_counts=True)
+        if (counts > 1).any():
+            i = int(np.flatnonzero(counts > 1)[0])
+            raise ValueError(
+                f"groups: this learner's privacy unit is one record, but group "
+                f"{int(out[first[i]])} holds {int(counts[i])} records"
+            )
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
@@ -18,12 +19,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from learners._newton import minimize_ridge_risk
 from learners._noise import sample_gamma_direction_noise
 from learners._validation import (
+    check_groups,
     check_sign_labels,
     check_unit_rows,
     resolve_privacy_weights,
 )
 from learners.losses import LogisticLoss
-from learners.privacy import GUARANTEES, objective_perturbation_report
+from learners.privacy import CENTRAL_GUARANTEES, objective_perturbation_report
+from learners.registry import ReleaseContext
+from learners.spec import LearnerSpec, ParamSpec
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -92,11 +96,30 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
     1000000.971
     """
 
+    learner_spec: ClassVar[LearnerSpec] = LearnerSpec(
+        name="hetero_dp_logistic",
+        tasks=("classification",),
+        privacy_model="central",
+        mechanism_loss="logistic",
+        overhead="objective_perturbation",
+        params=(
+            ParamSpec(
+                name="fit_intercept",
+                kind="bool",
+                default=True,
+                doc="fit an intercept (rows [x, 1]/√2, so ‖x̃‖ ≤ 1 still holds)",
+            ),
+        ),
+        summary="logistic regression, heterogeneous objective perturbation "
+        "(one record per seller; ε_i = a_i·η + 2 ln(1 + a_i/(4λ)))",
+    )
+    """Registry entry (:data:`learners.LEARNERS`)."""
+
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "lam": [Interval(Real, 0, None, closed="neither")],
         "eta": [Interval(Real, 0, None, closed="neither"), None],
         "fit_intercept": ["boolean"],
-        "guarantee": [StrOptions(set(GUARANTEES))],
+        "guarantee": [StrOptions(set(CENTRAL_GUARANTEES))],
         "gtol": [Interval(Real, 0, None, closed="neither")],
         "random_state": [
             Interval(Integral, 0, None, closed="left"),
@@ -130,6 +153,7 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         *,
         sample_epsilon: ArrayLike | None = None,
         weights: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
     ) -> Self:
         """Release the perturbed argmin for per-record privacy ``sample_epsilon`` or ``(weights, eta)``.
 
@@ -141,6 +165,7 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
             :func:`learners._validation.resolve_privacy_weights`).
         """
         X_arr, y_arr = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        check_groups(groups, n_samples=X_arr.shape[0], one_per_group=True)
         check_unit_rows(X_arr, name="X")
         y_pm = check_sign_labels(y_arr, name="y")
         a, eta = resolve_privacy_weights(
@@ -180,6 +205,37 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
             gtol=float(self.gtol),
         )
         return self
+
+    @classmethod
+    def for_order(cls, params: Mapping[str, Any], *, context: ReleaseContext) -> Self:
+        """The release for an order: the buyer's ``params``, the mechanism's ``λ``, and
+        the ``end_to_end`` label only when the allocation saw no private data."""
+        checked = cls.learner_spec.check_params(params)
+        guarantee = (
+            "conditional_on_allocation"
+            if context.allocation_uses_data
+            else "end_to_end"
+        )
+        return cls(lam=context.lam, guarantee=guarantee, **checked)
+
+    def design_matrix(self, X: ArrayLike) -> NDArray[np.float64]:
+        """Rows the mechanism prices: ``X``, or ``[X, 1]/√2`` with an intercept.
+
+        The allocation's ``w`` lives in the same space as the released ``w̃``, so the
+        mechanism's ``Σ a_i ℓ_i(w)`` is the release's weighted risk (spec §3–§4).
+        """
+        return self._design(np.asarray(X, dtype=float))
+
+    def export_model(self) -> dict[str, Any]:
+        """``coef``/``intercept`` in the (scaled) feature units of ``fit``'s ``X``,
+        the classes and the decision rule."""
+        check_is_fitted(self)
+        return {
+            "coef": [float(v) for v in self.coef_],
+            "intercept": float(self.intercept_) if self.fit_intercept else None,
+            "classes": [-1, 1],
+            "decision": "sign(coefficients·x + intercept)",
+        }
 
     def _design(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """``X`` itself, or ``[X, 1]/√2`` with an intercept (keeps ``‖x̃‖ ≤ 1``)."""

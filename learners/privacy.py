@@ -27,9 +27,33 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-Guarantee = Literal["conditional_on_allocation", "end_to_end"]
+Guarantee = Literal[
+    "conditional_on_allocation",
+    "end_to_end",
+    "local",
+    "user_level_local",
+    "mpc_plus_dp",
+]
 Neighbouring = Literal["add_remove", "replace_one"]
-GUARANTEES: tuple[str, ...] = ("conditional_on_allocation", "end_to_end")
+CENTRAL_GUARANTEES: tuple[str, ...] = ("conditional_on_allocation", "end_to_end")
+GUARANTEES: tuple[str, ...] = (
+    "conditional_on_allocation",
+    "end_to_end",
+    "local",
+    "user_level_local",
+    "mpc_plus_dp",
+)
+"""Guarantee labels (the README says what each promises):
+
+- ``conditional_on_allocation``: central DP of the released model given the allocation
+  ``(a, η)``, which itself was chosen with the sellers' data (spec ``mechanism.md`` §4.4);
+- ``end_to_end``: central DP of the whole output (the allocation saw costs and public
+  data only: the mechanism's strict mode);
+- ``local``: each record was randomized on its own with its seller's ``ε_i`` before the
+  curator used it;
+- ``user_level_local``: as ``local``, with all of a seller's records as the unit;
+- ``mpc_plus_dp``: computed in secure multi-party computation, the output released with
+  DP noise."""
 
 
 def _as_weights(a: ArrayLike) -> NDArray[np.float64]:
@@ -114,6 +138,27 @@ class PrivacySpend:
     delta: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class StageSpend:
+    """One stage of a fit (a randomizer round, a noise term) and each record's ε in it."""
+
+    label: str
+    sample_epsilon: tuple[float, ...]
+
+    def summary(self) -> dict[str, Any]:
+        """``{"stage", "min", "median", "max"}`` over the records that spent ε > 0."""
+        eps = np.asarray(self.sample_epsilon, dtype=float)
+        used = eps[eps > 0]
+        if used.size == 0:
+            return {"stage": self.label, "min": 0.0, "median": 0.0, "max": 0.0}
+        return {
+            "stage": self.label,
+            "min": float(used.min()),
+            "median": float(np.median(used)),
+            "max": float(used.max()),
+        }
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PrivacyReport:
     """What one call to ``fit`` spent, record by record.
@@ -143,6 +188,9 @@ class PrivacyReport:
     spends : tuple of PrivacySpend
         The bound split into its terms for the worst record; they add up to
         ``epsilon_max``.
+    stages : tuple of StageSpend
+        Per-record ε of each stage (or term); per record they add up to
+        ``sample_epsilon_total``.
     """
 
     mechanism: str
@@ -155,6 +203,7 @@ class PrivacyReport:
     gtol: float
     delta: float = 0.0
     spends: tuple[PrivacySpend, ...] = field(default=())
+    stages: tuple[StageSpend, ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:
@@ -191,7 +240,19 @@ class PrivacyReport:
                 {"label": s.label, "epsilon": float(s.epsilon), "delta": float(s.delta)}
                 for s in self.spends
             ],
+            "stages": [
+                {
+                    "label": st.label,
+                    "sample_epsilon": [float(e) for e in st.sample_epsilon],
+                }
+                for st in self.stages
+            ],
         }
+
+    def stage_summary(self) -> list[dict[str, Any]]:
+        """Min/median/max ε of each stage over the records that spent any (no per-record
+        values: what a buyer may see)."""
+        return [st.summary() for st in self.stages]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyReport:
@@ -207,6 +268,10 @@ class PrivacyReport:
             gtol=float(data["gtol"]),
             delta=float(data["delta"]),
             spends=tuple(PrivacySpend(**s) for s in data["spends"]),
+            stages=tuple(
+                StageSpend(st["label"], tuple(float(e) for e in st["sample_epsilon"]))
+                for st in data.get("stages", ())
+            ),
         )
 
 
@@ -238,6 +303,12 @@ def objective_perturbation_report(
             PrivacySpend(
                 "curvature term 2 ln(1 + a_i/(4 lam)) (worst record)",
                 float(slack[worst]),
+            ),
+        ),
+        stages=(
+            StageSpend("noise term a_i*eta", tuple(float(e) for e in noise)),
+            StageSpend(
+                "curvature term 2 ln(1 + a_i/(4 lam))", tuple(float(e) for e in slack)
             ),
         ),
     )

@@ -1,0 +1,212 @@
+"""What an orderable learner declares about itself: :class:`LearnerSpec`.
+
+The market never branches on a learner's name. Everything it needs to price, check and
+run an order is declared here, once per learner, as public data:
+
+- ``tasks``: the market tasks it can train (``classification``, ``regression``,
+  ``quantile``);
+- ``privacy_model``: who holds what when the noise is added (``central``, ``local``,
+  ``user_level_local``, ``mpc``);
+- ``min_records_per_seller``: more than 1 when the privacy unit is the seller with all
+  its records (the fit then takes ``groups=``);
+- ``mechanism_loss``: the per-record loss the mechanism prices it with (spec
+  ``mechanism.md`` §7);
+- ``overhead``: the release's per-seller term added to the allocated ``ε_i`` (spec §3:
+  ``"objective_perturbation"`` is ``Δ_i = 2 ln(1 + a_i/(4λ))``; ``"none"`` for local
+  learners, whose randomizers spend exactly the ``ε_i`` they are given);
+- ``params``: the buyer-settable parameters with types, defaults and bounds
+  (:class:`ParamSpec`), validated by :func:`check_params` with the field named.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from learners.privacy import curvature_slack
+
+Task = Literal["classification", "regression", "quantile"]
+PrivacyModel = Literal["central", "local", "user_level_local", "mpc"]
+Overhead = Literal["objective_perturbation", "none"]
+ParamKind = Literal["float", "int", "bool", "choice"]
+
+TASKS: tuple[str, ...] = ("classification", "regression", "quantile")
+PRIVACY_MODELS: tuple[str, ...] = ("central", "local", "user_level_local", "mpc")
+OVERHEADS: tuple[str, ...] = ("objective_perturbation", "none")
+
+
+class ParamError(ValueError):
+    """A buyer parameter is unknown or invalid; ``field`` names it (``params.<name>``)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.field = f"params.{name}"
+        self.reason = message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParamSpec:
+    """One buyer-settable learner parameter.
+
+    Attributes
+    ----------
+    name : str
+    kind : {"float", "int", "bool", "choice"}
+    default : object
+        Used when the order does not give the parameter.
+    low, high : float or None
+        Inclusive bounds of a numeric parameter (``None``: unbounded on that side).
+    choices : tuple of str
+        Allowed values of a ``choice`` parameter.
+    doc : str
+        One line shown to buyers by ``GET /v1/learners``.
+    """
+
+    name: str
+    kind: ParamKind
+    default: Any
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> Any:
+        """Return ``value`` converted to the parameter's type, or raise :class:`ParamError`."""
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise ParamError(self.name, f"must be true or false, got {value!r}")
+            return value
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise ParamError(self.name, f"must be one of {list(self.choices)}")
+            return value
+        return self._check_number(value)
+
+    def _check_number(self, value: Any) -> float | int:
+        ok_type = int if self.kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, ok_type):
+            raise ParamError(
+                self.name,
+                f"must be a{'n integer' if self.kind == 'int' else ' number'}, got {value!r}",
+            )
+        if not math.isfinite(float(value)):
+            raise ParamError(self.name, f"must be finite, got {value!r}")
+        if self.low is not None and value < self.low:
+            raise ParamError(self.name, f"must be >= {self.low:g}, got {value!r}")
+        if self.high is not None and value > self.high:
+            raise ParamError(self.name, f"must be <= {self.high:g}, got {value!r}")
+        return int(value) if self.kind == "int" else float(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe description (``GET /v1/learners``)."""
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "default": self.default,
+            "doc": self.doc,
+        }
+        if self.low is not None:
+            out["minimum"] = self.low
+        if self.high is not None:
+            out["maximum"] = self.high
+        if self.choices:
+            out["choices"] = list(self.choices)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LearnerSpec:
+    """The public declaration of an orderable learner (module docstring)."""
+
+    name: str
+    tasks: tuple[Task, ...]
+    privacy_model: PrivacyModel
+    mechanism_loss: Literal["logistic", "squared", "pinball"]
+    overhead: Overhead = "none"
+    min_records_per_seller: int = 1
+    params: tuple[ParamSpec, ...] = field(default=())
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.isidentifier():
+            raise ValueError(f"name must be an identifier, got {self.name!r}")
+        bad = [t for t in self.tasks if t not in TASKS]
+        if not self.tasks or bad:
+            raise ValueError(
+                f"tasks must be a non-empty subset of {TASKS}, got {self.tasks!r}"
+            )
+        if self.privacy_model not in PRIVACY_MODELS:
+            raise ValueError(
+                f"privacy_model must be one of {PRIVACY_MODELS}, got {self.privacy_model!r}"
+            )
+        if self.overhead not in OVERHEADS:
+            raise ValueError(
+                f"overhead must be one of {OVERHEADS}, got {self.overhead!r}"
+            )
+        if self.min_records_per_seller < 1:
+            raise ValueError("min_records_per_seller must be >= 1")
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"params of {self.name!r} repeat a name: {names}")
+        for p in self.params:
+            p.check(p.default)
+
+    @property
+    def several_records_per_seller(self) -> bool:
+        """Whether the privacy unit is a seller with all its records (``groups=``)."""
+        return self.min_records_per_seller > 1
+
+    def overhead_epsilon(
+        self, weights: ArrayLike, *, lam: float
+    ) -> NDArray[np.float64]:
+        """Per-seller release term ``Δ_i`` added to ``ε_i = a_i η`` (spec §3).
+
+        ``objective_perturbation``: ``Δ_i = 2 ln(1 + a_i/(4λ))``; ``none``: zeros.
+        """
+        a = np.asarray(weights, dtype=float)
+        if self.overhead == "objective_perturbation":
+            return curvature_slack(a, lam)
+        return np.zeros_like(a)
+
+    def overhead_bound(self, *, k: float, n_sellers: int, lam: float) -> float:
+        """Largest ``Δ_i`` any seller can get with ``a_i ≤ min(k/m, 1)`` (for caps)."""
+        a_max = min(k / n_sellers, 1.0)
+        return float(self.overhead_epsilon(np.array([a_max]), lam=lam)[0])
+
+    def check_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Return every parameter with defaults filled in.
+
+        Raises
+        ------
+        ParamError
+            An unknown parameter, or a value of the wrong type or out of bounds (the
+            error's ``field`` is ``params.<name>``).
+        """
+        given = dict(params or {})
+        known = {p.name: p for p in self.params}
+        for name in given:
+            if name not in known:
+                allowed = ", ".join(sorted(known)) or "none"
+                raise ParamError(
+                    name, f"is not a parameter of {self.name!r} (allowed: {allowed})"
+                )
+        return {
+            name: p.check(given[name]) if name in given else p.default
+            for name, p in known.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe description (``GET /v1/learners`` items)."""
+        return {
+            "name": self.name,
+            "tasks": list(self.tasks),
+            "privacy_model": self.privacy_model,
+            "min_records_per_seller": self.min_records_per_seller,
+            "mechanism_loss": self.mechanism_loss,
+            "summary": self.summary,
+            "params": {p.name: p.to_dict() for p in self.params},
+        }
