@@ -1,42 +1,24 @@
 """``privmarket audit``: run the mechanism's incentive self-audit and print the report.
 
 Register with ``app.command("audit")(audit)`` in :mod:`api.cli` (or ``add_typer(app)``).
-Data: the Wisconsin breast-cancer set shipped with scikit-learn (scaled with fixed
-public per-feature bounds, never with statistics of the data), or a CSV of
-``x_1..x_d, y, cost`` rows already scaled to ``‖x‖₂ ≤ 1``.
+Data: the Wisconsin breast-cancer set shipped with scikit-learn (scaled with its fixed,
+published per-feature bounds, never with statistics of the data), or a CSV of
+``x_1..x_d, y, cost`` rows already scaled to ``‖x‖₂ ≤ 1``. The audit runs through
+``market.audits`` (the API layer never imports the numerics).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 import typer
 
+from market.errors import InvalidInputError
+
 app = typer.Typer(help="Mechanism self-audits.", no_args_is_help=True)
-
-# Public per-feature upper bounds for the Wisconsin features (the data set's published
-# ranges, rounded up): a schema constant, not computed from the sellers' records.
-WISCONSIN_BOUNDS = (
-    29.0, 40.0, 190.0, 2600.0, 0.17, 0.35, 0.43, 0.21, 0.31, 0.1,
-    2.9, 4.9, 22.0, 550.0, 0.032, 0.14, 0.4, 0.053, 0.079, 0.03,
-    37.0, 50.0, 260.0, 4300.0, 0.23, 1.1, 1.3, 0.3, 0.67, 0.21,
-)  # fmt: skip
-
-
-def wisconsin(m: int, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``m`` Wisconsin records: ``x/bounds`` (clipped to [0, 1]) plus an intercept
-    column, rows divided by ``sqrt(d + 1)`` so ``‖x‖₂ ≤ 1``; labels ``±1``."""
-    from sklearn.datasets import load_breast_cancer
-
-    data = load_breast_cancer()
-    X = np.clip(np.asarray(data.data, float) / np.asarray(WISCONSIN_BOUNDS), 0.0, 1.0)
-    X = np.hstack([X, np.ones((X.shape[0], 1))]) / np.sqrt(X.shape[1] + 1)
-    y = np.where(data.target == 1, 1.0, -1.0)
-    idx = rng.permutation(X.shape[0])[: min(m, X.shape[0])]
-    return X[idx], y[idx]
 
 
 def load_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,21 +53,16 @@ def audit(
     out: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
 ) -> None:
     """Audit IC regret, IR, budget and monotonicity; print one JSON report."""
-    from concurrent.futures import ProcessPoolExecutor
-
     from tqdm import tqdm
 
-    from mechanisms import MechanismConfig, UniformPrior, audit_incentives
-    from mechanisms.executors import default_workers
+    from market import audits
 
     rng = np.random.default_rng(seed)
-    prior = UniformPrior(cost_low, cost_high)
     if csv is None:
-        X, y = wisconsin(m, rng=rng)
-        costs = prior.sample(X.shape[0], rng=rng)
+        X, y = audits.wisconsin_instance(m, rng=rng)
+        costs = None
     else:
         X, y, costs = load_csv(csv)
-    cfg = MechanismConfig(gamma=gamma, lam=lam, mu=mu, sigma=sigma, k=k)
     bar = tqdm(total=X.shape[0], desc="payments", unit="seller")
 
     def progress(done: int, total: int) -> None:
@@ -93,20 +70,18 @@ def audit(
         bar.n = done
         bar.refresh()
 
-    n_proc = workers or default_workers()
     try:
-        with ProcessPoolExecutor(n_proc) as pool:
-            report = audit_incentives(
-                X, y, costs, prior, cfg,
-                budget=budget, n_sellers=n_sellers, executor=pool,
-                progress=progress, random_state=seed,
-            )  # fmt: skip
-    except ValueError as exc:
+        result = audits.audit_dataset(
+            X, y, costs,
+            prior_spec={"family": "uniform", "params": {"low": cost_low, "high": cost_high}},
+            settings={"gamma": gamma, "lam": lam, "mu": mu, "sigma": sigma, "k": k},
+            budget=budget, n_sellers=n_sellers, workers=workers, seed=seed,
+            progress=progress,
+        )  # fmt: skip
+    except (ValueError, InvalidInputError) as exc:
         raise typer.BadParameter(str(exc)) from None
     finally:
         bar.close()
-    result: dict[str, Any] = report.to_dict()
-    result["ic_ok"] = report.ic_ok()
     text = json.dumps(result, indent=2)
     typer.echo(text)
     if out is not None:

@@ -20,8 +20,6 @@ import httpx
 import numpy as np
 from typer import echo
 
-from market import engine
-
 MECHANISM = {
     "gamma": 0.01,
     "lam": 1e-3,
@@ -103,7 +101,9 @@ def _market_body(d: dict[str, Any]) -> dict[str, Any]:
 def _register_sellers(
     c: httpx.Client, mid: int, d: dict[str, Any], rng: np.random.Generator
 ) -> np.ndarray:
-    costs = np.asarray(engine.build_prior(PRIOR).sample(len(d["sellers"]), rng=rng))
+    from market import audits
+
+    costs = audits.sample_costs(PRIOR, len(d["sellers"]), rng=rng)
     for j, (i, cost) in enumerate(zip(d["sellers"], costs, strict=True)):
         key = c.post("/v1/sellers", json={"name": f"seller-{j}"}).json()["api_key"]
         body = {
@@ -153,45 +153,29 @@ def _nonprivate_accuracy(d: dict[str, Any]) -> float:
 
 
 def _audit(
-    d: dict[str, Any],
-    costs: np.ndarray,
+    db_engine: Any,
+    market_id: int,
     summary: dict[str, Any],
     n_audit: int,
     rng: np.random.Generator,
     budget: float,
 ) -> str:
+    """The incentive audit of the rule an order on the market would now run, at the
+    order's ``γ`` (``market.audits``: the order pipeline's loader and adapter)."""
     if n_audit == 0:
         return "skipped (--audit-sellers 0)"
-    from market import order_inputs, records
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+    from market import audits
 
-    features = [
-        {"name": n, "low": lo, "high": hi}
-        for n, (lo, hi) in zip(d["names"], WBC_FEATURE_BOUNDS, strict=True)
-    ]
-    raw = [{"x": d["X"][i].tolist(), "y": int(d["y"][i])} for i in d["sellers"]]
-    Xs, y = records.scale_records(
-        raw, features=features, task="classification", out_of_bounds="clip"
-    )
-    cfg = engine.mechanism_config(
-        MECHANISM, task="classification", gamma=summary["gamma"]
-    )
-    m = len(y)
-    _, eps_max = order_inputs.seller_caps(
-        np.full(m, LIFETIME_CAP), np.full(m, np.inf), k=cfg.k, lam=cfg.lam
-    )
+    m = int(summary["sellers_eligible"])
     sellers = np.sort(rng.choice(m, size=min(n_audit, m), replace=False))
-    report = engine.audit_incentives(
-        engine.design(Xs, fit_intercept=True),
-        y,
-        costs,
-        prior_spec=PRIOR,
-        config=cfg,
+    fields = audits.audit_market(
+        db_engine,
+        market_id=market_id,
+        learner="hetero_dp_logistic",
+        gamma=summary["gamma"],
         budget=budget,
         sellers=sellers,
-        eps_max=eps_max,
     )
-    fields = report.to_dict() if hasattr(report, "to_dict") else vars(report)
     keys = (
         "ic_regret_max",
         "ir_min_utility",
@@ -271,6 +255,7 @@ def run_demo(
         )
         echo(f"guarantee             {model['privacy']['guarantee']}")
         echo(
-            f"audit                 {_audit(d, costs, summary, audit_sellers, rng, budget)}"
+            "audit                 "
+            + _audit(app.state.engine, mid, summary, audit_sellers, rng, budget)
         )
         echo(f"elapsed               {time.perf_counter() - t0:.1f} s")

@@ -14,7 +14,7 @@ from api.routes import api_router, health
 from market.config import Settings, get_settings
 from market.db import make_engine
 from market.rate_limits import RateLimiter
-from market.worker import app_hook as start_workers
+from market.runtime.worker import app_hook as start_workers
 
 
 def _operation_id(route: APIRoute) -> str:

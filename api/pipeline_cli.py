@@ -6,7 +6,7 @@ import threading
 
 from market.config import Settings
 from market.db import make_engine
-from market.worker import Worker, recover
+from market.runtime.worker import Worker, recover
 
 
 def run_worker(settings: Settings, *, once: bool = False, threads: int = 1) -> None:

@@ -12,14 +12,12 @@ Cap invariant (per seller ``i`` and market): ``Σ ε entries ≤ lifetime_epsilo
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal
 
 from sqlmodel import Session, col, func, select
 
 from market import db
 from market.errors import ConflictError, PrivacyBudgetExhaustedError
 from market.models import (
-    MINOR_UNITS,
     Allocation,
     LedgerEntry,
     LedgerKind,
@@ -27,6 +25,7 @@ from market.models import (
     Offer,
     Order,
 )
+from market.pipeline import numerics
 from market.schemas import EarningsItem, EarningsPublic, PrivacyItem, PrivacyPublic
 
 CAP_RTOL = 1e-12
@@ -44,23 +43,16 @@ class SellerSpend:
 
 
 def to_minor(amount: float) -> int:
-    """Convert money to minor units, rounding down so budgets are never exceeded.
-
-    Uses the float's shortest decimal form (``repr``), so ``0.29`` becomes 29 and not
-    28 (``0.29 * 100 == 28.999999999999996`` in binary floating point).
-    """
+    """Convert money to minor units, rounding down so budgets are never exceeded (the
+    one money rule, ``mechanisms.money``: ``0.29`` becomes 29, not 28)."""
     if not math.isfinite(amount):
         raise ValueError(f"amount must be finite, got {amount!r}")
-    return int(
-        (Decimal(repr(float(amount))) * MINOR_UNITS).to_integral_value(
-            rounding=ROUND_FLOOR
-        )
-    )
+    return numerics.to_minor(amount)
 
 
 def to_major(amount_minor: int) -> float:
     """Convert minor units to currency units."""
-    return amount_minor / MINOR_UNITS
+    return numerics.to_major(amount_minor)
 
 
 def add_money(

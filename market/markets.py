@@ -11,9 +11,10 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from market import engine, records
+from market import records
 from market.errors import ConflictError, InvalidInputError, NotFoundError
 from market.models import Account, Market, MarketParameters
+from market.pipeline import numerics
 from market.schemas import (
     MarketCreate,
     MarketPublic,
@@ -52,7 +53,7 @@ def _check_mechanism(values: dict[str, Any], *, task: str) -> None:
             raise InvalidInputError(
                 f"mechanism.grids.{key}", f"must be one of {GRID_KEYS}"
             )
-    engine.mechanism_config(values, task=task)
+    numerics.check_settings(values, task=task)
 
 
 def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Market:
@@ -64,7 +65,7 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
         Bad bounds, prior, mechanism settings or validation records (field named).
     """
     _check_features(body)
-    engine.build_prior(body.cost_prior.model_dump())
+    numerics.build_prior(body.cost_prior.model_dump())
     values = body.mechanism.model_dump()
     _check_mechanism(values, task=body.task)
     features = [f.model_dump() for f in body.features]

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import engine, records
+from market import records
 from market.errors import (
     ConflictError,
     InvalidInputError,
@@ -19,6 +19,7 @@ from market.errors import (
     NotFoundError,
 )
 from market.models import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
+from market.pipeline import numerics
 from market.schemas import OfferCreate, OfferPublic
 
 _DUPLICATE = (
@@ -48,7 +49,7 @@ def _validated(
         target=market.target,
         out_of_bounds=market.out_of_bounds,
     )
-    engine.check_reported_cost(market.cost_prior, body.reported_cost)
+    numerics.check_reported_cost(market.cost_prior, body.reported_cost)
     return raw, records.to_json(X, y)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import engine, ledgers, markets
+from market import ledgers, markets
 from market.errors import (
     ConflictError,
     InvalidInputError,
@@ -28,28 +28,16 @@ from market.models import (
     Role,
     RunStatus,
 )
+from market.pipeline import numerics
 from market.schemas import (
     AllocationPublic,
     AllocationsPublic,
+    LearnerPublic,
+    LearnersPublic,
     OrderCreate,
     OrderPublic,
     Progress,
 )
-
-ORDER_PARAMS: dict[str, type] = {"fit_intercept": bool}
-"""Buyer-settable learner parameters. Never a noise seed: a buyer who knew the noise
-could remove it."""
-
-
-def _check_params(params: dict[str, Any]) -> None:
-    for key, value in params.items():
-        expected = ORDER_PARAMS.get(key)
-        if expected is None:
-            raise InvalidInputError(
-                f"params.{key}", f"unknown parameter; allowed: {sorted(ORDER_PARAMS)}"
-            )
-        if not isinstance(value, expected):
-            raise InvalidInputError(f"params.{key}", f"must be {expected.__name__}")
 
 
 def _request_hash(market_id: int, body: OrderCreate) -> str:
@@ -57,17 +45,17 @@ def _request_hash(market_id: int, body: OrderCreate) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _validate(market: Market, body: OrderCreate) -> int:
-    tasks = engine.LEARNER_TASKS[body.learner]
-    if market.task not in tasks:
-        raise InvalidInputError(
-            "learner", f"{body.learner} cannot train a {market.task} market"
-        )
+def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
+    """The budget in minor units and the learner's params with defaults filled in.
+
+    Learner params come from the learner's schema (never a noise seed: a buyer who knew
+    the noise could remove it).
+    """
+    params = numerics.check_order_learner(body.learner, body.params, task=market.task)
     budget_minor = ledgers.to_minor(body.budget)
     if budget_minor < 1:
         raise InvalidInputError("budget", "must be at least one minor unit (0.01)")
-    _check_params(body.params)
-    return budget_minor
+    return budget_minor, params
 
 
 def _existing(
@@ -107,7 +95,7 @@ def place_order(
         )
         if found is not None:
             return found, False
-    budget_minor = _validate(market, body)
+    budget_minor, learner_params = _validate(market, body)
     params = markets.current_parameters(session, market_id)
     order = Order(
         market_id=market_id,
@@ -115,7 +103,7 @@ def place_order(
         learner=body.learner,
         budget_minor=budget_minor,
         gamma=body.gamma,
-        params=body.params,
+        params=learner_params,
         parameters_id=params.id,  # type: ignore[arg-type]
         idempotency_key=idempotency_key,
         request_hash=request_hash,
@@ -211,4 +199,8 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
     )
 
 
-# ---- order execution (claim, run, settle) is added below this line by the pipeline ----
+def list_learners() -> LearnersPublic:
+    """Every orderable learner (the registry), for any authenticated role."""
+    return LearnersPublic(
+        items=[LearnerPublic(**item) for item in numerics.list_learners()]
+    )

@@ -195,7 +195,14 @@ class OfferPublic(BaseModel):
 
 
 class OrderCreate(_In):
-    learner: Literal["hetero_dp_logistic"]
+    learner: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=64,
+            description="a registered learner (GET /v1/learners) serving the market's task",
+        ),
+    ]
     budget: Annotated[float, Field(gt=0, allow_inf_nan=False, le=1e12)]
     gamma: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -206,6 +213,20 @@ class OrderCreate(_In):
         if not math.isfinite(v):
             raise ValueError("budget must be finite")
         return v
+
+
+class LearnerPublic(BaseModel):
+    name: str
+    tasks: list[str]
+    privacy_model: str
+    min_records_per_seller: int
+    mechanism_loss: str
+    summary: str
+    params: dict[str, dict[str, Any]]
+
+
+class LearnersPublic(BaseModel):
+    items: list[LearnerPublic]
 
 
 class Progress(BaseModel):
@@ -248,7 +269,8 @@ class AllocationsPublic(BaseModel):
 
 class TradeoffRequest(_In):
     """Optional ``γ`` grid for the trade-off job (default: ``mechanism.grids["gamma"]``
-    or 8 points log-spaced over ``[10⁻², 10²]``)."""
+    or 8 points log-spaced over ``[10⁻², 10²]``), and the learner whose pricing the
+    curve uses (default: the first registered learner of the market's task)."""
 
     gammas: (
         Annotated[
@@ -257,6 +279,8 @@ class TradeoffRequest(_In):
         ]
         | None
     ) = None
+    learner: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    params: dict[str, Any] | None = None
 
 
 class JobAccepted(BaseModel):

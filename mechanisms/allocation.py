@@ -323,7 +323,7 @@ def _result(
     kkt = kkt_residuals(prob, best, float(profile.grid[0]), float(profile.grid[-1]))
     eps = best.a * best.eta
     eps_total = (
-        eps + curvature_slack(best.a, cfg.lam) if cfg.loss == "logistic" else eps
+        eps + curvature_slack(best.a, cfg.lam) if cfg.curvature_overhead else eps
     )
     ok = best.converged and kkt.max() <= KKT_TOL
     status = SolveStatus.OPTIMAL if ok else SolveStatus.OPTIMAL_INACCURATE

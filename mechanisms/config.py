@@ -9,10 +9,12 @@ from typing import Literal
 LossName = Literal["logistic", "squared", "pinball"]
 UtilityName = Literal["linear", "power"]
 ModeName = Literal["default", "paper", "strict"]
+OverheadName = Literal["auto", "objective_perturbation", "none"]
 
 _LOSSES = ("logistic", "squared", "pinball")
 _UTILITIES = ("linear", "power")
 _MODES = ("default", "paper", "strict")
+_OVERHEADS = ("auto", "objective_perturbation", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,12 @@ class MechanismConfig:
         ``"strict"``: the allocation sees only costs and public data (spec §4.4).
     eps_floor_ratio : float
         The ``ε_avg`` grid starts at ``L·eps_floor_ratio`` (spec §4.2: positive floor).
+    release_overhead : {"auto", "objective_perturbation", "none"}
+        The release's per-seller term added to ``ε_i = a_i η`` in ``ε_i^total`` (what
+        payments and ledgers use, spec §3): ``"objective_perturbation"`` adds
+        ``Δ_i = 2 ln(1 + a_i/(4λ))``; ``"none"`` adds nothing (local learners, whose
+        randomizers spend exactly ``ε_i``); ``"auto"`` is objective perturbation for the
+        logistic loss and none otherwise. The learner registry declares it per learner.
     n_grid : int
         Points of the coarse log grid over ``ε_avg``.
     tol : float
@@ -72,6 +80,7 @@ class MechanismConfig:
     pinball_smoothing: float = 1e-3
     mode: ModeName = "default"
     eps_floor_ratio: float = 1e-4
+    release_overhead: OverheadName = "auto"
     n_grid: int = 24
     tol: float = 1e-9
     max_iter: int = 500
@@ -101,6 +110,14 @@ class MechanismConfig:
         _check_choice("loss", self.loss, _LOSSES)
         _check_choice("u", self.u, _UTILITIES)
         _check_choice("mode", self.mode, _MODES)
+        _check_choice("release_overhead", self.release_overhead, _OVERHEADS)
+
+    @property
+    def curvature_overhead(self) -> bool:
+        """Whether ``ε_i^total`` includes the objective-perturbation ``Δ_i`` (spec §3)."""
+        if self.release_overhead == "auto":
+            return self.loss == "logistic"
+        return self.release_overhead == "objective_perturbation"
 
     @property
     def p(self) -> float:

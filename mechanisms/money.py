@@ -1,8 +1,13 @@
-"""Money in ledger units: floor payments to the unit, check a budget exactly.
+"""Money in ledger units: the one rounding rule, used by the numerics and the ledgers.
 
-Payments are floats in the numerics; a ledger holds whole minor units. Rounding is
-always **down** (spec §4.3: the total paid never exceeds the budget; reliability
-T-MD-5: round per seller, then compare the sum in integer minor units).
+Payments and budgets are floats in the numerics; a ledger holds whole minor units.
+**The rule**: an amount ``t`` becomes ``n = ⌊D(t) / unit⌋`` minor units, where ``D(t)``
+is the float's shortest decimal form (``repr``), computed exactly in ``Decimal``.
+Rounding is always **down** (spec §4.3: the total paid never exceeds the budget;
+reliability T-MD-5: round per seller, then compare the sum in integer minor units).
+The shortest decimal form makes a typed budget of ``0.29`` 29 cents, not 28 (the binary
+``0.29`` is ``0.28999…``); it differs from the binary value by less than half an ulp, so
+no amount is ever rounded up by more than that.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ FloatArray = NDArray[np.float64]
 
 
 def to_minor_units(amounts: ArrayLike, unit: float | str) -> NDArray[np.int64]:
-    """Floor each amount to whole ledger units: ``n_i = ⌊t_i / unit⌋`` computed exactly
-    (``Decimal`` of the binary float over ``Decimal(str(unit))``), so it never rounds up.
+    """Floor each amount to whole ledger units (the module's rule):
+    ``n_i = ⌊D(t_i) / unit⌋`` with ``D`` the shortest decimal form, computed exactly.
     """
     u = _unit(unit)
     p = np.asarray(amounts, dtype=float)
@@ -25,7 +30,7 @@ def to_minor_units(amounts: ArrayLike, unit: float | str) -> NDArray[np.int64]:
         raise ValueError("payments must be a finite, non-negative 1-D array")
     return np.array(
         [
-            int((Decimal(float(v)) / u).to_integral_value(ROUND_FLOOR))
+            int((Decimal(repr(float(v))) / u).to_integral_value(ROUND_FLOOR))
             for v in p.ravel()
         ],
         dtype=np.int64,
@@ -47,8 +52,18 @@ def fits_budget(payments: ArrayLike, budget: float, unit: float | str) -> bool:
     if not (isinstance(budget, int | float) and np.isfinite(budget) and budget >= 0):
         raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
     total = int(to_minor_units(payments, unit).sum())
-    cap = int((Decimal(float(budget)) / _unit(unit)).to_integral_value(ROUND_FLOOR))
-    return total <= cap
+    return total <= to_minor(budget, unit)
+
+
+def to_minor(amount: float, unit: float | str) -> int:
+    """One amount (e.g. a budget) in whole ledger units, by the module's rule.
+
+    Raises
+    ------
+    ValueError
+        ``amount`` is not finite or negative, or ``unit`` is not a positive number.
+    """
+    return int(to_minor_units(np.array([float(amount)]), unit)[0])
 
 
 def _unit(unit: float | str) -> Decimal:

@@ -294,7 +294,7 @@ def _to_allocation(prob: Problem, runs: list[_PGDRun], seconds: float) -> Alloca
     best = min(runs, key=lambda r: r.value)
     eps = best.a * best.eta
     eps_total = (
-        eps + curvature_slack(best.a, cfg.lam) if cfg.loss == "logistic" else eps
+        eps + curvature_slack(best.a, cfg.lam) if cfg.curvature_overhead else eps
     )
     ok = all(r.converged for r in runs)
     etas = np.array([r.eta for r in runs])

@@ -2,8 +2,8 @@
 
 from fastapi import APIRouter
 
-from api.routes import accounts, jobs, markets, offers, orders, sellers
+from api.routes import accounts, jobs, learners, markets, offers, orders, sellers
 
 api_router = APIRouter()
-for _module in (accounts, sellers, markets, offers, orders, jobs):
+for _module in (accounts, sellers, markets, offers, orders, jobs, learners):
     api_router.include_router(_module.router)

@@ -1,10 +1,13 @@
 """Markets over HTTP: admin-only writes, validation naming fields, versioned
 parameters on PATCH, the trade-off job record and its status endpoint."""
 
+from typing import Any
 import pytest
 from sqlmodel import Session, select
 
 from market import jobs as market_jobs
+from market.pipeline import numerics
+from market.runtime import job_runner, worker
 from market.models import Job, Market, MarketParameters
 from tests.api.conftest import Api, World, count_rows, market_body, offer_body
 
@@ -242,13 +245,26 @@ def test_tradeoff_job_is_queued_and_readable_by_admins_only(world: World) -> Non
     with Session(c.app.state.engine) as session:  # type: ignore[attr-defined]
         job = session.get(Job, job_id)
         assert job is not None
-        assert job.params == {"gammas": [0.1, 1.0]}
+        assert job.params == {
+            "gammas": [0.1, 1.0],
+            "learner": "hetero_dp_logistic",
+            "params": {"fit_intercept": True},
+        }
 
 
 def test_tradeoff_job_reports_points_when_done(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     c = world.api.client
+    # With two sellers, Δ_upper = 2 ln(1 + 1/(4λ)) must fit the lifetime cap of 3 for
+    # an order (and so the curve, which uses the same caps) to include them.
+    lam = {"mechanism": {"lam": 1.0}}
+    assert (
+        c.patch(
+            f"/v1/markets/{world.market_id}", headers=world.admin, json=lam
+        ).status_code
+        == 200
+    )
     for headers, x, y in (
         (world.seller_a, [1.0, 0.0], 1),
         (world.seller_b, [9.0, 0.5], -1),
@@ -273,16 +289,17 @@ def test_tradeoff_job_reports_points_when_done(
             for g in kw["gammas"]
         ]
 
-    monkeypatch.setattr(market_jobs.engine, "tradeoff", fake_tradeoff)
-    market_jobs.run_tradeoff_job(c.app.state.engine, job_id)  # type: ignore[attr-defined]
+    monkeypatch.setattr(numerics, "tradeoff", fake_tradeoff)
+    _run_job(c.app.state.engine, job_id)  # type: ignore[attr-defined]
     status = c.get(f"/v1/jobs/{job_id}", headers=world.admin).json()
-    assert status["status"] == "succeeded"
+    assert status["status"] == "succeeded", status["error"]
     assert len(status["points"]) == len(market_jobs.DEFAULT_GAMMAS)
     assert set(status["points"][0]) == {"gamma", "validation_error", "total_payment"}
-    # The computation saw the scaled offers (‖x‖ ≤ 1) and the scaled validation set.
-    assert seen["X"].shape == (2, 2)  # type: ignore[attr-defined]
+    # The computation saw the rows an order prices: the scaled offers with the
+    # learner's intercept column, and the validation set in the same form.
+    assert seen["X"].shape == (2, 3)  # type: ignore[attr-defined]
     assert list(seen["costs"]) == [0.3, 0.3]  # type: ignore[call-overload]
-    assert seen["X_val"].shape == (2, 2)  # type: ignore[attr-defined]
+    assert seen["X_val"].shape == (2, 3)  # type: ignore[attr-defined]
 
 
 def test_tradeoff_failure_is_recorded_with_a_reason(world: World) -> None:
@@ -290,7 +307,7 @@ def test_tradeoff_failure_is_recorded_with_a_reason(world: World) -> None:
     job_id = c.post(
         f"/v1/markets/{world.market_id}/tradeoff", headers=world.admin
     ).json()["job_id"]
-    market_jobs.run_tradeoff_job(c.app.state.engine, job_id)  # type: ignore[attr-defined]
+    _run_job(c.app.state.engine, job_id)  # type: ignore[attr-defined]
     status = c.get(f"/v1/jobs/{job_id}", headers=world.admin).json()
     assert status["status"] == "failed"
     assert "offers" in status["error"]
@@ -311,3 +328,11 @@ def test_tradeoff_needs_a_validation_set(world: World) -> None:
     )
     assert bad.status_code == 422
     assert count_rows(world.api, Job) == 0
+
+
+def _run_job(db_engine: Any, job_id: int) -> str:
+    """Claim the queued job and run it to its end in this thread."""
+    from market.models import Job
+
+    assert worker.claim(db_engine, Job, owner="test", lease_seconds=60) == job_id
+    return job_runner.run_claimed_job(db_engine, job_id, owner="test", lease_seconds=60)

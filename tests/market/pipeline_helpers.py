@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
 
-from market import engine
+from market.pipeline import numerics
 from mechanisms.datasets import WBC_FEATURE_BOUNDS
 
 NAMES = [str(n) for n in load_breast_cancer().feature_names]
@@ -91,6 +91,6 @@ def fake_payments(X: Any, y: Any, costs: Any, **kw: Any) -> SimpleNamespace:
 
 @pytest.fixture
 def stand_in_payments(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
-    """Replace ``market.engine.myerson_payments`` by :func:`fake_payments`."""
-    monkeypatch.setattr(engine, "myerson_payments", fake_payments)
+    """Replace ``market.pipeline.numerics.myerson_payments`` by :func:`fake_payments`."""
+    monkeypatch.setattr(numerics, "myerson_payments", fake_payments)
     return fake_payments

@@ -12,7 +12,9 @@ import pytest
 from sqlmodel import Session, select
 
 from api.main import create_app
-from market import engine, order_inputs, worker
+from market.pipeline import instance as order_inputs
+from market.pipeline import numerics
+from market.runtime import worker
 from market.models import Allocation, LedgerEntry, LedgerKind, Order
 from tests.api.conftest import TestClient, fast_settings
 from tests.market.pipeline_helpers import (
@@ -180,7 +182,7 @@ def test_internal_errors_fail_the_order_without_details_or_writes(
     def boom(*_a: Any, **_k: Any) -> None:
         raise RuntimeError("secret detail 0.123456")
 
-    monkeypatch.setattr(engine, adapter, boom)
+    monkeypatch.setattr(numerics, adapter, boom)
     mid = env.market()
     oid = env.order(mid)
     env.drain()
@@ -210,7 +212,9 @@ def test_seller_caps_fixed_point(rng: np.random.Generator) -> None:
         n = int(rng.integers(1, 40))
         remaining = rng.uniform(0, 4, n)
         max_eps = np.where(rng.random(n) < 0.3, rng.uniform(0, 4, n), np.inf)
-        inc, eps_max = order_inputs.seller_caps(remaining, max_eps, k=k, lam=lam)
+        inc, eps_max = order_inputs.seller_caps(
+            remaining, max_eps, k=k, lam=lam, learner="hetero_dp_logistic"
+        )
         m = int(inc.sum())
         if m == 0:
             assert np.all(eps_max == 0)
@@ -241,8 +245,8 @@ def _fake_choice(status: str) -> Any:
 
     def choose(X: Any, y: Any, costs: Any, **kw: Any) -> Any:
         cfg = kw["config"].with_(gamma=2.5)
-        alloc = engine.allocate(
-            X, y, costs, prior_spec=kw["prior_spec"], config=cfg, eps_max=kw["eps_max"]
+        alloc = numerics.allocate(
+            X, y, costs, prior=kw["prior"], config=cfg, eps_max=kw["eps_max"]
         )
         pay = 0.5 * np.asarray(costs) * alloc.epsilon_total
         return SimpleNamespace(
@@ -260,7 +264,7 @@ def _fake_choice(status: str) -> Any:
 def test_gamma_null_uses_choose_gamma(
     env: Env, monkeypatch: pytest.MonkeyPatch, status: str
 ) -> None:
-    monkeypatch.setattr(engine, "choose_gamma", _fake_choice(status))
+    monkeypatch.setattr(numerics, "choose_gamma", _fake_choice(status))
     mid = env.market(n_sellers=12)
     oid = env.order(mid, gamma=None)
     env.drain()
@@ -280,7 +284,7 @@ def test_gamma_null_uses_choose_gamma(
 def test_gamma_null_needs_a_validation_set(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine, "choose_gamma", _fake_choice("ok"))
+    monkeypatch.setattr(numerics, "choose_gamma", _fake_choice("ok"))
     mid = env.market(n_sellers=12, n_val=0)
     oid = env.order(mid, gamma=None)
     env.drain()

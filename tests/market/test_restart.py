@@ -34,9 +34,9 @@ __all__ = ["env", "stand_in_payments"]
 
 WORKER = """
 import sys
-from market import engine
+from market.pipeline import numerics
 from tests.market import pipeline_helpers as h
-engine.myerson_payments = h.fake_payments
+numerics.myerson_payments = h.fake_payments
 from api.pipeline_cli import run_worker
 from market.config import Settings
 run_worker(Settings(), once=True)

@@ -7,7 +7,8 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from market import db, jobs, leases, markets, order_runner, worker
+from market import db, jobs, markets
+from market.runtime import job_runner, leases, order_runner, worker
 from market.models import Account, Job, Order, Role, RunStatus, utcnow
 from tests.market.dbfixtures import add_market_and_buyer
 
@@ -148,7 +149,7 @@ def test_worker_runs_tradeoff_jobs(
         s.commit()
         job_id = job.id
     monkeypatch.setattr(
-        jobs, "compute_tradeoff", lambda s, j: {"points": [{"gamma": 1.0}]}
+        job_runner, "_compute", lambda e, j: {"points": [{"gamma": 1.0}]}
     )
     assert worker.Worker(engine).run_once()
     with Session(engine) as s:

@@ -52,12 +52,14 @@ def test_round_down_never_rounds_up(payments: list[float], unit) -> None:
     r = round_down(payments, unit)
     n = to_minor_units(payments, unit)
     np.testing.assert_allclose(r, n * float(unit))
-    # Exact: n·unit ≤ t < (n + 1)·unit in decimal arithmetic.
+    # The rule, exactly: n·unit ≤ D(t) < (n + 1)·unit for the shortest decimal D(t);
+    # against the binary value it never rounds up by more than half an ulp.
     from decimal import Decimal
 
     u = Decimal(str(unit))
     for t, k in zip(payments, n, strict=True):
-        assert Decimal(int(k)) * u <= Decimal(t) < Decimal(int(k) + 1) * u
+        assert Decimal(int(k)) * u <= Decimal(repr(t)) < Decimal(int(k) + 1) * u
+        assert Decimal(int(k)) * u - Decimal(t) <= Decimal(np.spacing(t)) / 2
 
 
 @given(st.lists(money, min_size=0, max_size=30), money, units)
@@ -66,7 +68,9 @@ def test_fits_budget_is_exact_in_minor_units(payments, budget, unit) -> None:
 
     u = Decimal(str(unit))
     paid = sum(Decimal(int(k)) * u for k in to_minor_units(payments, unit))
-    assert fits_budget(payments, budget, unit) == (paid <= Decimal(budget))
+    assert fits_budget(payments, budget, unit) == (
+        paid <= Decimal(repr(budget)) // u * u
+    )
 
 
 def _point(g: float, total: float, err: float, budget: float, unit=0.01) -> GammaPoint:

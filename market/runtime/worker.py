@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, or_, select
 
-from market import db, jobs, leases, order_runner
+from market import db
 from market.config import Settings
 from market.models import Job, Order, RunStatus, utcnow
+from market.runtime import job_runner, leases, order_runner
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
@@ -131,7 +132,7 @@ class Worker:
 
     def _run(self, table: leases.LeasedTable, row_id: int) -> None:
         run: Callable[..., Any] = (
-            order_runner.run_order if table is Order else jobs.run_claimed_job
+            order_runner.run_order if table is Order else job_runner.run_claimed_job
         )
         with leases.heartbeat(
             self.engine,

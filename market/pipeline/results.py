@@ -13,15 +13,13 @@ a post-processing of the release that uses no private statistic.
 
 import math
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from market.ledgers import SellerSpend, to_major
-from market.models import MINOR_UNITS
-from market.order_inputs import OrderInputs
+from market.pipeline.instance import OrderInstance, OrderRun
 
 FloatArray = NDArray[np.float64]
 
@@ -35,31 +33,14 @@ class Outcome:
     eta: float
     epsilon_total: FloatArray
     payments_minor: list[int]
-    coef_scaled: FloatArray
-    intercept_scaled: float
+    model: dict[str, Any]
     guarantee: str
+    stages: list[dict[str, Any]]
     validation_error: float | None
     timings: dict[str, float]
 
 
-def payments_to_minor(payments: FloatArray) -> list[int]:
-    """Round each payment DOWN to minor units (so ``Σ`` never exceeds the budget).
-
-    Raises
-    ------
-    ValueError
-        A payment is negative beyond rounding noise, or not finite.
-    """
-    out: list[int] = []
-    for i, t in enumerate(np.asarray(payments, dtype=float)):
-        if not math.isfinite(t) or t < -1e-9:
-            raise ValueError(f"payments[{i}] = {t!r} is not a valid payment")
-        minor = Decimal(repr(max(float(t), 0.0))) * MINOR_UNITS
-        out.append(int(minor.to_integral_value(rounding=ROUND_FLOOR)))
-    return out
-
-
-def spends(inp: OrderInputs, out: Outcome) -> list[SellerSpend]:
+def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
     """Per-seller ledger spends of sellers the order used (``ε > 0`` or paid)."""
     return [
         SellerSpend(
@@ -100,8 +81,9 @@ def _eps_stats(eps: FloatArray) -> dict[str, float]:
     }
 
 
-def summary(inp: OrderInputs, out: Outcome, *, attempts: int) -> dict[str, Any]:
+def summary(run: OrderRun, out: Outcome, *, attempts: int) -> dict[str, Any]:
     """The buyer-visible summary: aggregates only."""
+    inp = run.instance
     total = sum(out.payments_minor)
     return {
         "sellers_offered": inp.n_offers,
@@ -110,30 +92,41 @@ def summary(inp: OrderInputs, out: Outcome, *, attempts: int) -> dict[str, Any]:
         "epsilon": _eps_stats(out.epsilon_total),
         "total_paid": to_major(total),
         "total_paid_minor": total,
-        "budget": to_major(inp.budget_minor),
+        "budget": to_major(run.budget_minor),
         "validation_error": out.validation_error,
         "gamma": out.gamma,
         "gamma_source": out.gamma_source,
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
+        "learner": inp.learner,
         "settlement_attempts": attempts,
         "timings": out.timings,
     }
 
 
-def model_json(inp: OrderInputs, out: Outcome) -> dict[str, Any]:
-    """The buyer's model (spec ``api.md`` ``GET /v1/orders/{id}/model``); no records."""
+def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
+    """The buyer's model (spec ``api.md`` ``GET /v1/orders/{id}/model``); no records.
+
+    The learner's own fields (``export_model``) with ``coef``/``intercept`` mapped to
+    raw feature units (module docstring), the guarantee label and the per-stage ε
+    summary (aggregates only).
+    """
+    inp = run.instance
+    fields = dict(out.model)
+    coef_scaled = np.asarray(fields.pop("coef"), dtype=float)
+    intercept_scaled = fields.pop("intercept", None)
     coef, intercept = raw_coefficients(
-        out.coef_scaled, out.intercept_scaled, inp.features
+        coef_scaled, float(intercept_scaled or 0.0), inp.features
     )
     total = sum(out.payments_minor)
     return {
-        "learner": "hetero_dp_logistic",
+        "learner": inp.learner,
+        "params": dict(inp.params),
         "coefficients": coef,
-        "intercept": intercept if inp.fit_intercept else None,
+        "intercept": intercept if intercept_scaled is not None else None,
         "feature_names": [str(f["name"]) for f in inp.features],
-        "input": "raw feature values clipped to the market's public bounds; "
-        "predict sign(coefficients·x + intercept) in {-1, +1}",
+        "input": "raw feature values clipped to the market's public bounds",
+        **fields,
         "metrics": {
             "validation_error": out.validation_error,
             "n_validation": 0 if inp.y_val is None else len(inp.y_val),
@@ -141,8 +134,9 @@ def model_json(inp: OrderInputs, out: Outcome) -> dict[str, Any]:
         "privacy": {
             "guarantee": out.guarantee,
             "epsilon": _eps_stats(out.epsilon_total),
+            "stages": out.stages,
             "sellers_used": int(np.sum(out.epsilon_total > 0)),
             "unit": "seller",
         },
-        "payments": {"total": to_major(total), "budget": to_major(inp.budget_minor)},
+        "payments": {"total": to_major(total), "budget": to_major(run.budget_minor)},
     }

@@ -1,14 +1,9 @@
-"""Run one claimed order: load → allocate (or choose ``γ``) → Myerson payments → release
-→ settle, with progress persisted by stage.
+"""Run one claimed order: load (``market.pipeline.instance``) → compute
+(``market.pipeline.compute``: allocate or choose ``γ``, Myerson payments, the learner's
+release) → settle, with progress persisted by stage and every write fenced by the lease.
 
 Stages: ``loading``, ``allocating`` | ``choosing_gamma``, ``payments`` (fraction from
 the payments' progress callback), ``releasing``, ``settling``, ``done``.
-
-Money: payments are rounded down per seller to minor units; with a fixed ``γ`` (the
-order's or, for ``gamma: null`` while ``mechanisms.choose_gamma`` is unavailable, the
-market's) an order whose payments exceed its budget **fails** with the reason (``γ`` is
-never changed behind the buyer's back). No Myerson payments available → the order fails
-("payments unavailable"); the paper's ``Ψ·ε`` rule is never paid.
 
 Settlement is one transaction (``db.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
 row locks on PostgreSQL): fence on the lease, lock the sellers, re-check the remaining
@@ -22,29 +17,26 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
-import numpy as np
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from market import db, engine, leases, ledgers, order_inputs, order_results
-from market.errors import PrivacyBudgetExhaustedError
+from market import db, ledgers
+from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
 from market.models import Market, Order, RunStatus, utcnow
-from market.order_inputs import OrderInputs
-from market.order_results import Outcome
+from market.pipeline import instance, results
+from market.pipeline.compute import OrderFailedError, compute_order
+from market.pipeline.instance import OrderRun
+from market.pipeline.results import Outcome
+from market.runtime import leases
 
 log = logging.getLogger(__name__)
 MAX_RUNS = 3
-EPS_RTOL = 1e-9
 STAGE_HOOKS: list[Callable[[int, str], None]] = []
 """Test hooks called as ``hook(order_id, stage)`` when a stage starts."""
 SLEEP_ENV = "PRIVMARKET_TEST_STAGE_SLEEP"
 """Test hook for crash tests: ``"<stage>:<seconds>"`` sleeps when that stage starts."""
-
-
-class OrderFailedError(Exception):
-    """The order cannot succeed; the message is shown to the buyer."""
 
 
 class LeaseLostError(Exception):
@@ -102,104 +94,14 @@ class Reporter:
             log.warning("order %s: progress write failed", self.order_id)
 
 
-def _allocate_and_pay(
-    inp: OrderInputs, X: Any, X_val: Any, rep: Reporter
-) -> tuple[Any, Any, float, str]:
-    cfg = engine.mechanism_config(inp.values, task=inp.task, gamma=inp.gamma)
-    common = {"prior_spec": inp.prior_spec, "eps_max": inp.eps_max}
-    if inp.gamma is None:
-        if X_val is None:
-            raise OrderFailedError(
-                "choosing gamma for the budget needs the market's public validation "
-                "set; give gamma in the order or ask an admin to add one"
-            )
-        rep.stage("choosing_gamma")
-        choice = engine.choose_gamma(
-            X,
-            inp.y,
-            inp.costs,
-            config=cfg,
-            budget=ledgers.to_major(inp.budget_minor),
-            X_val=X_val,
-            y_val=inp.y_val,
-            progress=rep.fraction,
-            **common,
-        )
-        if str(getattr(choice, "status", "ok")) != "ok":
-            raise OrderFailedError(
-                "no gamma on the search range fits the budget: the cheapest total "
-                f"payment found was {float(choice.total_payment):.2f}"
-            )
-        return choice.allocation, choice.payments, float(choice.gamma), "chosen"
-    source = "order" if inp.gamma is not None else "market"
-    rep.stage("allocating")
-    alloc = engine.allocate(X, inp.y, inp.costs, config=cfg, **common)
-    if not alloc.success:
-        raise OrderFailedError(f"the allocation did not solve ({alloc.status})")
-    rep.stage("payments")
-    pay = engine.myerson_payments(
-        X,
-        inp.y,
-        inp.costs,
-        config=cfg,
-        allocation=alloc,
-        progress=rep.fraction,
-        **common,
-    )
-    return alloc, pay, float(cfg.gamma), source
-
-
-def _check_epsilon(alloc: Any, pay: Any, learner_eps: np.ndarray) -> None:
-    """``ε`` allocated = ``ε`` paid for = ``ε`` the learner enforces (T-MD-6)."""
-    paid = getattr(pay, "epsilon", None)
-    for name, eps in (("allocation", alloc.epsilon_total), ("payments", paid)):
-        if eps is not None and not np.allclose(
-            eps, learner_eps, rtol=EPS_RTOL, atol=EPS_RTOL
-        ):
-            raise OrderFailedError(f"internal inconsistency: {name} ε ≠ released ε")
-
-
-def compute(inp: OrderInputs, rep: Reporter) -> Outcome:
-    """Run the numerics for one order (no database writes except progress)."""
-    X = engine.design(inp.X, fit_intercept=inp.fit_intercept)
-    X_val = None
-    if inp.X_val is not None:
-        X_val = engine.design(inp.X_val, fit_intercept=inp.fit_intercept)
-    alloc, pay, gamma, source = _allocate_and_pay(inp, X, X_val, rep)
-    minor = order_results.payments_to_minor(getattr(pay, "payments", pay))
-    if sum(minor) > inp.budget_minor:
-        raise OrderFailedError(
-            f"the payments at gamma={gamma:g} total {ledgers.to_major(sum(minor)):.2f},"
-            f" over the budget {ledgers.to_major(inp.budget_minor):.2f}; place the"
-            " order with gamma=null to choose gamma for the budget"
-        )
-    rep.stage("releasing")
-    model = engine.release(X, inp.y, alloc)
-    report = model.privacy_report_
-    eps = np.asarray(report.sample_epsilon_total, dtype=float)
-    _check_epsilon(alloc, pay, eps)
-    w = np.asarray(model.coef_, dtype=float)
-    coef, b = (w[:-1], float(w[-1])) if inp.fit_intercept else (w, 0.0)
-    scale = np.sqrt(2.0) if inp.fit_intercept else 1.0
-    err = None
-    if X_val is not None and inp.y_val is not None:
-        err = float(np.mean(model.predict(X_val) != inp.y_val))
-    return Outcome(
-        gamma=gamma,
-        gamma_source=source,
-        eta=float(alloc.eta),
-        epsilon_total=eps,
-        payments_minor=minor,
-        coef_scaled=coef / scale,
-        intercept_scaled=b / scale,
-        guarantee=str(report.guarantee),
-        validation_error=err,
-        timings=dict(rep.timings),
-    )
+def compute(run: OrderRun, rep: Reporter) -> Outcome:
+    """The run's numerics (``market.pipeline.compute``) with the stage timings."""
+    out = compute_order(run, rep)
+    return replace(out, timings=dict(rep.timings))
 
 
 def _settle(
-    db_engine: Engine, inp: OrderInputs, out: Outcome, *, owner: str, attempts: int
+    db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str, attempts: int
 ) -> None:
     """Write allocations, ledgers and the result in ONE transaction (module docstring).
 
@@ -211,16 +113,16 @@ def _settle(
         A seller's remaining budget shrank meanwhile (nothing written).
     """
     with db.write_session(db_engine) as session:
-        stmt = select(Order).where(Order.id == inp.order_id).with_for_update()
+        stmt = select(Order).where(Order.id == run.order_id).with_for_update()
         order = session.exec(stmt).one()
         if order.status != RunStatus.RUNNING or order.lease_owner != owner:
-            raise LeaseLostError(f"order {inp.order_id}: lease lost before settlement")
-        market = session.get(Market, inp.market_id)
+            raise LeaseLostError(f"order {run.order_id}: lease lost before settlement")
+        market = session.get(Market, run.instance.market_id)
         assert market is not None
-        items = order_results.spends(inp, out)
+        items = results.spends(run.instance, out)
         ledgers.settle_order(session, order=order, market=market, spends=items)
-        order.summary = order_results.summary(inp, out, attempts=attempts)
-        order.model = order_results.model_json(inp, out)
+        order.summary = results.summary(run, out, attempts=attempts)
+        order.model = results.model_json(run, out)
         order.status, order.error = RunStatus.SUCCEEDED, None
         order.progress_stage, order.progress_fraction = "done", 1.0
         order.finished_at, order.lease_owner, order.lease_expires_at = (
@@ -231,14 +133,14 @@ def _settle(
         session.add(order)
 
 
-def _load(db_engine: Engine, order_id: int, *, owner: str) -> OrderInputs:
+def _load(db_engine: Engine, order_id: int, *, owner: str) -> OrderRun:
     with db.session_scope(db_engine) as session:
         order = session.get(Order, order_id)
         if order is None or order.lease_owner != owner:
             raise LeaseLostError(f"order {order_id}: not ours")
         try:
-            return order_inputs.load(session, order)
-        except ValueError as exc:
+            return instance.load_order(session, order)
+        except (ValueError, InvalidInputError) as exc:  # the reason names the field
             raise OrderFailedError(str(exc)) from exc
 
 
@@ -257,7 +159,7 @@ def fail(db_engine: Engine, order_id: int, *, owner: str, reason: str) -> bool:
     )
 
 
-def _record_snapshot(rep: Reporter, inp: OrderInputs) -> None:
+def _record_snapshot(rep: Reporter, run: OrderRun) -> None:
     """Record the offers the run uses (``PUT`` of those offers waits for the order)."""
     leases.touch(
         rep.db_engine,
@@ -265,7 +167,7 @@ def _record_snapshot(rep: Reporter, inp: OrderInputs) -> None:
         rep.order_id,
         owner=rep.owner,
         lease_seconds=rep.lease_seconds,
-        offer_ids=list(inp.offer_ids),
+        offer_ids=list(run.instance.offer_ids),
     )
 
 
@@ -282,12 +184,12 @@ def run_order(
     try:
         for attempt in range(1, MAX_RUNS + 1):
             rep.stage("loading")
-            inp = _load(db_engine, order_id, owner=owner)
-            _record_snapshot(rep, inp)
-            out = compute(inp, rep)
+            run = _load(db_engine, order_id, owner=owner)
+            _record_snapshot(rep, run)
+            out = compute(run, rep)
             rep.stage("settling")
             try:
-                _settle(db_engine, inp, out, owner=owner, attempts=attempt)
+                _settle(db_engine, run, out, owner=owner, attempts=attempt)
             except PrivacyBudgetExhaustedError:
                 log.info(
                     "order %s: budgets changed, re-running (%d)", order_id, attempt

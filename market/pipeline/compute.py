@@ -1,0 +1,195 @@
+"""The numerics of one run, on a loaded instance: no database access.
+
+An order: the learner from the registry says which rows the mechanism prices
+(``design_matrix``) → allocate (or choose ``γ`` for the budget) → Myerson payments →
+the learner fits with the allocated per-record ``ε`` → :class:`~market.pipeline.results.Outcome`.
+A trade-off job: the same priced rows, caps and prior → the curve over a ``γ`` grid.
+
+Money: payments are rounded down per seller to minor units (``numerics.payments_to_minor``,
+the one rule); with a fixed ``γ`` an order whose payments exceed its budget **fails** with
+the reason (``γ`` is never changed behind the buyer's back). The paper's ``Ψ·ε`` rule is
+never paid.
+"""
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from market.pipeline import numerics
+from market.pipeline.instance import OrderInstance, OrderRun
+from market.pipeline.results import Outcome
+
+EPS_RTOL = 1e-9
+
+
+class OrderFailedError(Exception):
+    """The order cannot succeed; the message is shown to the buyer."""
+
+
+class Progress(Protocol):
+    """Where a run reports its stage and its fraction within the stage."""
+
+    def stage(self, name: str) -> None:
+        """Enter stage ``name``."""
+
+    def fraction(self, done: int, total: int) -> None:
+        """``done`` of ``total`` units of the current stage are finished."""
+
+
+def priced_rows(inst: OrderInstance, learner: Any) -> tuple[Any, Any]:
+    """The rows the mechanism prices (training and validation), by the learner's rule.
+
+    Raises
+    ------
+    OrderFailedError
+        The learner's privacy unit is a seller with several records: the allocation
+        prices one row per seller.
+    """
+    if inst.groups.size != len(inst.seller_ids):
+        raise OrderFailedError(
+            f"{inst.learner} takes several records per seller; the allocation prices "
+            "one row per seller"
+        )
+    X = learner.design_matrix(inst.X)
+    X_val = None if inst.X_val is None else learner.design_matrix(inst.X_val)
+    return X, X_val
+
+
+def _allocate_and_pay(
+    run: OrderRun, X: Any, X_val: Any, rep: Progress
+) -> tuple[Any, Any, float, str]:
+    inst = run.instance
+    cfg = inst.config(gamma=run.gamma)
+    common = {"prior": inst.prior, "eps_max": inst.eps_max}
+    if run.gamma is None:
+        if X_val is None:
+            raise OrderFailedError(
+                "choosing gamma for the budget needs the market's public validation "
+                "set; give gamma in the order or ask an admin to add one"
+            )
+        rep.stage("choosing_gamma")
+        choice = numerics.choose_gamma(
+            X,
+            inst.y,
+            inst.costs,
+            config=cfg,
+            budget_minor=run.budget_minor,
+            X_val=X_val,
+            y_val=inst.y_val,
+            progress=rep.fraction,
+            **common,
+        )
+        if str(getattr(choice, "status", "ok")) != "ok":
+            raise OrderFailedError(
+                "no gamma on the search range fits the budget: the cheapest total "
+                f"payment found was {float(choice.total_payment):.2f}"
+            )
+        return choice.allocation, choice.payments, float(choice.gamma), "chosen"
+    rep.stage("allocating")
+    alloc = numerics.allocate(X, inst.y, inst.costs, config=cfg, **common)
+    if not alloc.success:
+        raise OrderFailedError(f"the allocation did not solve ({alloc.status})")
+    rep.stage("payments")
+    pay = numerics.myerson_payments(
+        X,
+        inst.y,
+        inst.costs,
+        config=cfg,
+        allocation=alloc,
+        progress=rep.fraction,
+        **common,
+    )
+    return alloc, pay, float(cfg.gamma), "order"
+
+
+def _check_epsilon(alloc: Any, pay: Any, released: np.ndarray) -> None:
+    """``ε`` allocated = ``ε`` paid for = ``ε`` the learner spent (T-MD-6)."""
+    paid = getattr(pay, "epsilon", None)
+    for name, eps in (("allocation", alloc.epsilon_total), ("payments", paid)):
+        if eps is not None and not np.allclose(
+            eps, released, rtol=EPS_RTOL, atol=EPS_RTOL
+        ):
+            raise OrderFailedError(f"internal inconsistency: {name} ε ≠ released ε")
+
+
+def _seller_totals(inst: OrderInstance, per_record: Sequence[float]) -> np.ndarray:
+    """Each seller's ε: the largest over its records (one record per seller here)."""
+    out = np.zeros(len(inst.seller_ids))
+    np.maximum.at(out, inst.groups, np.asarray(per_record, dtype=float))
+    return out
+
+
+def _validation_error(learner: Any, X_val: Any, y_val: Any, task: str) -> float | None:
+    if X_val is None or y_val is None:
+        return None
+    pred = np.asarray(learner.predict(X_val), dtype=float)
+    if task == "classification":
+        return float(np.mean(pred != y_val))
+    return float(np.mean((pred - y_val) ** 2))
+
+
+def compute_order(run: OrderRun, rep: Progress) -> Outcome:
+    """Run the numerics for one order (no database writes except progress)."""
+    inst = run.instance
+    learner = numerics.build_learner(
+        inst.learner, inst.params, config=inst.config(), task=inst.task
+    )
+    X, X_val = priced_rows(inst, learner)
+    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep)
+    minor = numerics.payments_to_minor(getattr(pay, "payments", pay))
+    if sum(minor) > run.budget_minor:
+        raise OrderFailedError(
+            f"the payments at gamma={gamma:g} total "
+            f"{numerics.to_major(sum(minor)):.2f}, over the budget "
+            f"{numerics.to_major(run.budget_minor):.2f}; place the order with "
+            "gamma=null to choose gamma for the budget"
+        )
+    rep.stage("releasing")
+    eps = np.asarray(alloc.epsilon, dtype=float)[inst.groups]
+    numerics.release(learner, inst.X, inst.y, sample_epsilon=eps, groups=inst.groups)
+    report = learner.privacy_report_
+    spent = _seller_totals(inst, report.sample_epsilon_total)
+    _check_epsilon(alloc, pay, spent)
+    return Outcome(
+        gamma=gamma,
+        gamma_source=source,
+        eta=float(alloc.eta),
+        epsilon_total=spent,
+        payments_minor=minor,
+        model=learner.export_model(),
+        guarantee=str(report.guarantee),
+        stages=report.stage_summary(),
+        validation_error=_validation_error(learner, inst.X_val, inst.y_val, inst.task),
+        timings={},
+    )
+
+
+def compute_tradeoff(inst: OrderInstance, *, gammas: Sequence[float]) -> dict[str, Any]:
+    """``{"points": [{"gamma", "validation_error", "total_payment", ...}], "learner"}``
+    on the same priced rows, costs and caps as an order on this instance.
+
+    Raises
+    ------
+    OrderFailedError
+        The market has no public validation set.
+    """
+    learner = numerics.build_learner(
+        inst.learner, inst.params, config=inst.config(), task=inst.task
+    )
+    X, X_val = priced_rows(inst, learner)
+    if X_val is None:
+        raise OrderFailedError("the market has no public validation set")
+    points = numerics.tradeoff(
+        X,
+        inst.y,
+        inst.costs,
+        prior=inst.prior,
+        config=inst.config(),
+        grids=inst.values.get("grids", {}),
+        gammas=gammas,
+        X_val=X_val,
+        y_val=inst.y_val,
+        eps_max=inst.eps_max,
+    )
+    return {"points": points, "learner": inst.learner, "sellers": len(inst.seller_ids)}

@@ -1,0 +1,71 @@
+"""Run a claimed background job (``kind="tradeoff"``) to ``succeeded`` or ``failed``.
+
+The trade-off curve is computed by ``market.pipeline.compute.compute_tradeoff`` on the
+instance of ``market.pipeline.instance.load_tradeoff``: the same loader as orders, so
+the curve uses the rows, costs and lifetime caps an order would.
+"""
+
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from market.db import session_scope
+from market.errors import InvalidInputError
+from market.jobs import TRADEOFF
+from market.models import Job, RunStatus, utcnow
+from market.pipeline.compute import OrderFailedError, compute_tradeoff
+from market.pipeline.instance import load_tradeoff
+from market.runtime import leases
+
+_EXPLAINED = (InvalidInputError, OrderFailedError, ValueError)
+"""Failures whose message is the reason shown to the admin (else the type name)."""
+
+
+def _compute(db_engine: Engine, job_id: int) -> dict[str, Any]:
+    with session_scope(db_engine) as session:
+        job = session.get(Job, job_id)
+        if job is None or job.kind != TRADEOFF:
+            raise InvalidInputError("kind", "unknown job kind")
+        inst = load_tradeoff(session, job)
+        gammas = list(job.params["gammas"])
+    return compute_tradeoff(inst, gammas=gammas)
+
+
+def run_claimed_job(
+    db_engine: Engine, job_id: int, *, owner: str, lease_seconds: float
+) -> str:
+    """Run a claimed job to ``succeeded`` or ``failed``; every write is fenced by the
+    lease (``market.runtime.leases``), so a job taken over by another worker is left
+    alone.
+
+    Returns the final status, or ``"lost"``.
+    """
+
+    def touch(**values: Any) -> bool:
+        return leases.touch(
+            db_engine, Job, job_id, owner=owner, lease_seconds=lease_seconds, **values
+        )
+
+    if not touch(progress_stage="computing", progress_fraction=0.0):
+        return "lost"
+    try:
+        result = _compute(db_engine, job_id)
+    except Exception as exc:  # recorded on the job, not lost
+        reason = str(exc) if isinstance(exc, _EXPLAINED) else type(exc).__name__
+        ok = touch(
+            status=RunStatus.FAILED,
+            error=reason,
+            finished_at=utcnow(),
+            lease_owner=None,
+        )
+        return RunStatus.FAILED if ok else "lost"
+    ok = touch(
+        status=RunStatus.SUCCEEDED,
+        result=result,
+        error=None,
+        progress_stage="done",
+        progress_fraction=1.0,
+        finished_at=utcnow(),
+        lease_owner=None,
+    )
+    return RunStatus.SUCCEEDED if ok else "lost"
