@@ -46,7 +46,9 @@ def audit_market(
             params=checked,
         )
     cfg = inst.config(gamma=gamma)
-    est = numerics.build_learner(learner, checked, config=cfg, task=inst.task)
+    est = numerics.build_learner(
+        learner, checked, config=cfg, task=inst.task, schema=inst.schema()
+    )
     X, _ = priced_rows(inst, est)
     report = numerics.audit_incentives(
         X,

@@ -133,7 +133,11 @@ def compute_order(run: OrderRun, rep: Progress) -> Outcome:
     """Run the numerics for one order (no database writes except progress)."""
     inst = run.instance
     learner = numerics.build_learner(
-        inst.learner, inst.params, config=inst.config(), task=inst.task
+        inst.learner,
+        inst.params,
+        config=inst.config(),
+        task=inst.task,
+        schema=inst.schema(),
     )
     X, X_val = priced_rows(inst, learner)
     alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep)
@@ -175,7 +179,11 @@ def compute_tradeoff(inst: OrderInstance, *, gammas: Sequence[float]) -> dict[st
         The market has no public validation set.
     """
     learner = numerics.build_learner(
-        inst.learner, inst.params, config=inst.config(), task=inst.task
+        inst.learner,
+        inst.params,
+        config=inst.config(),
+        task=inst.task,
+        schema=inst.schema(),
     )
     X, X_val = priced_rows(inst, learner)
     if X_val is None:

@@ -50,6 +50,7 @@ class OrderInstance:
     parameters_version: int
     prior: Any
     features: list[dict[str, Any]]
+    target: dict[str, Any] | None
     offer_ids: list[int]
     seller_ids: list[int]
     X: FloatArray
@@ -60,6 +61,11 @@ class OrderInstance:
     n_offers: int
     X_val: FloatArray | None
     y_val: FloatArray | None
+
+    def schema(self) -> dict[str, Any]:
+        """The market's public schema a learner may read (features with their public
+        bounds, the target's public bounds, the task)."""
+        return {"task": self.task, "features": self.features, "target": self.target}
 
     def config(self, *, gamma: float | None = None) -> Any:
         """The ``MechanismConfig`` of this run (the learner's loss, ``γ`` if given)."""
@@ -179,6 +185,7 @@ def load_instance(
         parameters_version=parameters_version,
         prior=numerics.build_prior(market.cost_prior),
         features=list(market.features),
+        target=dict(market.target) if market.target else None,
         offer_ids=[o.id for o in chosen],  # type: ignore[misc]
         seller_ids=[o.seller_id for o in chosen],
         X=X,

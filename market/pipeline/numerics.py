@@ -138,11 +138,20 @@ def default_learner(task: str) -> str:
 
 
 def build_learner(
-    name: str, params: Mapping[str, Any], *, config: Any, task: str
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    config: Any,
+    task: str,
+    schema: Mapping[str, Any] | None = None,
 ) -> Any:
-    """The learner of an order, bound to the mechanism's ``λ`` and mode."""
+    """The learner of an order, bound to the mechanism's ``λ`` and mode and told the
+    market's public ``schema``."""
     ctx = ReleaseContext(
-        lam=float(config.lam), allocation_uses_data=config.mode != "strict", task=task
+        lam=float(config.lam),
+        allocation_uses_data=config.mode != "strict",
+        task=task,
+        market=dict(schema or {}),
     )
     return LEARNERS[name].for_order(params, context=ctx)
 

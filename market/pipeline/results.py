@@ -8,7 +8,9 @@ Coefficients are published in raw feature units: the market scales
     w·x̃ + b = Σ_j (2 w_j / ((high_j − low_j)√d)) x_j
               + b − Σ_j w_j (2 low_j/(high_j − low_j) + 1)/√d,
 
-a post-processing of the release that uses no private statistic.
+a post-processing of the release that uses no private statistic. Regression and quantile
+markets also scale the target, ``ỹ = 2(y − lo)/(hi − lo) − 1``, so a model of ``ỹ`` is
+published for ``y = lo + (hi − lo)/2 · (w·x̃ + b + 1)``.
 """
 
 import math
@@ -58,15 +60,24 @@ def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
 
 
 def raw_coefficients(
-    coef: FloatArray, intercept: float, features: list[dict[str, Any]]
+    coef: FloatArray,
+    intercept: float,
+    features: list[dict[str, Any]],
+    target: dict[str, Any] | None = None,
 ) -> tuple[list[float], float]:
-    """Coefficients and intercept in raw feature units (module docstring)."""
+    """Coefficients and intercept in raw feature (and target) units (module docstring)."""
     low = np.array([float(f["low"]) for f in features])
     high = np.array([float(f["high"]) for f in features])
     root_d = math.sqrt(len(features))
     span = high - low
     w_raw = 2.0 * coef / (span * root_d)
     b_raw = intercept - float(np.sum(coef * (2.0 * low / span + 1.0))) / root_d
+    if target is not None:
+        lo, half = (
+            float(target["low"]),
+            (float(target["high"]) - float(target["low"])) / 2,
+        )
+        w_raw, b_raw = half * w_raw, lo + half * (b_raw + 1.0)
     return [float(v) for v in w_raw], float(b_raw)
 
 
@@ -116,7 +127,7 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
     coef_scaled = np.asarray(fields.pop("coef"), dtype=float)
     intercept_scaled = fields.pop("intercept", None)
     coef, intercept = raw_coefficients(
-        coef_scaled, float(intercept_scaled or 0.0), inp.features
+        coef_scaled, float(intercept_scaled or 0.0), inp.features, inp.target
     )
     total = sum(out.payments_minor)
     return {

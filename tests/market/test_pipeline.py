@@ -248,3 +248,30 @@ def test_decimal_amounts_are_not_lost_to_binary_rounding() -> None:
     # 0.29 is 0.28999… in binary: both the budget and a payment of 0.29 are 29 cents.
     assert numerics.to_minor(0.29) == 29
     assert numerics.payments_to_minor([0.29, 1.005, 0.1 + 0.2]) == [29, 100, 30]
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_raw_coefficients_reproduce_the_scaled_model(
+    task: str, rng: np.random.Generator
+) -> None:
+    from market import records
+    from market.pipeline.results import raw_coefficients
+
+    d = 4
+    low = rng.uniform(-5, 0, d)
+    high = low + rng.uniform(0.5, 10, d)
+    features = [
+        {"name": f"f{j}", "low": float(lo), "high": float(hi)}
+        for j, (lo, hi) in enumerate(zip(low, high, strict=True))
+    ]
+    target = {"low": -3.0, "high": 7.0} if task == "regression" else None
+    X = rng.uniform(low, high, (20, d))
+    y = rng.uniform(-3, 7, 20) if target else np.where(rng.random(20) < 0.5, -1, 1)
+    rows = [{"x": x.tolist(), "y": float(v)} for x, v in zip(X, y, strict=True)]
+    Xs, _ = records.scale_records(rows, features=features, task=task, target=target)
+    w, b = rng.standard_normal(d), float(rng.standard_normal())
+    scaled = Xs @ w + b
+    w_raw, b_raw = raw_coefficients(w, b, features, target)
+    raw = X @ np.asarray(w_raw) + b_raw
+    want = scaled if target is None else -3.0 + 5.0 * (scaled + 1.0)
+    np.testing.assert_allclose(raw, want, rtol=1e-10, atol=1e-10)
