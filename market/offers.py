@@ -20,7 +20,7 @@ from market.errors import (
 )
 from market.models import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
 from market.pipeline import numerics
-from market.schemas import OfferCreate, OfferPublic
+from market.schemas import OfferCreate, OfferPublic, OfferSummaries, OfferSummary
 
 _DUPLICATE = (
     "you already have an active offer in this market; PUT /v1/offers/{id} replaces it"
@@ -208,6 +208,19 @@ def list_active_offers(session: Session, *, market_id: int) -> list[Offer]:
         .order_by(col(Offer.id))
     )
     return list(session.exec(stmt).all())
+
+
+def list_own_offers(session: Session, *, seller_id: int) -> OfferSummaries:
+    """Return every offer of a seller (any status), newest first, without records."""
+    stmt = (
+        select(Offer).where(Offer.seller_id == seller_id).order_by(col(Offer.id).desc())
+    )
+    return OfferSummaries(
+        items=[
+            OfferSummary.model_validate(o, from_attributes=True)
+            for o in session.exec(stmt).all()
+        ]
+    )
 
 
 def to_public(offer: Offer) -> OfferPublic:

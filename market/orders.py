@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from market import ledgers, markets
 from market.errors import (
@@ -24,6 +24,7 @@ from market.models import (
     Allocation,
     Market,
     MarketParameters,
+    Offer,
     Order,
     Role,
     RunStatus,
@@ -36,6 +37,7 @@ from market.schemas import (
     LearnersPublic,
     OrderCreate,
     OrderPublic,
+    Page,
     Progress,
 )
 
@@ -154,6 +156,32 @@ def to_public(session: Session, order: Order) -> OrderPublic:
     )
 
 
+def list_orders(
+    session: Session,
+    *,
+    account: Account,
+    market_id: int | None,
+    limit: int,
+    offset: int,
+) -> Page[OrderPublic]:
+    """Return a page of orders, newest first: a buyer's own, or every order (admin)."""
+    stmt = select(Order)
+    if account.role != Role.ADMIN:
+        stmt = stmt.where(Order.buyer_id == account.id)
+    if market_id is not None:
+        stmt = stmt.where(Order.market_id == market_id)
+    total = session.exec(select(func.count()).select_from(stmt.subquery())).one()
+    rows = session.exec(
+        stmt.order_by(col(Order.id).desc()).limit(limit).offset(offset)
+    ).all()
+    return Page(
+        items=[to_public(session, o) for o in rows],
+        total=total,
+        limit=limit,
+        offset=offset,
+    )
+
+
 def get_model(session: Session, *, order_id: int, buyer: Account) -> dict[str, Any]:
     """Return the released model of the buyer's succeeded order.
 
@@ -179,7 +207,8 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
     if session.get(Order, order_id) is None:
         raise NotFoundError(f"order {order_id} not found")
     rows = session.exec(
-        select(Allocation)
+        select(Allocation, Offer.reported_cost)
+        .join(Offer, col(Offer.id) == col(Allocation.offer_id))
         .where(Allocation.order_id == order_id)
         .order_by(col(Allocation.seller_id))
     ).all()
@@ -187,13 +216,14 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
         AllocationPublic(
             seller_id=a.seller_id,
             offer_id=a.offer_id,
+            reported_cost=cost,
             epsilon=a.epsilon,
             payment=ledgers.to_major(a.payment_minor),
             payment_minor=a.payment_minor,
         )
-        for a in rows
+        for a, cost in rows
     ]
-    total = sum(a.payment_minor for a in rows)
+    total = sum(a.payment_minor for a, _ in rows)
     return AllocationsPublic(
         order_id=order_id, items=items, total_payment=ledgers.to_major(total)
     )

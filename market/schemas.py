@@ -191,6 +191,22 @@ class OfferPublic(BaseModel):
     created_at: UtcDatetime
 
 
+class OfferSummary(BaseModel):
+    """An offer in its owner's list (``GET /v1/sellers/me/offers``): no records."""
+
+    id: int
+    market_id: int
+    status: str
+    reported_cost: float
+    max_epsilon: float | None
+    n_records: int
+    created_at: UtcDatetime
+
+
+class OfferSummaries(BaseModel):
+    items: list[OfferSummary]
+
+
 # --- orders and jobs ------------------------------------------------------------
 
 
@@ -256,6 +272,7 @@ class OrderAccepted(BaseModel):
 class AllocationPublic(BaseModel):
     seller_id: int
     offer_id: int
+    reported_cost: float
     epsilon: float
     payment: float
     payment_minor: int

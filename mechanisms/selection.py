@@ -262,6 +262,8 @@ class TradeoffPoint:
     expected_payment: float
     cfg: MechanismConfig
     eps_avg: float = math.nan
+    epsilon_total: NDArray[np.float64] | None = None
+    """Per-seller ``ε_i^total`` of the chosen allocation (not a JSON key)."""
 
     _KEYS = (
         "gamma",
@@ -382,6 +384,7 @@ def tradeoff_curve(
                 expected_payment=sel.best.expected_payment,
                 cfg=sel.cfg,
                 eps_avg=sel.best.eps_avg,
+                epsilon_total=np.asarray(sel.allocation.epsilon_total, dtype=float),
             )
         )
     return points

@@ -2,9 +2,10 @@
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Response, status
+from fastapi import APIRouter, Header, Query, Response, status
 
 from api.deps import (
+    MAX_ID,
     AdminAccount,
     BuyerAccount,
     BuyerOrAdmin,
@@ -14,7 +15,13 @@ from api.deps import (
 )
 from api.errors import ERROR_RESPONSES
 from market import orders
-from market.schemas import AllocationsPublic, OrderAccepted, OrderCreate, OrderPublic
+from market.schemas import (
+    AllocationsPublic,
+    OrderAccepted,
+    OrderCreate,
+    OrderPublic,
+    Page,
+)
 
 router = APIRouter(
     tags=["orders"], responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 422)}
@@ -49,6 +56,20 @@ def create_order(
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return OrderAccepted(id=order.id, status=order.status)  # type: ignore[arg-type]
+
+
+@router.get("/orders")
+def list_orders(
+    session: SessionDep,
+    account: BuyerOrAdmin,
+    market_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+) -> Page[OrderPublic]:
+    """List orders, newest first: your own (buyer) or every order (admin)."""
+    return orders.list_orders(
+        session, account=account, market_id=market_id, limit=limit, offset=offset
+    )
 
 
 @router.get("/orders/{order_id}")

@@ -1,11 +1,11 @@
-"""A seller's own views: earnings and privacy spent per market."""
+"""A seller's own views: offers, earnings and privacy spent per market."""
 
 from fastapi import APIRouter
 
 from api.deps import SellerAccount, SessionDep
 from api.errors import ERROR_RESPONSES
-from market import ledgers
-from market.schemas import EarningsPublic, PrivacyPublic
+from market import ledgers, offers
+from market.schemas import EarningsPublic, OfferSummaries, PrivacyPublic
 
 router = APIRouter(
     prefix="/sellers/me",
@@ -24,3 +24,9 @@ def my_earnings(session: SessionDep, seller: SellerAccount) -> EarningsPublic:
 def my_privacy(session: SessionDep, seller: SellerAccount) -> PrivacyPublic:
     """Return ε spent, the lifetime cap and what remains, per market."""
     return ledgers.privacy(session, seller_id=seller.id)  # type: ignore[arg-type]
+
+
+@router.get("/offers")
+def my_offers(session: SessionDep, seller: SellerAccount) -> OfferSummaries:
+    """Return your offers in every market (newest first), without their records."""
+    return offers.list_own_offers(session, seller_id=seller.id)  # type: ignore[arg-type]

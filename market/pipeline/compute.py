@@ -18,7 +18,7 @@ import numpy as np
 
 from market.pipeline import numerics
 from market.pipeline.instance import OrderInstance, OrderRun
-from market.pipeline.results import Outcome
+from market.pipeline.results import Outcome, eps_stats
 
 EPS_RTOL = 1e-9
 
@@ -200,4 +200,12 @@ def compute_tradeoff(inst: OrderInstance, *, gammas: Sequence[float]) -> dict[st
         y_val=inst.y_val,
         eps_max=inst.eps_max,
     )
+    for point in points:
+        # What the admin sees per γ (api.md: admins see all): sellers used and the
+        # min/median/max ε of the allocation the point stands for.
+        eps = point.pop("epsilon_total", None)
+        if eps is not None:
+            eps = np.asarray(eps, dtype=float)
+            point["sellers_used"] = int(np.sum(eps > 0))
+            point["epsilon"] = eps_stats(eps)
     return {"points": points, "learner": inst.learner, "sellers": len(inst.seller_ids)}

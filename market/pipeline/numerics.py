@@ -360,7 +360,7 @@ def tradeoff(
     X_val: FloatArray,
     y_val: FloatArray,
     eps_max: FloatArray | None = None,
-) -> list[dict[str, float | None]]:
+) -> list[dict[str, Any]]:
     """``[{"gamma", "validation_error", "total_payment", ...}]`` over a ``γ`` grid
     (``mechanisms.tradeoff_curve``, Myerson totals).
 
@@ -386,7 +386,7 @@ def tradeoff(
         select_on_total=True,
         eps_max=eps_max,
     )
-    return [dict(p) for p in points]
+    return [dict(p) | {"epsilon_total": p.epsilon_total} for p in points]
 
 
 def audit_incentives(

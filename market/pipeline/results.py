@@ -81,7 +81,8 @@ def raw_coefficients(
     return [float(v) for v in w_raw], float(b_raw)
 
 
-def _eps_stats(eps: FloatArray) -> dict[str, float]:
+def eps_stats(eps: FloatArray) -> dict[str, float]:
+    """``{min, median, max}`` of the positive ``ε`` (zeros when nobody is used)."""
     used = eps[eps > 0]
     if used.size == 0:
         return {"min": 0.0, "median": 0.0, "max": 0.0}
@@ -100,7 +101,7 @@ def summary(run: OrderRun, out: Outcome, *, attempts: int) -> dict[str, Any]:
         "sellers_offered": inp.n_offers,
         "sellers_eligible": len(inp.seller_ids),
         "sellers_used": int(np.sum(out.epsilon_total > 0)),
-        "epsilon": _eps_stats(out.epsilon_total),
+        "epsilon": eps_stats(out.epsilon_total),
         "total_paid": to_major(total),
         "total_paid_minor": total,
         "budget": to_major(run.budget_minor),
@@ -144,7 +145,7 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
         },
         "privacy": {
             "guarantee": out.guarantee,
-            "epsilon": _eps_stats(out.epsilon_total),
+            "epsilon": eps_stats(out.epsilon_total),
             "stages": out.stages,
             "sellers_used": int(np.sum(out.epsilon_total > 0)),
             "unit": "seller",

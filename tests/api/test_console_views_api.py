@@ -1,0 +1,88 @@
+"""The `/v1` additions the console reads: order lists, a seller's own offers, reported
+costs in the admin's allocations, and per-γ sellers and ε on the trade-off points."""
+
+from market import ledgers
+from tests.api.conftest import World, offer_body
+from tests.api.test_markets_api import _run_job
+from tests.api.test_orders_api import ORDER, _finish, _ids, _place
+
+
+def test_order_list_shows_a_buyer_only_its_own_orders_and_an_admin_all(
+    world: World,
+) -> None:
+    c = world.api.client
+    mine = _place(world).json()["id"]
+    theirs = c.post(
+        f"/v1/markets/{world.market_id}/orders", headers=world.buyer_b, json=ORDER
+    ).json()["id"]
+    as_a = c.get("/v1/orders", headers=world.buyer_a).json()
+    assert [o["id"] for o in as_a["items"]] == [mine]
+    assert as_a["total"] == 1
+    as_admin = c.get(
+        "/v1/orders", headers=world.admin, params={"market_id": world.market_id}
+    ).json()
+    assert [o["id"] for o in as_admin["items"]] == [theirs, mine]  # newest first
+    none = c.get("/v1/orders", headers=world.admin, params={"market_id": 999}).json()
+    assert none["items"] == []
+    assert c.get("/v1/orders", headers=world.seller_a).status_code == 403
+    assert c.get("/v1/orders").status_code == 401
+
+
+def test_a_seller_lists_only_its_own_offers_without_records(world: World) -> None:
+    c = world.api.client
+    _, offer_a, _, offer_b = _ids(world)
+    items = c.get("/v1/sellers/me/offers", headers=world.seller_a).json()["items"]
+    assert [o["id"] for o in items] == [offer_a]
+    assert offer_b not in {o["id"] for o in items}
+    assert items[0]["reported_cost"] == 0.3
+    assert items[0]["status"] == "active"
+    assert "records" not in items[0]
+    assert c.get("/v1/sellers/me/offers", headers=world.buyer_a).status_code == 403
+
+
+def test_allocations_carry_each_sellers_reported_cost(world: World) -> None:
+    c = world.api.client
+    sa, oa, sb, ob = _ids(world)
+    oid = _place(world).json()["id"]
+    spends = [
+        ledgers.SellerSpend(sa, oa, 0.75, 125),
+        ledgers.SellerSpend(sb, ob, 0.5, 175),
+    ]
+    _finish(world, oid, spends)
+    alloc = c.get(f"/v1/orders/{oid}/allocations", headers=world.admin).json()
+    assert [(i["seller_id"], i["reported_cost"]) for i in alloc["items"]] == [
+        (sa, 0.3),
+        (sb, 0.3),
+    ]
+
+
+def test_tradeoff_points_report_sellers_used_and_epsilon_range(world: World) -> None:
+    c = world.api.client
+    c.patch(
+        f"/v1/markets/{world.market_id}",
+        headers=world.admin,
+        json={"mechanism": {"lam": 1.0}},
+    )
+    for headers, x, y in (
+        (world.seller_a, [1.0, 0.0], 1),
+        (world.seller_b, [9.0, 0.5], -1),
+    ):
+        c.post(
+            f"/v1/markets/{world.market_id}/offers",
+            headers=headers,
+            json=offer_body(x=x, y=y),
+        )
+    job_id = c.post(
+        f"/v1/markets/{world.market_id}/tradeoff",
+        headers=world.admin,
+        json={"gammas": [0.1, 10.0]},
+    ).json()["job_id"]
+    assert _run_job(c.app.state.engine, job_id) == "succeeded"  # type: ignore[attr-defined]
+    points = c.get(f"/v1/jobs/{job_id}", headers=world.admin).json()["points"]
+    assert [p["gamma"] for p in points] == [0.1, 10.0]
+    for p in points:
+        assert 0 <= p["sellers_used"] <= 2
+        eps = p["epsilon"]
+        assert set(eps) == {"min", "median", "max"}
+        assert 0 <= eps["min"] <= eps["median"] <= eps["max"]
+        assert (p["sellers_used"] == 0) == (eps["max"] == 0)
