@@ -100,6 +100,13 @@ def demo(
         bool,
         typer.Option(help="Order with gamma=null: choose γ for the budget (slower)."),
     ] = False,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            help="Afterwards print the console URL and an admin key and keep serving "
+            "until Ctrl-C (--no-serve: exit after the report, for scripts and CI)."
+        ),
+    ] = True,
 ) -> None:
     """The README's main job: a Wisconsin market end to end over the real HTTP API."""
     from api.demo import run_demo
@@ -109,4 +116,5 @@ def demo(
         budget=budget,
         audit_sellers=audit_sellers,
         gamma=None if choose_gamma else gamma,
+        serve=serve,
     )

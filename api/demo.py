@@ -6,7 +6,8 @@ breast-cancer market (public feature bounds ``mechanisms.datasets.WBC_FEATURE_BO
 a public validation set), register simulated sellers (one record each, costs drawn from
 the market's prior), run a buyer order under a budget, poll its progress, and print:
 accuracy of the released model vs a non-private scikit-learn model on held-out records,
-total paid vs budget, the ε distribution, and the incentive audit.
+total paid vs budget, the ε distribution, and the incentive audit. With ``serve`` it
+then prints the console's URL and an admin key and keeps serving until Ctrl-C.
 """
 
 import socket
@@ -43,7 +44,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class _Server:
+class LocalServer:
     """uvicorn serving ``app`` in a daemon thread on a free loopback port."""
 
     def __init__(self, app: Any) -> None:
@@ -100,12 +101,14 @@ def _market_body(d: dict[str, Any]) -> dict[str, Any]:
 
 def _register_sellers(
     c: httpx.Client, mid: int, d: dict[str, Any], rng: np.random.Generator
-) -> np.ndarray:
+) -> tuple[np.ndarray, list[str]]:
     from market import audits
 
     costs = audits.sample_costs(PRIOR, len(d["sellers"]), rng=rng)
+    keys = []
     for j, (i, cost) in enumerate(zip(d["sellers"], costs, strict=True)):
         key = c.post("/v1/sellers", json={"name": f"seller-{j}"}).json()["api_key"]
+        keys.append(key)
         body = {
             "records": [{"x": d["X"][i].tolist(), "y": int(d["y"][i])}],
             "reported_cost": float(cost),
@@ -116,7 +119,26 @@ def _register_sellers(
             json=body,
         )
         r.raise_for_status()
-    return costs
+    return costs, keys
+
+
+def seed_market(
+    c: httpx.Client,
+    admin: dict[str, str],
+    *,
+    n_sellers: int,
+    rng: np.random.Generator,
+    **overrides: Any,
+) -> tuple[int, dict[str, Any], np.ndarray, list[str]]:
+    """Create the Wisconsin market (``overrides`` replace fields of its body) and offer
+    one record per simulated seller; return its id, the data, the costs, the sellers'
+    API keys."""
+    d = _data(rng, n_sellers)
+    r = c.post("/v1/markets", headers=admin, json=_market_body(d) | overrides)
+    r.raise_for_status()
+    mid = int(r.json()["id"])
+    costs, keys = _register_sellers(c, mid, d, rng)
+    return mid, d, costs, keys
 
 
 def _poll(c: httpx.Client, oid: int, headers: dict[str, str]) -> dict[str, Any]:
@@ -187,24 +209,67 @@ def _audit(
     return ", ".join(f"{k}={fields[k]}" for k in keys if k in fields) or str(fields)
 
 
+def _report(
+    model: dict[str, Any],
+    allocs: dict[str, Any],
+    st: dict[str, Any],
+    d: dict[str, Any],
+    n_costs: int,
+    budget: float,
+) -> None:
+    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+
+    summary = st["summary"]
+    eps = np.array([a["epsilon"] for a in allocs["items"]])
+    bounds = np.asarray(WBC_FEATURE_BOUNDS)
+    echo("\n== result ==")
+    echo(f"gamma                 {summary['gamma']:.4g} ({summary['gamma_source']})")
+    echo(
+        f"accuracy (held-out)   private {_accuracy(model, d, bounds):.3f}"
+        f" | non-private {_nonprivate_accuracy(d):.3f}"
+        f" | on {len(d['test'])} records"
+    )
+    echo(f"total paid / budget   {summary['total_paid']:.2f} / {budget:.2f}")
+    echo(f"sellers used          {summary['sellers_used']} of {n_costs}")
+    q = np.percentile(eps, [0, 10, 50, 90, 100]) if eps.size else np.zeros(5)
+    echo(
+        "epsilon (total)       min {:.3g}  p10 {:.3g}  median {:.3g}  p90 {:.3g}"
+        "  max {:.3g}".format(*q)
+    )
+    echo(f"guarantee             {model['privacy']['guarantee']}")
+
+
+def _serve_console(base: str, admin_key: str) -> None:
+    """Print where the console is and keep serving until Ctrl-C."""
+    echo(f"\nconsole               {base}/console/")
+    echo(f"admin API key         {admin_key}")
+    echo("                      (paste the key into the console's sign-in form)")
+    echo("serving until Ctrl-C …")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        echo("stopped")
+
+
 def run_demo(
     *,
     n_sellers: int = 300,
     budget: float = 400.0,
     audit_sellers: int = 2,
     gamma: float | None = None,
+    serve: bool = False,
 ) -> None:
-    """Run the demo (module docstring) and print its report."""
+    """Run the demo (module docstring) and print its report; with ``serve``, keep the
+    service (and its console) up until Ctrl-C."""
     from api.main import create_app
     from market import accounts
     from market.config import Settings
     from market.db import session_scope, upgrade_to_head
     from market.models import Role
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
 
     t0 = time.perf_counter()
     rng = np.random.default_rng()
-    d = _data(rng, n_sellers)
     with tempfile.TemporaryDirectory(prefix="privmarket-demo-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'demo.db'}"
         echo(f"database: {url} (fresh)")
@@ -215,13 +280,10 @@ def run_demo(
             _, admin_key = accounts.create_account(
                 s, role=Role.ADMIN, name="demo-admin", settings=settings
             )
-        with _Server(app) as base, httpx.Client(base_url=base, timeout=30) as c:
+        with LocalServer(app) as base, httpx.Client(base_url=base, timeout=30) as c:
             echo(f"service: {base} (uvicorn in-process, 1 worker thread)")
             admin = {"Authorization": f"Bearer {admin_key}"}
-            r = c.post("/v1/markets", headers=admin, json=_market_body(d))
-            r.raise_for_status()
-            mid = r.json()["id"]
-            costs = _register_sellers(c, mid, d, rng)
+            mid, d, costs, _ = seed_market(c, admin, n_sellers=n_sellers, rng=rng)
             echo(f"market {mid}: {len(costs)} sellers, costs ~ U[0, 0.1] (the prior)")
             key = c.post("/v1/buyers", json={"name": "demo-buyer"}).json()["api_key"]
             buyer = {"Authorization": f"Bearer {key}"}
@@ -231,31 +293,14 @@ def run_demo(
             st = _poll(c, oid, buyer)
             if st["status"] != "succeeded":
                 echo(f"order failed: {st['error']}")
-                return
-            model = c.get(f"/v1/orders/{oid}/model", headers=buyer).json()
-            allocs = c.get(f"/v1/orders/{oid}/allocations", headers=admin).json()
-        summary = st["summary"]
-        eps = np.array([a["epsilon"] for a in allocs["items"]])
-        bounds = np.asarray(WBC_FEATURE_BOUNDS)
-        echo("\n== result ==")
-        echo(
-            f"gamma                 {summary['gamma']:.4g} ({summary['gamma_source']})"
-        )
-        echo(
-            f"accuracy (held-out)   private {_accuracy(model, d, bounds):.3f}"
-            f" | non-private {_nonprivate_accuracy(d):.3f}"
-            f" | on {len(d['test'])} records"
-        )
-        echo(f"total paid / budget   {summary['total_paid']:.2f} / {budget:.2f}")
-        echo(f"sellers used          {summary['sellers_used']} of {len(costs)}")
-        q = np.percentile(eps, [0, 10, 50, 90, 100]) if eps.size else np.zeros(5)
-        echo(
-            "epsilon (total)       min {:.3g}  p10 {:.3g}  median {:.3g}  p90 {:.3g}"
-            "  max {:.3g}".format(*q)
-        )
-        echo(f"guarantee             {model['privacy']['guarantee']}")
-        echo(
-            "audit                 "
-            + _audit(app.state.engine, mid, summary, audit_sellers, rng, budget)
-        )
-        echo(f"elapsed               {time.perf_counter() - t0:.1f} s")
+            else:
+                model = c.get(f"/v1/orders/{oid}/model", headers=buyer).json()
+                allocs = c.get(f"/v1/orders/{oid}/allocations", headers=admin).json()
+                _report(model, allocs, st, d, len(costs), budget)
+                audit = _audit(
+                    app.state.engine, mid, st["summary"], audit_sellers, rng, budget
+                )
+                echo("audit                 " + audit)
+            echo(f"elapsed               {time.perf_counter() - t0:.1f} s")
+            if serve:
+                _serve_console(base, admin_key)

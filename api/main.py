@@ -7,7 +7,7 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 
-from api import errors
+from api import console, errors
 from api.middleware import BodySizeLimitMiddleware
 from api.rate_limit import rate_limit
 from api.routes import api_router, health
@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.rate_limiter = RateLimiter.from_settings(settings)
     errors.install(app)
     app.include_router(health.router)  # probes are never rate-limited
+    console.install(app)  # /console: pages that read /v1 with the user's key
     app.include_router(
         api_router,
         prefix="/v1",

@@ -1,0 +1,69 @@
+// Seller pages: your privacy spent per market, your earnings, your offers. Everything here
+// comes from /v1/sellers/me/* or your own offer: no other seller's data is ever asked for.
+"use strict";
+
+PM.pages.seller = async function () {
+  const [privacy, earnings, offers, markets] = await Promise.all([
+    PM.api("/v1/sellers/me/privacy"),
+    PM.api("/v1/sellers/me/earnings"),
+    PM.api("/v1/sellers/me/offers"),
+    PM.api("/v1/markets?limit=100"),
+  ]);
+  const names = new Map(markets.items.map((m) => [m.id, m.name]));
+  const market = (id) => (names.has(id) ? `${names.get(id)} (#${id})` : `market ${id}`);
+  if (privacy.items.length) {
+    PM.charts.meters(
+      PM.byId("privacy"),
+      privacy.items.map((p) => ({
+        label: market(p.market_id),
+        value: p.epsilon_spent,
+        max: p.lifetime_epsilon_cap,
+        text: `ε ${PM.fmt(p.epsilon_spent)} of ${PM.fmt(p.lifetime_epsilon_cap)} (${PM.fmt(p.remaining)} left)`,
+      })),
+      { title: "privacy spent vs lifetime cap per market" },
+    );
+  } else {
+    PM.byId("privacy").textContent = "No privacy spent yet.";
+  }
+  PM.byId("total-earned").textContent = PM.money(earnings.total_payment);
+  PM.fillTable(
+    PM.byId("earnings"),
+    earnings.items.map((e) => [`#${e.order_id}`, market(e.market_id), PM.fmt(e.epsilon), PM.money(e.payment)]),
+    "No order has used your data yet.",
+  );
+  PM.fillTable(
+    PM.byId("offers"),
+    offers.items.map((o) => [
+      PM.link(`/console/offers/${o.id}`, `#${o.id}`),
+      market(o.market_id),
+      o.status,
+      PM.fmt(o.reported_cost),
+      PM.fmt(o.max_epsilon),
+      String(o.n_records),
+    ]),
+    "You have no offers.",
+  );
+};
+
+PM.pages.offer = async function (data) {
+  const offerId = Number(data.offerId);
+  let offer;
+  try {
+    offer = await PM.api(`/v1/offers/${offerId}`);
+  } catch (err) {
+    return PM.say(PM.explain(err, `offer ${offerId}`));
+  }
+  PM.dl(PM.byId("offer"), [
+    ["offer", `#${offer.id}`],
+    ["market", String(offer.market_id)],
+    ["status", offer.status],
+    ["reported cost per unit ε", PM.fmt(offer.reported_cost)],
+    ["max ε", PM.fmt(offer.max_epsilon)],
+    ["records", String(offer.n_records)],
+  ]);
+  PM.fillTable(
+    PM.byId("records"),
+    offer.records.slice(0, 50).map((r, i) => [String(i), r.x.map((v) => PM.fmt(v)).join(", "), PM.fmt(r.y)]),
+    "No records.",
+  );
+};

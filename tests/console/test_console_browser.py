@@ -1,0 +1,218 @@
+"""The console in a real headless Chromium: what each role sees and can do.
+
+Screenshots of every page go to the run's temporary directory (or to
+``PRIVMARKET_CONSOLE_SHOTS``); ``docs/console/`` holds one committed copy of each.
+"""
+
+import re
+from typing import Any
+
+from tests.console.conftest import BUDGET, GAMMA, N_SELLERS, Live
+
+XSS_NAME = '<script>window.__xss = 1</script><img src="x" onerror="window.__xss = 2">'
+
+
+def sign_in(page: Any, live: Live, key: str, path: str = "/console/") -> None:
+    """Open ``path`` and sign in with ``key`` through the form."""
+    page.goto(live.base + path)
+    page.fill("#api-key", key)
+    page.click("#signin-button")
+    page.wait_for_selector("#who:not(:empty)")
+
+
+def shot(page: Any, live: Live, name: str) -> None:
+    page.screenshot(path=str(live.shots / f"{name}.png"), full_page=True)
+
+
+def test_wrong_key_shows_a_clear_message_not_a_blank_page(
+    page: Any, live: Live
+) -> None:
+    page.goto(live.base + "/console/markets")
+    page.fill("#api-key", "pm_not-a-real-key")
+    page.click("#signin-button")
+    message = page.locator("#message")
+    message.wait_for()
+    assert "was not accepted" in message.inner_text()
+    assert page.locator("#content").is_hidden()
+    shot(page, live, "sign-in-error")
+
+
+def test_the_key_stays_out_of_urls_and_cookies(page: Any, live: Live) -> None:
+    sign_in(page, live, live.admin_key, "/console/markets")
+    page.wait_for_selector("#markets tbody tr")
+    assert live.admin_key not in page.url
+    assert page.context.cookies() == []
+    stored = page.evaluate("sessionStorage.getItem('privmarket.key')")
+    assert stored == live.admin_key
+    # A new tab (a new session) starts signed out.
+    other = page.context.browser.new_context().new_page()
+    other.goto(live.base + "/console/markets")
+    other.wait_for_selector("#signin:not([hidden])")
+    other.context.close()
+
+
+def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
+    page: Any, live: Live
+) -> None:
+    sign_in(page, live, live.admin_key, "/console/markets")
+    link = page.locator(f"#markets a[href='/console/markets/{live.market_id}']")
+    link.wait_for()
+    shot(page, live, "markets")
+    link.click()
+    page.wait_for_selector("#settings dt")
+    page.fill("#gammas", "0.01, 0.1, 1")
+    page.click("#run-tradeoff")
+    points = page.locator("#curve circle.point")
+    points.first.wait_for(timeout=60_000)
+    assert points.count() == 3  # one point per γ
+    assert "succeeded" in page.inner_text("#job-status")
+    second = points.nth(1)
+    second.hover()
+    tip = page.locator("#tooltip")
+    tip.wait_for()
+    text = tip.inner_text()
+    assert "γ = 0.1" in text
+    assert "sellers used" in text
+    assert re.search(r"ε min .* median .* max", text)
+    second.click()
+    page.click("#set-gamma")
+    page.wait_for_selector("#gamma-result:not(:empty)")
+    assert "γ is now 0.1" in page.inner_text("#gamma-result")
+    shot(page, live, "market-tradeoff")
+    market = live.client.get(
+        f"/v1/markets/{live.market_id}", headers=live.headers(live.admin_key)
+    ).json()
+    assert market["mechanism"]["gamma"] == 0.1
+    # Put it back for the other tests' orders.
+    live.client.patch(
+        f"/v1/markets/{live.market_id}",
+        headers=live.headers(live.admin_key),
+        json={"mechanism": {"gamma": GAMMA}},
+    )
+
+
+def test_buyer_places_an_order_and_watches_it_succeed(page: Any, live: Live) -> None:
+    sign_in(page, live, live.buyer_key, "/console/buy")
+    page.wait_for_selector(
+        "#learner option[value='hetero_dp_logistic']", state="attached"
+    )
+    # The params form comes from the learner's schema in GET /v1/learners.
+    checkbox = page.locator("#param-fit_intercept")
+    assert checkbox.get_attribute("type") == "checkbox"
+    assert checkbox.is_checked()  # the schema's default
+    page.fill("#budget", str(BUDGET))
+    page.check("#gamma-fixed")
+    page.fill("#gamma", str(GAMMA))
+    page.click("#place-order")
+    page.wait_for_url(re.compile(r"/console/orders/\d+$"))
+    live.orders["buyer"] = int(page.url.rsplit("/", 1)[1])
+    page.wait_for_selector("#model:not([hidden])", timeout=60_000)
+    assert page.inner_text("#order-status") == "succeeded"
+    assert page.locator("#stages li").count() >= 2  # progress was seen by stage
+    assert page.inner_text("#guarantee") == "conditional_on_allocation"
+    assert "given the allocation" in page.inner_text("#guarantee-text")
+    rows = page.locator("#coefficients tbody tr")
+    assert rows.count() == 31  # 30 Wisconsin features and the intercept
+    assert "validation_error" in page.inner_text("#metrics")
+    assert f"of {BUDGET:.2f}" in page.inner_text("#payments")
+    shot(page, live, "order")
+
+
+def test_a_failed_order_shows_its_error(page: Any, live: Live) -> None:
+    oid = live.place_order(budget=0.01)  # γ fixed: the payments exceed the budget
+    sign_in(page, live, live.buyer_key, f"/console/orders/{oid}")
+    error = page.locator("#order-error")
+    error.wait_for()
+    assert "over the budget" in error.inner_text()
+    assert page.inner_text("#order-status") == "failed"
+
+
+def _finished_order(live: Live) -> int:
+    if "api" not in live.orders:
+        live.orders["api"] = live.place_order()
+    return live.orders["api"]
+
+
+def test_admin_sees_the_allocation_histogram_and_ir_scatter(
+    page: Any, live: Live
+) -> None:
+    oid = _finished_order(live)
+    sign_in(page, live, live.admin_key, f"/console/markets/{live.market_id}")
+    page.click(f"#orders a[href='/console/orders/{oid}/allocations']")
+    page.wait_for_selector("#scatter circle.dot")
+    assert page.locator("#scatter circle.dot").count() == N_SELLERS
+    assert page.locator("#histogram rect.bar").count() == 12
+    assert page.locator("#scatter line.reference").count() == 1
+    assert "payment = cost · ε" in page.inner_text("#scatter")
+    assert page.inner_text("#ir-summary") == (
+        f"IR holds for {N_SELLERS} of {N_SELLERS} sellers."
+    )
+    shot(page, live, "allocations")
+
+
+def test_seller_sees_its_earnings_privacy_and_offers(page: Any, live: Live) -> None:
+    oid = _finished_order(live)
+    key = live.seller_keys[0]
+    earnings = live.client.get(
+        "/v1/sellers/me/earnings", headers=live.headers(key)
+    ).json()
+    sign_in(page, live, key, "/console/seller")
+    page.wait_for_selector("#earnings tbody tr")
+    assert page.inner_text("#total-earned") == f"{earnings['total_payment']:.2f}"
+    table = page.inner_text("#earnings")
+    assert f"#{oid}" in table
+    assert page.locator("#privacy rect.meter-fill").count() == 1
+    assert "of 60" in page.inner_text("#privacy")  # the demo's lifetime cap
+    assert page.locator("#offers tbody tr").count() == 1
+    shot(page, live, "seller")
+
+
+def test_a_sellers_key_cannot_open_another_sellers_data(
+    page: Any, live: Live
+) -> None:
+    mine, theirs = live.seller_keys[1], live.seller_keys[2]
+    own = live.client.get("/v1/sellers/me/offers", headers=live.headers(theirs))
+    other_offer = own.json()["items"][0]["id"]
+    sign_in(page, live, mine, f"/console/offers/{other_offer}")
+    message = page.locator("#message")
+    message.wait_for()
+    assert "Not found" in message.inner_text()
+    assert page.locator("#records tbody tr").count() == 0
+    assert page.locator("#offer dt").count() == 0
+    # Admin pages refuse the seller before any data is drawn.
+    oid = _finished_order(live)
+    page.goto(f"{live.base}/console/orders/{oid}/allocations")
+    message.wait_for()
+    assert "for admins" in message.inner_text()
+    assert page.locator("#scatter circle").count() == 0
+    # And the API itself refuses, whatever the page does.
+    r = live.client.get(f"/v1/offers/{other_offer}", headers=live.headers(mine))
+    assert r.status_code == 404
+    r = live.client.get(
+        f"/v1/orders/{oid}/allocations", headers=live.headers(mine)
+    )
+    assert r.status_code == 403
+
+
+def test_a_script_market_name_renders_as_text(page: Any, live: Live) -> None:
+    r = live.client.post(
+        "/v1/markets",
+        headers=live.headers(live.admin_key),
+        json={
+            "name": XSS_NAME,
+            "task": "classification",
+            "features": [{"name": "<b>f</b>", "low": 0, "high": 1}],
+            "cost_prior": {"family": "uniform", "params": {"low": 0, "high": 1}},
+        },
+    )
+    r.raise_for_status()
+    mid = r.json()["id"]
+    sign_in(page, live, live.admin_key, "/console/markets")
+    cell = page.locator(f"#markets a[href='/console/markets/{mid}']")
+    cell.wait_for()
+    assert cell.inner_text() == XSS_NAME
+    page.goto(f"{live.base}/console/markets/{mid}")
+    page.wait_for_selector("#market-name:not(:empty)")
+    assert page.inner_text("#market-name") == XSS_NAME
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("main script, main img").count() == 0
