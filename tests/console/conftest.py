@@ -111,9 +111,7 @@ class Live:
 
 
 @pytest.fixture(scope="session")
-def live(
-    tmp_path_factory: pytest.TempPathFactory, browser: Any
-) -> Iterator[Live]:
+def live(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[Live]:
     """The service with a small Wisconsin market (the demo's, 30 sellers), an admin and
     a buyer. Needs the browser first, so nothing is started when the tests skip."""
     tmp = tmp_path_factory.mktemp("console")
@@ -156,8 +154,15 @@ def page(browser: Any, live: Live) -> Iterator[Any]:
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    # The CSP must not block the console's own files (a violation is logged, not thrown).
+    pg.on(
+        "console",
+        lambda msg: (
+            errors.append(msg.text) if "Content Security Policy" in msg.text else None
+        ),
+    )
     try:
         yield pg
     finally:
         context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+    assert not errors, f"JavaScript errors or CSP violations on the page: {errors}"

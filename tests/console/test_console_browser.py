@@ -167,9 +167,7 @@ def test_seller_sees_its_earnings_privacy_and_offers(page: Any, live: Live) -> N
     shot(page, live, "seller")
 
 
-def test_a_sellers_key_cannot_open_another_sellers_data(
-    page: Any, live: Live
-) -> None:
+def test_a_sellers_key_cannot_open_another_sellers_data(page: Any, live: Live) -> None:
     mine, theirs = live.seller_keys[1], live.seller_keys[2]
     own = live.client.get("/v1/sellers/me/offers", headers=live.headers(theirs))
     other_offer = own.json()["items"][0]["id"]
@@ -188,9 +186,7 @@ def test_a_sellers_key_cannot_open_another_sellers_data(
     # And the API itself refuses, whatever the page does.
     r = live.client.get(f"/v1/offers/{other_offer}", headers=live.headers(mine))
     assert r.status_code == 404
-    r = live.client.get(
-        f"/v1/orders/{oid}/allocations", headers=live.headers(mine)
-    )
+    r = live.client.get(f"/v1/orders/{oid}/allocations", headers=live.headers(mine))
     assert r.status_code == 403
 
 

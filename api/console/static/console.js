@@ -1,6 +1,6 @@
 // privmarket console: sign-in, the /v1 client and DOM helpers shared by every page.
 // Every value from the API enters the page through textContent or setAttribute (never
-// innerHTML), so a market or seller name is always shown as text.
+// parsed as HTML), so a market or seller name is always shown as text.
 "use strict";
 
 const PM = (window.PM = { pages: {} });
