@@ -78,6 +78,8 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     page.click("#set-gamma")
     page.wait_for_selector("#gamma-result:not(:empty)")
     assert "γ is now 0.1" in page.inner_text("#gamma-result")
+    second.hover()
+    tip.wait_for()
     shot(page, live, "market-tradeoff")
     market = live.client.get(
         f"/v1/markets/{live.market_id}", headers=live.headers(live.admin_key)
@@ -103,6 +105,7 @@ def test_buyer_places_an_order_and_watches_it_succeed(page: Any, live: Live) -> 
     page.fill("#budget", str(BUDGET))
     page.check("#gamma-fixed")
     page.fill("#gamma", str(GAMMA))
+    shot(page, live, "buy")
     page.click("#place-order")
     page.wait_for_url(re.compile(r"/console/orders/\d+$"))
     live.orders["buyer"] = int(page.url.rsplit("/", 1)[1])
@@ -138,7 +141,11 @@ def test_admin_sees_the_allocation_histogram_and_ir_scatter(
 ) -> None:
     oid = _finished_order(live)
     sign_in(page, live, live.admin_key, f"/console/markets/{live.market_id}")
-    page.click(f"#orders a[href='/console/orders/{oid}/allocations']")
+    page.click(f"#orders a[href='/console/orders/{oid}']")
+    page.wait_for_selector("#summary dt")
+    assert f"of {N_SELLERS} eligible" in page.inner_text("#summary")
+    assert page.locator("#model").is_hidden()  # the model is the buyer's alone
+    page.click(f"#admin-links a[href='/console/orders/{oid}/allocations']")
     page.wait_for_selector("#scatter circle.dot")
     assert page.locator("#scatter circle.dot").count() == N_SELLERS
     assert page.locator("#histogram rect.bar").count() == 12
@@ -165,6 +172,11 @@ def test_seller_sees_its_earnings_privacy_and_offers(page: Any, live: Live) -> N
     assert "of 60" in page.inner_text("#privacy")  # the demo's lifetime cap
     assert page.locator("#offers tbody tr").count() == 1
     shot(page, live, "seller")
+    page.click("#offers a")
+    page.wait_for_selector("#records tbody tr")
+    assert page.locator("#records tbody tr").count() == 1  # its one record
+    assert "active" in page.inner_text("#offer")
+    shot(page, live, "offer")
 
 
 def test_a_sellers_key_cannot_open_another_sellers_data(page: Any, live: Live) -> None:

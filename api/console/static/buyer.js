@@ -143,6 +143,21 @@ function showModel(model) {
   PM.byId("model").hidden = false;
 }
 
+// The order's aggregates (api.md: what a buyer may see), for its buyer and admins.
+function showSummary(order) {
+  const s = order.summary || {};
+  const eps = s.epsilon || {};
+  PM.dl(PM.byId("summary"), [
+    ["learner", order.learner],
+    ["γ", `${PM.fmt(s.gamma)} (${s.gamma_source || "—"})`],
+    ["total paid / budget", `${PM.money(s.total_paid)} / ${PM.money(order.budget)}`],
+    ["sellers used", `${s.sellers_used ?? "—"} of ${s.sellers_eligible ?? "—"} eligible`],
+    ["ε min / median / max", `${PM.fmt(eps.min)} / ${PM.fmt(eps.median)} / ${PM.fmt(eps.max)}`],
+    ["validation error", PM.fmt(s.validation_error)],
+  ]);
+  PM.byId("summary-box").hidden = false;
+}
+
 PM.pages.order = async function (data) {
   const orderId = Number(data.orderId);
   const stages = [];
@@ -171,6 +186,7 @@ PM.pages.order = async function (data) {
     box.hidden = false;
     return;
   }
+  showSummary(order);
   if (PM.me.role === "admin") {
     const links = PM.byId("admin-links");
     links.replaceChildren(PM.link(`/console/orders/${orderId}/allocations`, "Per-seller allocation of this order"));

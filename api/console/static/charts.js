@@ -6,7 +6,7 @@
   const NS = "http://www.w3.org/2000/svg";
   const W = 640;
   const H = 340;
-  const M = { top: 16, right: 20, bottom: 48, left: 64 };
+  const M = { top: 24, right: 56, bottom: 48, left: 64 };
 
   function svg(tag, attrs, text) {
     const node = document.createElementNS(NS, tag);

@@ -53,9 +53,10 @@ PM.pages.offer = async function (data) {
   } catch (err) {
     return PM.say(PM.explain(err, `offer ${offerId}`));
   }
+  const market = await PM.api(`/v1/markets/${offer.market_id}`);
   PM.dl(PM.byId("offer"), [
     ["offer", `#${offer.id}`],
-    ["market", String(offer.market_id)],
+    ["market", `${market.name} (#${market.id})`],
     ["status", offer.status],
     ["reported cost per unit ε", PM.fmt(offer.reported_cost)],
     ["max ε", PM.fmt(offer.max_epsilon)],
