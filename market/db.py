@@ -8,17 +8,18 @@ row locks instead. Both are used when debiting privacy budget.
 """
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from market import models
+from market.schemas import Page
 
 BUSY_TIMEOUT_MS = 5000
 _BEGIN_OPTION = "privmarket_sqlite_begin"
@@ -120,6 +121,28 @@ def lock_rows(session: Session, *, account_ids: Sequence[int]) -> None:
         .with_for_update()
     )
     session.exec(stmt).all()
+
+
+T = TypeVar("T")
+
+
+def paginate(
+    session: Session,
+    stmt: Any,
+    *,
+    limit: int,
+    offset: int,
+    convert: Callable[[Any], T],
+) -> Page[T]:
+    """Return one page of ``stmt``'s rows (in its order), converted, with the total."""
+    count = select(func.count()).select_from(stmt.order_by(None).subquery())
+    rows = session.exec(stmt.limit(limit).offset(offset)).all()
+    return Page(
+        items=[convert(row) for row in rows],
+        total=session.exec(count).one(),
+        limit=limit,
+        offset=offset,
+    )
 
 
 def create_all(engine: Engine) -> None:

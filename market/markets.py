@@ -9,9 +9,9 @@ Defaults (documented in ``market.schemas.MechanismSettings``): ``gamma=1``,
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, select
 
-from market import records
+from market import db, records
 from market.errors import ConflictError, InvalidInputError, NotFoundError
 from market.models import Account, Market, MarketParameters
 from market.pipeline import numerics
@@ -172,15 +172,12 @@ def update_market(
 
 def list_markets(session: Session, *, limit: int, offset: int) -> Page[MarketPublic]:
     """Return a page of markets, oldest first."""
-    total = session.exec(select(func.count()).select_from(Market)).one()
-    rows = session.exec(
-        select(Market).order_by(col(Market.id)).limit(limit).offset(offset)
-    ).all()
-    return Page(
-        items=[to_public(session, m) for m in rows],
-        total=total,
+    return db.paginate(
+        session,
+        select(Market).order_by(col(Market.id)),
         limit=limit,
         offset=offset,
+        convert=lambda market: to_public(session, market),
     )
 
 

@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, select
 
-from market import ledgers, markets
+from market import db, ledgers, markets
 from market.errors import (
     ConflictError,
     InvalidInputError,
@@ -170,15 +170,12 @@ def list_orders(
         stmt = stmt.where(Order.buyer_id == account.id)
     if market_id is not None:
         stmt = stmt.where(Order.market_id == market_id)
-    total = session.exec(select(func.count()).select_from(stmt.subquery())).one()
-    rows = session.exec(
-        stmt.order_by(col(Order.id).desc()).limit(limit).offset(offset)
-    ).all()
-    return Page(
-        items=[to_public(session, o) for o in rows],
-        total=total,
+    return db.paginate(
+        session,
+        stmt.order_by(col(Order.id).desc()),
         limit=limit,
         offset=offset,
+        convert=lambda order: to_public(session, order),
     )
 
 

@@ -2,13 +2,13 @@
 browser with the user's own key, so a page shows exactly what that key may read."""
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from api.deps import MarketId, OfferId, OrderId
+from api.deps import id_path
 
 HERE = Path(__file__).resolve().parent
 STATIC_DIR = HERE / "static"
@@ -38,58 +38,43 @@ SECURITY_HEADERS = {
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
+ObjectId = Annotated[int, id_path("Id of the page's object")]
 
-def _page(request: Request, template: str, title: str, **ids: Any) -> HTMLResponse:
+PAGES: tuple[tuple[str, str, str, str | None], ...] = (
+    # (path, template, title, the id's name in the template), with who reads what:
+    ("/", "home", "Sign in", None),  # every role: sign in, then your links
+    ("/markets", "markets", "Markets", None),  # every role: public settings
+    ("/markets/{object_id}", "market", "Market", "market_id"),  # admin: curve, set γ
+    ("/buy", "buy", "Order a model", None),  # buyer: learner form from the schema
+    ("/orders/{object_id}", "order", "Order", "order_id"),  # buyer, admin: progress
+    ("/orders/{object_id}/allocations", "allocations", "Allocation", "order_id"),
+    ("/seller", "seller", "Your data", None),  # seller: privacy, earnings, offers
+    ("/offers/{object_id}", "offer", "Offer", "offer_id"),  # seller: own offer
+)
+"""The pages; each page's script checks the role (``data-roles`` in its template)."""
+
+
+def _render(request: Request, template: str, title: str, **ids: int) -> HTMLResponse:
     response = templates.TemplateResponse(
-        request, template, {"title": title, "ids": ids}
+        request, f"{template}.html", {"title": title, "ids": ids}
     )
     response.headers.update(SECURITY_HEADERS)
     return response
 
 
-@router.get("/", response_class=HTMLResponse)
-def home(request: Request) -> HTMLResponse:
-    """Sign in with an API key; then the links of your role."""
-    return _page(request, "home.html", "Sign in")
+def _add_page(path: str, template: str, title: str, id_name: str | None) -> None:
+    if id_name is None:
+
+        def page(request: Request) -> HTMLResponse:
+            return _render(request, template, title)
+
+    else:
+
+        def page(request: Request, object_id: ObjectId) -> HTMLResponse:  # type: ignore[misc]
+            return _render(request, template, title, **{id_name: object_id})
+
+    router.add_api_route(path, page, name=template, response_class=HTMLResponse)
 
 
-@router.get("/markets", response_class=HTMLResponse)
-def markets_page(request: Request) -> HTMLResponse:
-    """Markets and their public settings."""
-    return _page(request, "markets.html", "Markets")
-
-
-@router.get("/markets/{market_id}", response_class=HTMLResponse)
-def market_page(request: Request, market_id: MarketId) -> HTMLResponse:
-    """Admin: a market's settings, its trade-off curve (set γ from it) and orders."""
-    return _page(request, "market.html", "Market", market_id=market_id)
-
-
-@router.get("/buy", response_class=HTMLResponse)
-def buy_page(request: Request) -> HTMLResponse:
-    """Buyer: place an order (learner and params from ``GET /v1/learners``)."""
-    return _page(request, "buy.html", "Order a model")
-
-
-@router.get("/orders/{order_id}", response_class=HTMLResponse)
-def order_page(request: Request, order_id: OrderId) -> HTMLResponse:
-    """Buyer or admin: an order's progress; the buyer's model once it succeeded."""
-    return _page(request, "order.html", "Order", order_id=order_id)
-
-
-@router.get("/orders/{order_id}/allocations", response_class=HTMLResponse)
-def allocations_page(request: Request, order_id: OrderId) -> HTMLResponse:
-    """Admin: per-seller ε histogram and payment vs reported cost·ε (IR line)."""
-    return _page(request, "allocations.html", "Allocation", order_id=order_id)
-
-
-@router.get("/seller", response_class=HTMLResponse)
-def seller_page(request: Request) -> HTMLResponse:
-    """Seller: your offers, earnings per order and privacy spent per market."""
-    return _page(request, "seller.html", "Your data")
-
-
-@router.get("/offers/{offer_id}", response_class=HTMLResponse)
-def offer_page(request: Request, offer_id: OfferId) -> HTMLResponse:
-    """Seller: one of your offers with its records."""
-    return _page(request, "offer.html", "Offer", offer_id=offer_id)
+for _page in PAGES:
+    _add_page(*_page)

@@ -125,13 +125,7 @@ async function runTradeoff(marketId) {
 
 PM.pages.market = async function (data) {
   const marketId = Number(data.marketId);
-  let market;
-  try {
-    market = await PM.api(`/v1/markets/${marketId}`);
-  } catch (err) {
-    return PM.say(PM.explain(err, `market ${marketId}`));
-  }
-  showSettings(market);
+  showSettings(await PM.load(`/v1/markets/${marketId}`, `market ${marketId}`));
   PM.byId("tradeoff-form").addEventListener("submit", (event) => {
     event.preventDefault();
     runTradeoff(marketId);
@@ -152,12 +146,7 @@ PM.pages.market = async function (data) {
 
 PM.pages.allocations = async function (data) {
   const orderId = Number(data.orderId);
-  let alloc;
-  try {
-    alloc = await PM.api(`/v1/orders/${orderId}/allocations`);
-  } catch (err) {
-    return PM.say(PM.explain(err, `the allocation of order ${orderId}`));
-  }
+  const alloc = await PM.load(`/v1/orders/${orderId}/allocations`, `the allocation of order ${orderId}`);
   const items = alloc.items;
   const used = items.filter((a) => a.epsilon > 0);
   PM.byId("alloc-summary").textContent =

@@ -161,25 +161,20 @@ function showSummary(order) {
 PM.pages.order = async function (data) {
   const orderId = Number(data.orderId);
   const stages = [];
-  let order;
-  try {
-    order = await PM.poll(
-      () => PM.api(`/v1/orders/${orderId}`),
-      (o) => {
-        PM.byId("order-status").textContent = o.status;
-        PM.byId("order-stage").textContent = o.progress.stage;
-        PM.byId("order-progress").value = o.progress.fraction;
-        if (stages[stages.length - 1] !== o.progress.stage) {
-          stages.push(o.progress.stage);
-          PM.byId("stages").append(PM.el("li", {}, o.progress.stage));
-        }
-        return o.status === "succeeded" || o.status === "failed";
-      },
-      { interval: 300 },
-    );
-  } catch (err) {
-    return PM.say(PM.explain(err, `order ${orderId}`));
-  }
+  const order = await PM.poll(
+    () => PM.load(`/v1/orders/${orderId}`, `order ${orderId}`),
+    (o) => {
+      PM.byId("order-status").textContent = o.status;
+      PM.byId("order-stage").textContent = o.progress.stage;
+      PM.byId("order-progress").value = o.progress.fraction;
+      if (stages[stages.length - 1] !== o.progress.stage) {
+        stages.push(o.progress.stage);
+        PM.byId("stages").append(PM.el("li", {}, o.progress.stage));
+      }
+      return o.status === "succeeded" || o.status === "failed";
+    },
+    { interval: 300 },
+  );
   if (order.status === "failed") {
     const box = PM.byId("order-error");
     box.textContent = `The order failed: ${order.error || "no reason was recorded"}`;

@@ -126,6 +126,16 @@ PM.explain = function (err, what) {
   return `Could not load ${what} (${err.status || "network"}): ${err.message}`;
 };
 
+// A page's main read: a failure is explained in terms of `what` (see boot()).
+PM.load = async function (path, what) {
+  try {
+    return await PM.api(path);
+  } catch (err) {
+    err.what = what;
+    throw err;
+  }
+};
+
 PM.poll = async function (fetchOnce, isDone, { interval = 400 } = {}) {
   for (;;) {
     const value = await fetchOnce();
@@ -214,7 +224,7 @@ async function boot() {
   try {
     await page(body.dataset);
   } catch (err) {
-    PM.say(PM.explain(err, "this page's data"));
+    PM.say(PM.explain(err, err.what || "this page's data"));
   }
 }
 

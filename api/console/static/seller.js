@@ -47,12 +47,7 @@ PM.pages.seller = async function () {
 
 PM.pages.offer = async function (data) {
   const offerId = Number(data.offerId);
-  let offer;
-  try {
-    offer = await PM.api(`/v1/offers/${offerId}`);
-  } catch (err) {
-    return PM.say(PM.explain(err, `offer ${offerId}`));
-  }
+  const offer = await PM.load(`/v1/offers/${offerId}`, `offer ${offerId}`);
   const market = await PM.api(`/v1/markets/${offer.market_id}`);
   PM.dl(PM.byId("offer"), [
     ["offer", `#${offer.id}`],
