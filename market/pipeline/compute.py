@@ -171,6 +171,7 @@ def compute_order(run: OrderRun, rep: Progress) -> Outcome:
         stages=report.stage_summary(),
         validation_error=_validation_error(learner, inst.X_val, inst.y_val, inst.task),
         timings={},
+        certificates=numerics.payment_certificates(pay),
     )
 
 
