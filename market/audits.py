@@ -13,11 +13,10 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy.engine import Engine
 
-from market import markets
 from market.db import session_scope
 from market.pipeline import numerics
-from market.pipeline.compute import priced_rows
-from market.pipeline.instance import load_instance
+from market.pipeline.compute import build_learner, priced_rows
+from market.pipeline.instance import load_current
 
 FloatArray = NDArray[np.float64]
 
@@ -34,22 +33,11 @@ def audit_market(
 ) -> dict[str, Any]:
     """IC regret, IR, budget and monotonicity of the market's rule at ``γ`` (JSON)."""
     with session_scope(db_engine) as session:
-        market = markets.get_market_or_raise(session, market_id)
-        current = markets.current_parameters(session, market_id)
-        checked = numerics.check_order_learner(learner, params or {}, task=market.task)
-        inst = load_instance(
-            session,
-            market=market,
-            values=dict(current.values),
-            parameters_version=current.version,
-            learner=learner,
-            params=checked,
+        inst = load_current(
+            session, market_id=market_id, learner=learner, params=dict(params or {})
         )
     cfg = inst.config(gamma=gamma)
-    est = numerics.build_learner(
-        learner, checked, config=cfg, task=inst.task, schema=inst.schema()
-    )
-    X, _ = priced_rows(inst, est)
+    X, _ = priced_rows(inst, build_learner(inst))
     report = numerics.audit_incentives(
         X,
         inst.y,

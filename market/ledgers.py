@@ -12,6 +12,7 @@ Cap invariant (per seller ``i`` and market): ``Σ ε entries ≤ lifetime_epsilo
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlmodel import Session, col, func, select
 
@@ -40,6 +41,7 @@ class SellerSpend:
     offer_id: int
     epsilon: float
     payment_minor: int
+    certificate: dict[str, Any] | None = None
 
 
 def to_minor(amount: float) -> int:
@@ -180,6 +182,7 @@ def settle_order(
                 offer_id=s.offer_id,
                 epsilon=s.epsilon,
                 payment_minor=s.payment_minor,
+                certificate=s.certificate,
             )
         )
         add_epsilon(

@@ -209,6 +209,9 @@ class Allocation(SQLModel, table=True):
     offer_id: int = Field(foreign_key="offer.id")
     epsilon: float
     payment_minor: int = Field(sa_type=sa.BigInteger)
+    certificate: dict[str, Any] | None = _json(nullable=True)
+    """How the seller's payment was certified (``mechanisms`` payment certificate:
+    method, KKT and global-range checks); admins read it with the allocations."""
 
 
 class LedgerEntry(SQLModel, table=True):

@@ -217,6 +217,7 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
             epsilon=a.epsilon,
             payment=ledgers.to_major(a.payment_minor),
             payment_minor=a.payment_minor,
+            certificate=a.certificate,
         )
         for a, cost in rows
     ]

@@ -276,6 +276,7 @@ class AllocationPublic(BaseModel):
     epsilon: float
     payment: float
     payment_minor: int
+    certificate: dict[str, Any] | None = None
 
 
 class AllocationsPublic(BaseModel):

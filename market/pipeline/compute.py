@@ -37,6 +37,17 @@ class Progress(Protocol):
         """``done`` of ``total`` units of the current stage are finished."""
 
 
+def build_learner(inst: OrderInstance) -> Any:
+    """The instance's learner from the registry, bound to its mechanism settings."""
+    return numerics.build_learner(
+        inst.learner,
+        inst.params,
+        config=inst.config(),
+        task=inst.task,
+        schema=inst.schema(),
+    )
+
+
 def priced_rows(inst: OrderInstance, learner: Any) -> tuple[Any, Any]:
     """The rows the mechanism prices (training and validation), by the learner's rule.
 
@@ -132,13 +143,7 @@ def _validation_error(learner: Any, X_val: Any, y_val: Any, task: str) -> float 
 def compute_order(run: OrderRun, rep: Progress) -> Outcome:
     """Run the numerics for one order (no database writes except progress)."""
     inst = run.instance
-    learner = numerics.build_learner(
-        inst.learner,
-        inst.params,
-        config=inst.config(),
-        task=inst.task,
-        schema=inst.schema(),
-    )
+    learner = build_learner(inst)
     X, X_val = priced_rows(inst, learner)
     alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep)
     minor = numerics.payments_to_minor(getattr(pay, "payments", pay))
@@ -166,6 +171,7 @@ def compute_order(run: OrderRun, rep: Progress) -> Outcome:
         stages=report.stage_summary(),
         validation_error=_validation_error(learner, inst.X_val, inst.y_val, inst.task),
         timings={},
+        certificates=numerics.payment_certificates(pay),
     )
 
 
@@ -178,13 +184,7 @@ def compute_tradeoff(inst: OrderInstance, *, gammas: Sequence[float]) -> dict[st
     OrderFailedError
         The market has no public validation set.
     """
-    learner = numerics.build_learner(
-        inst.learner,
-        inst.params,
-        config=inst.config(),
-        task=inst.task,
-        schema=inst.schema(),
-    )
+    learner = build_learner(inst)
     X, X_val = priced_rows(inst, learner)
     if X_val is None:
         raise OrderFailedError("the market has no public validation set")

@@ -224,15 +224,21 @@ def load_order(session: Session, order: Order) -> OrderRun:
     )
 
 
-def load_tradeoff(session: Session, job: Job) -> OrderInstance:
-    """The instance of a trade-off job: the market's current settings, the job's
-    learner (default: the first registered learner of the task)."""
-    market = markets.get_market_or_raise(session, job.market_id)  # type: ignore[arg-type]
-    current = markets.current_parameters(session, market.id)  # type: ignore[arg-type]
-    learner = job.params.get("learner") or numerics.default_learner(market.task)
-    checked = numerics.check_order_learner(
-        learner, job.params.get("params") or {}, task=market.task
-    )
+def load_current(
+    session: Session, *, market_id: int, learner: str, params: dict[str, Any]
+) -> OrderInstance:
+    """The instance an order placed now would run on: the market's current settings
+    and ledger, ``learner`` with ``params`` (validated against its schema).
+
+    Raises
+    ------
+    NotFoundError, InvalidInputError
+    ValueError
+        As :func:`load_instance`.
+    """
+    market = markets.get_market_or_raise(session, market_id)
+    current = markets.current_parameters(session, market_id)
+    checked = numerics.check_order_learner(learner, params, task=market.task)
     return load_instance(
         session,
         market=market,
@@ -240,4 +246,17 @@ def load_tradeoff(session: Session, job: Job) -> OrderInstance:
         parameters_version=current.version,
         learner=learner,
         params=checked,
+    )
+
+
+def load_tradeoff(session: Session, job: Job) -> OrderInstance:
+    """The instance of a trade-off job: :func:`load_current` with the job's learner
+    (default: the first registered learner of the market's task)."""
+    market = markets.get_market_or_raise(session, job.market_id)  # type: ignore[arg-type]
+    learner = job.params.get("learner") or numerics.default_learner(market.task)
+    return load_current(
+        session,
+        market_id=market.id,  # type: ignore[arg-type]
+        learner=learner,
+        params=job.params.get("params") or {},
     )

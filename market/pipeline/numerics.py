@@ -317,6 +317,14 @@ def myerson_payments(
     )
 
 
+def payment_certificates(pay: Any) -> list[dict[str, Any]] | None:
+    """Each seller's payment certificate as JSON, when the payments carry them."""
+    certs = getattr(pay, "certificates", None)
+    if certs is None:
+        return None
+    return [c.to_dict() if hasattr(c, "to_dict") else dict(c) for c in certs]
+
+
 def choose_gamma(
     X: FloatArray,
     y: FloatArray,

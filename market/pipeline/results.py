@@ -40,19 +40,27 @@ class Outcome:
     stages: list[dict[str, Any]]
     validation_error: float | None
     timings: dict[str, float]
+    certificates: list[dict[str, Any]] | None = None
+    """Per-seller payment certificates (JSON), in the instance's seller order."""
 
 
 def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
     """Per-seller ledger spends of sellers the order used (``ε > 0`` or paid)."""
+    certs = out.certificates or [None] * len(inp.seller_ids)
     return [
         SellerSpend(
-            seller_id=seller, offer_id=offer, epsilon=float(eps), payment_minor=pay
+            seller_id=seller,
+            offer_id=offer,
+            epsilon=float(eps),
+            payment_minor=pay,
+            certificate=cert,
         )
-        for seller, offer, eps, pay in zip(
+        for seller, offer, eps, pay, cert in zip(
             inp.seller_ids,
             inp.offer_ids,
             out.epsilon_total,
             out.payments_minor,
+            certs,
             strict=True,
         )
         if eps > 0 or pay > 0
