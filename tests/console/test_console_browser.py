@@ -62,8 +62,14 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     page.wait_for_selector("#settings dt")
     page.fill("#gammas", "0.01, 0.1, 1")
     page.click("#run-tradeoff")
+    # Wait for the curve or a message, so that a failure says what the page said.
+    page.wait_for_function(
+        "document.querySelector('#curve circle.point')"
+        " || !document.getElementById('message').hidden",
+        timeout=90_000,
+    )
+    assert page.locator("#message").is_hidden(), page.inner_text("#message")
     points = page.locator("#curve circle.point")
-    points.first.wait_for(timeout=60_000)
     assert points.count() == 3  # one point per γ
     assert "succeeded" in page.inner_text("#job-status")
     second = points.nth(1)
@@ -85,6 +91,11 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
         f"/v1/markets/{live.market_id}", headers=live.headers(live.admin_key)
     ).json()
     assert market["mechanism"]["gamma"] == 0.1
+    # The job is in the address: a reload shows the same curve.
+    assert re.search(r"\?job=\d+$", page.url)
+    page.reload()
+    page.wait_for_selector("#curve circle.point")
+    assert page.locator("#curve circle.point").count() == 3
     # Put it back for the other tests' orders.
     live.client.patch(
         f"/v1/markets/{live.market_id}",
@@ -224,3 +235,8 @@ def test_a_script_market_name_renders_as_text(page: Any, live: Live) -> None:
     assert page.inner_text("#market-name") == XSS_NAME
     assert page.evaluate("window.__xss") is None
     assert page.locator("main script, main img").count() == 0
+    # This market has no validation set: the trade-off job is refused, with the reason.
+    page.click("#run-tradeoff")
+    message = page.locator("#message")
+    message.wait_for()
+    assert "no public validation set" in message.inner_text()

@@ -94,15 +94,27 @@ async function runTradeoff(marketId) {
     return PM.say("The γ grid must be numbers ≥ 0, separated by commas.");
   }
   PM.clearMessage();
-  const status = PM.byId("job-status");
-  const bar = PM.byId("job-progress");
   PM.byId("run-tradeoff").disabled = true;
   try {
     const { job_id: jobId } = await PM.api(`/v1/markets/${marketId}/tradeoff`, {
       method: "POST",
       body: gammas ? { gammas } : {},
     });
-    bar.hidden = false;
+    // The job id (not a secret) goes in the address, so a reload shows the same curve.
+    window.history.replaceState(null, "", `?job=${jobId}`);
+    await watchJob(marketId, jobId);
+  } catch (err) {
+    PM.say(`The trade-off job was not started: ${PM.explain(err, "the trade-off job")}`);
+  } finally {
+    PM.byId("run-tradeoff").disabled = false;
+  }
+}
+
+async function watchJob(marketId, jobId) {
+  const status = PM.byId("job-status");
+  const bar = PM.byId("job-progress");
+  bar.hidden = false;
+  try {
     const job = await PM.poll(
       () => PM.api(`/v1/jobs/${jobId}`),
       (j) => {
@@ -111,15 +123,15 @@ async function runTradeoff(marketId) {
         return j.status === "succeeded" || j.status === "failed";
       },
     );
-    if (job.status === "failed") {
+    if (job.market_id !== marketId) {
+      PM.say(`Trade-off job ${jobId} belongs to market ${job.market_id}, not this one.`);
+    } else if (job.status === "failed") {
       PM.say(`The trade-off job failed: ${job.error}`);
     } else {
       drawCurve(marketId, job.points);
     }
   } catch (err) {
-    PM.say(PM.explain(err, "the trade-off job"));
-  } finally {
-    PM.byId("run-tradeoff").disabled = false;
+    PM.say(PM.explain(err, `trade-off job ${jobId}`));
   }
 }
 
@@ -130,6 +142,8 @@ PM.pages.market = async function (data) {
     event.preventDefault();
     runTradeoff(marketId);
   });
+  const jobId = Number(new URLSearchParams(window.location.search).get("job"));
+  if (Number.isInteger(jobId) && jobId > 0) watchJob(marketId, jobId);
   const orders = await PM.api(`/v1/orders?market_id=${marketId}&limit=100`);
   const rows = orders.items.map((o) => [
     PM.link(`/console/orders/${o.id}`, `#${o.id}`),
