@@ -99,7 +99,7 @@ class Live:
         )
         r.raise_for_status()
         oid = int(r.json()["id"])
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             st = self.client.get(
                 f"/v1/orders/{oid}", headers=self.headers(self.buyer_key)
@@ -107,7 +107,7 @@ class Live:
             if st["status"] in ("succeeded", "failed"):
                 return oid
             time.sleep(0.2)
-        raise AssertionError(f"order {oid} did not finish in 60 s")
+        raise AssertionError(f"order {oid} did not finish in 120 s")
 
 
 @pytest.fixture(scope="session")

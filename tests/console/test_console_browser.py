@@ -66,7 +66,7 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     page.wait_for_function(
         "document.querySelector('#curve circle.point')"
         " || !document.getElementById('message').hidden",
-        timeout=90_000,
+        timeout=120_000,
     )
     assert page.locator("#message").is_hidden(), page.inner_text("#message")
     points = page.locator("#curve circle.point")
@@ -120,7 +120,7 @@ def test_buyer_places_an_order_and_watches_it_succeed(page: Any, live: Live) -> 
     page.click("#place-order")
     page.wait_for_url(re.compile(r"/console/orders/\d+$"))
     live.orders["buyer"] = int(page.url.rsplit("/", 1)[1])
-    page.wait_for_selector("#model:not([hidden])", timeout=60_000)
+    page.wait_for_selector("#model:not([hidden])", timeout=120_000)
     assert page.inner_text("#order-status") == "succeeded"
     assert page.locator("#stages li").count() >= 2  # progress was seen by stage
     assert page.inner_text("#guarantee") == "conditional_on_allocation"
