@@ -63,10 +63,8 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     page.fill("#gammas", "0.01, 0.1, 1")
     page.click("#run-tradeoff")
     # Wait for the curve or a message, so that a failure says what the page said.
-    page.wait_for_function(
-        "document.querySelector('#curve circle.point')"
-        " || !document.getElementById('message').hidden",
-        timeout=120_000,
+    page.locator("#curve circle.point, #message:not([hidden])").first.wait_for(
+        timeout=120_000
     )
     assert page.locator("#message").is_hidden(), page.inner_text("#message")
     points = page.locator("#curve circle.point")
