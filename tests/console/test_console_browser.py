@@ -211,6 +211,17 @@ def test_a_sellers_key_cannot_open_another_sellers_data(page: Any, live: Live) -
     assert r.status_code == 403
 
 
+def test_a_buyers_key_cannot_open_another_buyers_order(page: Any, live: Live) -> None:
+    oid = _finished_order(live)  # placed by live.buyer_key
+    other = live.client.post("/v1/buyers", json={"name": "other-buyer"}).json()
+    sign_in(page, live, other["api_key"], f"/console/orders/{oid}")
+    message = page.locator("#message")
+    message.wait_for()
+    assert "Not found" in message.inner_text()
+    assert page.inner_text("#order-status") == ""
+    assert page.locator("#coefficients tbody tr").count() == 0
+
+
 def test_a_script_market_name_renders_as_text(page: Any, live: Live) -> None:
     r = live.client.post(
         "/v1/markets",
