@@ -11,7 +11,7 @@ the reason (``γ`` is never changed behind the buyer's back). The paper's ``Ψ·
 never paid.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -175,7 +175,12 @@ def compute_order(run: OrderRun, rep: Progress) -> Outcome:
     )
 
 
-def compute_tradeoff(inst: OrderInstance, *, gammas: Sequence[float]) -> dict[str, Any]:
+def compute_tradeoff(
+    inst: OrderInstance,
+    *,
+    gammas: Sequence[float],
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """``{"points": [{"gamma", "validation_error", "total_payment", ...}], "learner"}``
     on the same priced rows, costs and caps as an order on this instance.
 
@@ -199,6 +204,7 @@ def compute_tradeoff(inst: OrderInstance, *, gammas: Sequence[float]) -> dict[st
         X_val=X_val,
         y_val=inst.y_val,
         eps_max=inst.eps_max,
+        progress=progress,
     )
     for point in points:
         # What the admin sees per γ (api.md: admins see all): sellers used and the

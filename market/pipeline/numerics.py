@@ -14,7 +14,7 @@ units): budgets, settled payments and ``choose_gamma``'s budget check all use it
 import concurrent.futures as cf
 import multiprocessing
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -368,9 +368,10 @@ def tradeoff(
     X_val: FloatArray,
     y_val: FloatArray,
     eps_max: FloatArray | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """``[{"gamma", "validation_error", "total_payment", ...}]`` over a ``γ`` grid
-    (``mechanisms.tradeoff_curve``, Myerson totals).
+    (``mechanisms.tradeoff_curve``, Myerson totals; ``progress(done, total)``).
 
     The admin's ``(λ, μ, σ)`` grids where the market declares them, else its own
     settings only: each grid point costs one allocation plus Myerson payments.
@@ -393,6 +394,7 @@ def tradeoff(
         grid=grid,
         select_on_total=True,
         eps_max=eps_max,
+        progress=progress,
     )
     return [dict(p) | {"epsilon_total": p.epsilon_total} for p in points]
 

@@ -5,6 +5,9 @@ instance of ``market.pipeline.instance.load_tradeoff``: the same loader as order
 the curve uses the rows, costs and lifetime caps an order would.
 """
 
+import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -17,18 +20,41 @@ from market.pipeline.compute import OrderFailedError, compute_tradeoff
 from market.pipeline.instance import load_tradeoff
 from market.runtime import leases
 
+log = logging.getLogger(__name__)
+
 _EXPLAINED = (InvalidInputError, OrderFailedError, ValueError)
 """Failures whose message is the reason shown to the admin (else the type name)."""
 
 
-def _compute(db_engine: Engine, job_id: int) -> dict[str, Any]:
+def _compute(
+    db_engine: Engine, job_id: int, progress: Callable[[int, int], None]
+) -> dict[str, Any]:
     with session_scope(db_engine) as session:
         job = session.get(Job, job_id)
         if job is None or job.kind != TRADEOFF:
             raise InvalidInputError("kind", "unknown job kind")
         inst = load_tradeoff(session, job)
         gammas = list(job.params["gammas"])
-    return compute_tradeoff(inst, gammas=gammas)
+    return compute_tradeoff(inst, gammas=gammas, progress=progress)
+
+
+def _progress(touch: Callable[..., bool], job_id: int) -> Callable[[int, int], None]:
+    """A ``(done, total)`` callback persisting the fraction at most twice a second
+    (best effort: a failed write is not the job's failure)."""
+    last = 0.0
+
+    def report(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < 0.5 and done < total:
+            return
+        last = now
+        try:
+            touch(progress_fraction=min(1.0, done / max(total, 1)))
+        except Exception:
+            log.warning("job %s: progress write failed", job_id)
+
+    return report
 
 
 def run_claimed_job(
@@ -49,7 +75,7 @@ def run_claimed_job(
     if not touch(progress_stage="computing", progress_fraction=0.0):
         return "lost"
     try:
-        result = _compute(db_engine, job_id)
+        result = _compute(db_engine, job_id, _progress(touch, job_id))
     except Exception as exc:  # recorded on the job, not lost
         reason = str(exc) if isinstance(exc, _EXPLAINED) else type(exc).__name__
         ok = touch(

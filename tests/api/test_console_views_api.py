@@ -1,7 +1,12 @@
 """The `/v1` additions the console reads: order lists, a seller's own offers, reported
 costs in the admin's allocations, and per-γ sellers and ε on the trade-off points."""
 
+import pytest
+from sqlmodel import Session
+
 from market import ledgers
+from market.models import Job
+from market.pipeline import numerics
 from tests.api.conftest import World, offer_body
 from tests.api.test_markets_api import _run_job
 from tests.api.test_orders_api import ORDER, _finish, _ids, _place
@@ -86,3 +91,44 @@ def test_tradeoff_points_report_sellers_used_and_epsilon_range(world: World) -> 
         assert set(eps) == {"min", "median", "max"}
         assert 0 <= eps["min"] <= eps["median"] <= eps["max"]
         assert (p["sellers_used"] == 0) == (eps["max"] == 0)
+
+
+def test_a_tradeoff_job_persists_its_progress_while_it_runs(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = world.api.client
+    engine = c.app.state.engine  # type: ignore[attr-defined]
+    lam = {"mechanism": {"lam": 1.0}}  # so both sellers fit the lifetime cap
+    c.patch(f"/v1/markets/{world.market_id}", headers=world.admin, json=lam)
+    for headers, x, y in (
+        (world.seller_a, [1.0, 0.0], 1),
+        (world.seller_b, [9.0, 0.5], -1),
+    ):
+        c.post(
+            f"/v1/markets/{world.market_id}/offers",
+            headers=headers,
+            json=offer_body(x=x, y=y),
+        )
+    job_id = c.post(
+        f"/v1/markets/{world.market_id}/tradeoff",
+        headers=world.admin,
+        json={"gammas": [0.1, 10.0]},
+    ).json()["job_id"]
+    seen: list[tuple[str, float]] = []
+
+    def fake_tradeoff(X, y, costs, **kw):  # type: ignore[no-untyped-def]
+        kw["progress"](1, 2)  # what the console's progress bar reads meanwhile
+        with Session(engine) as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            seen.append((job.progress_stage, job.progress_fraction))
+        return [
+            {"gamma": g, "validation_error": 0.5, "total_payment": 1.0}
+            for g in kw["gammas"]
+        ]
+
+    monkeypatch.setattr(numerics, "tradeoff", fake_tradeoff)
+    assert _run_job(engine, job_id) == "succeeded", c.get(
+        f"/v1/jobs/{job_id}", headers=world.admin
+    ).json()["error"]
+    assert seen == [("computing", 0.5)]

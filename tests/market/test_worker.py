@@ -149,7 +149,7 @@ def test_worker_runs_tradeoff_jobs(
         s.commit()
         job_id = job.id
     monkeypatch.setattr(
-        job_runner, "_compute", lambda e, j: {"points": [{"gamma": 1.0}]}
+        job_runner, "_compute", lambda e, j, progress: {"points": [{"gamma": 1.0}]}
     )
     assert worker.Worker(engine).run_once()
     with Session(engine) as s:
