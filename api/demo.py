@@ -82,7 +82,7 @@ def _data(rng: np.random.Generator, n_sellers: int) -> dict[str, Any]:
 
 
 def _market_body(d: dict[str, Any]) -> dict[str, Any]:
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+    from market.datasets import WBC_FEATURE_BOUNDS
 
     X, y = d["X"], d["y"]
     return {
@@ -163,7 +163,7 @@ def _audit(
     if n_audit == 0:
         return "skipped (--audit-sellers 0)"
     from market import order_inputs, records
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+    from market.datasets import WBC_FEATURE_BOUNDS
 
     features = [
         {"name": n, "low": lo, "high": hi}
@@ -214,9 +214,9 @@ def run_demo(
     from api.main import create_app
     from market import accounts
     from market.config import Settings
+    from market.datasets import WBC_FEATURE_BOUNDS
     from market.db import session_scope, upgrade_to_head
     from market.models import Role
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
 
     t0 = time.perf_counter()
     rng = np.random.default_rng()

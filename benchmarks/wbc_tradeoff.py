@@ -29,13 +29,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_note, markdown_table, write_section
 
-from mechanisms import MechanismConfig, UniformPrior
-from mechanisms.datasets import (
+from market.datasets import (
     Split,
     correlate_costs,
     load_wisconsin,
     train_val_test_split,
 )
+from mechanisms import MechanismConfig, UniformPrior
 from mechanisms.release import released_validation_error
 from mechanisms.selection import myerson_total_fn, select_hyperparameters
 
@@ -213,7 +213,7 @@ def report(
         f"Command: `{cmd}` ({secs:.0f} s; {machine_note()}).\n\n"
         "Spec §8.2. Costs `U[1e-4, 5e-4]`: the spec's literal `U[e^-4, 5e^-4]` is empty "
         "(e^-4 ≈ 0.0183 > 5e^-4), so we read it as 1e-4. u(ε)=ε, k=4, L=ε_avg max=10, "
-        "Wisconsin scaled with fixed public bounds (`mechanisms.datasets`), split "
+        "Wisconsin scaled with fixed public bounds (`market.datasets`), split "
         "399/85/85 (train = sellers / public validation / test). Per γ the "
         "hyperparameters are chosen on validation (15 noise draws, score = error + "
         "γ·expected payment Σ Ψ_i ε_i); the test error re-releases the chosen "

@@ -17,7 +17,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer
 
 from market import engine
-from mechanisms.datasets import WBC_FEATURE_BOUNDS
+from market.datasets import WBC_FEATURE_BOUNDS
 
 NAMES = [str(n) for n in load_breast_cancer().feature_names]
 

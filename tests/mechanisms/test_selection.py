@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from market.datasets import SyntheticData, make_synthetic
 from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.datasets import SyntheticData, make_synthetic
 from mechanisms.release import released_validation_error
 from mechanisms.selection import (
     TradeoffPoint,

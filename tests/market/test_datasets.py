@@ -10,7 +10,7 @@ import pytest
 import sklearn.datasets
 from sklearn.datasets import load_breast_cancer
 
-from mechanisms.datasets import (
+from market.datasets import (
     WBC_FEATURE_BOUNDS,
     correlate_costs,
     load_wisconsin,
