@@ -76,7 +76,7 @@ def audit(
     from tqdm import tqdm
 
     from mechanisms import MechanismConfig, UniformPrior, audit_incentives
-    from mechanisms.executors import default_workers
+    from mechanisms.payments import default_workers
 
     rng = np.random.default_rng(seed)
     prior = UniformPrior(cost_low, cost_high)

@@ -35,7 +35,7 @@ from _common import best_time, machine_note, markdown_table, write_section
 
 from market.datasets import load_wisconsin, make_synthetic, train_val_test_split
 from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.reference import reference_allocate
+from mechanisms.allocation import reference_allocate
 
 PRIOR = UniformPrior(1e-4, 5e-4)
 WBC_CFG = MechanismConfig(gamma=1.0, lam=1e-3, mu=100.0, sigma=1e3, k=4, eps_avg_max=10)

@@ -36,8 +36,11 @@ from market.datasets import (
     train_val_test_split,
 )
 from mechanisms import MechanismConfig, UniformPrior
-from mechanisms.release import released_validation_error
-from mechanisms.selection import myerson_total_fn, select_hyperparameters
+from mechanisms.tuning import (
+    myerson_total_fn,
+    released_validation_error,
+    select_hyperparameters,
+)
 
 COST_LOW, COST_HIGH = 1e-4, 5e-4
 BASE = MechanismConfig(gamma=1.0, lam=1e-3, mu=100.0, sigma=1e3, k=4, eps_avg_max=10.0)

@@ -261,7 +261,7 @@ def choose_gamma(
 
 def release(X: FloatArray, y: FloatArray, alloc: Any) -> Any:
     """Release the model at ``alloc`` with fresh OS-entropy noise (no ``random_state``)."""
-    from mechanisms.release import release_model
+    from mechanisms.tuning._validation_error import release_model
 
     return release_model(X, y, alloc, random_state=None)
 

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from mechanisms.ironing import IronedPrior, lower_convex_hull
 from mechanisms.priors import (
     BetaPrior,
     EmpiricalPrior,
@@ -24,6 +23,7 @@ from mechanisms.priors import (
     TruncatedNormalPrior,
     UniformPrior,
 )
+from mechanisms.priors._ironing import IronedPrior, lower_convex_hull
 
 W, M, S = (0.5, 0.5), (0.2, 0.7), (0.02, 0.02)
 

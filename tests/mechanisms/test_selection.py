@@ -10,8 +10,7 @@ import pytest
 
 from market.datasets import SyntheticData, make_synthetic
 from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.release import released_validation_error
-from mechanisms.selection import (
+from mechanisms.tuning._hyperparameters import (
     TradeoffPoint,
     default_grid,
     expected_payment,
@@ -19,6 +18,7 @@ from mechanisms.selection import (
     select_hyperparameters,
     tradeoff_curve,
 )
+from mechanisms.tuning._validation_error import released_validation_error
 
 LOW, HIGH = 0.1, 0.5
 PRIOR = UniformPrior(LOW, HIGH)
@@ -194,7 +194,7 @@ def test_default_total_payment_calls_myerson_total_at_the_chosen_point(
     """``myerson=True`` (the default): ``total_payment`` comes from
     ``payments.myerson_total`` with the chosen configuration, the caps and the chosen
     allocation as the base (stubbed here; the real total is checked in the slow test)."""
-    import mechanisms.selection as selection
+    import mechanisms.tuning._hyperparameters as selection
 
     tr, Xv, yv = _instance(rng, m=20)
     caps = np.full(20, 50.0)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.problem import Problem
-from mechanisms.weights_step import (
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._weights_step import (
     WeightsStepState,
     solve_weights,
     state_from_weights,

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from mechanisms.allocation import allocate
+from mechanisms.allocation._eta_search import allocate
+from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
-from mechanisms.payments import myerson_total
-from mechanisms.problem import utility
-from mechanisms.release import released_validation_error
+from mechanisms.payments._payments import myerson_total
 from mechanisms.result import Allocation
+from mechanisms.tuning._validation_error import released_validation_error
 
 FloatArray = NDArray[np.float64]
 PaymentFn = Callable[..., float]

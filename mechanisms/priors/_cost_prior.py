@@ -8,9 +8,9 @@ virtual cost ``Ψ(c) = c + F(c)/f(c)``, its derivative
 non-decreasing on a grid, :class:`RegularityReport`), sampling by inversion and
 ironing. The validators shared by every family (:func:`check_real`,
 :func:`check_support`) and the array evaluation wrapper live here too. The families
-themselves are in :mod:`mechanisms.closed_form_priors`,
-:mod:`mechanisms.parametric_priors`, :mod:`mechanisms.gaussian_mixture` and
-:mod:`mechanisms.empirical_prior`; all are importable from :mod:`mechanisms.priors`.
+themselves are in the sibling modules ``_closed_form``, ``_parametric``,
+``_gaussian_mixture`` and ``_empirical``; all are importable from
+:mod:`mechanisms.priors`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 if TYPE_CHECKING:
-    from mechanisms.ironing import IronedPrior
+    from mechanisms.priors._ironing import IronedPrior
 
 __all__ = [
     "CostPrior",
@@ -262,7 +262,7 @@ class CostPrior(ABC):
 
     def ironed(self, *, n_points: int = 2001) -> IronedPrior:
         """Myerson-ironed version of this prior (see :class:`mechanisms.ironing.IronedPrior`)."""
-        from mechanisms.ironing import IronedPrior
+        from mechanisms.priors._ironing import IronedPrior
 
         return IronedPrior(self, n_points=n_points)
 

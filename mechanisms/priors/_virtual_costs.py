@@ -10,10 +10,8 @@ and the Myerson payments of spec §5 are incentive compatible when ``Ψ`` is
 non-decreasing (the prior is *regular*). This module holds :func:`virtual_costs`
 (``Ψ_i(c_i)`` per seller, under a shared prior or one prior per seller) and
 :func:`ensure_regular` (iron the prior unless it passes the regularity check). The
-abstract :class:`CostPrior` lives in :mod:`mechanisms.cost_prior`, the uniform and
-exponential families in :mod:`mechanisms.closed_form_priors` (both re-exported here,
-as before), the other families in :mod:`mechanisms.priors`, ironing in
-:mod:`mechanisms.ironing`.
+abstract :class:`CostPrior` lives in ``_cost_prior``, the families in their own modules,
+ironing in ``_ironing``; all are importable from :mod:`mechanisms.priors`.
 """
 
 from __future__ import annotations
@@ -23,26 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-# The ``X as X`` imports are re-exports: this module defined them before the priors
-# were split into their own modules, so callers may still import them from here.
-from mechanisms._log_space import LOG_SQRT_2PI as LOG_SQRT_2PI
-from mechanisms._log_space import log1mexp as log1mexp
-from mechanisms._log_space import log_ndtr_diff as log_ndtr_diff
-from mechanisms._log_space import logsumexp as logsumexp
-from mechanisms.closed_form_priors import ExponentialPrior, UniformPrior
-from mechanisms.cost_prior import CostPrior, FloatArray, RegularityReport
-from mechanisms.cost_prior import check_real as check_real
-from mechanisms.cost_prior import check_support as check_support
-from mechanisms.cost_prior import evaluate as evaluate
+from mechanisms.priors._cost_prior import CostPrior, FloatArray
 
-__all__ = [
-    "CostPrior",
-    "ExponentialPrior",
-    "RegularityReport",
-    "UniformPrior",
-    "ensure_regular",
-    "virtual_costs",
-]
+__all__ = ["ensure_regular", "virtual_costs"]
 
 
 def virtual_costs(

@@ -31,15 +31,19 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
-from mechanisms.allocation import solve_allocation
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem, utility
 from mechanisms.config import MechanismConfig
-from mechanisms.executors import Progress, map_chunks
 from mechanisms.money import fits_budget, round_down, to_minor_units
+from mechanisms.payments._executors import Progress, map_chunks
+from mechanisms.payments._seller_curve import Solver
+from mechanisms.payments._seller_payment import (
+    PaymentJob,
+    SellerPayment,
+    seller_payment,
+)
 from mechanisms.priors import ensure_regular
-from mechanisms.problem import Problem, utility
 from mechanisms.result import Allocation
-from mechanisms.seller_curve import Solver
-from mechanisms.seller_payment import PaymentJob, SellerPayment, seller_payment
 
 FloatArray = NDArray[np.float64]
 __all__ = [

@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from mechanisms.seller_curve import SellerCurve
+from mechanisms.payments._seller_curve import SellerCurve
 
 
 def breakpoints(

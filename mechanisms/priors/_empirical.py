@@ -20,8 +20,13 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from mechanisms.cost_prior import CostPrior, FloatArray, check_real, check_support
-from mechanisms.gaussian_mixture import GaussianMixturePrior
+from mechanisms.priors._cost_prior import (
+    CostPrior,
+    FloatArray,
+    check_real,
+    check_support,
+)
+from mechanisms.priors._gaussian_mixture import GaussianMixturePrior
 
 __all__ = ["EmpiricalPrior"]
 

@@ -24,9 +24,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners._newton import minimize_ridge_risk
-from mechanisms.problem import Problem, objective, search_value
-from mechanisms.reduced_newton import newton_reduced
-from mechanisms.weights_step import WeightsStepState, solve_weights
+from mechanisms.allocation._problem import Problem, objective, search_value
+from mechanisms.allocation._reduced_newton import newton_reduced
+from mechanisms.allocation._weights_step import WeightsStepState, solve_weights
 
 FloatArray = NDArray[np.float64]
 

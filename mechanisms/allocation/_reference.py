@@ -51,9 +51,9 @@ from scipy.special import lambertw
 
 from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
+from mechanisms.allocation._problem import Problem, objective, utility_derivative
 from mechanisms.config import MechanismConfig
 from mechanisms.priors import ensure_regular
-from mechanisms.problem import Problem, objective, utility_derivative
 from mechanisms.result import Allocation, EtaProfile, KKTResiduals, SolveStatus
 
 FloatArray = NDArray[np.float64]

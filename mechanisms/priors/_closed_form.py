@@ -15,7 +15,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mechanisms.cost_prior import CostPrior, FloatArray, check_real, check_support
+from mechanisms.priors._cost_prior import (
+    CostPrior,
+    FloatArray,
+    check_real,
+    check_support,
+)
 
 __all__ = ["ExponentialPrior", "UniformPrior"]
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.kinks import breakpoints, cap_exit
-from mechanisms.problem import Problem
+from mechanisms.allocation._problem import Problem
+from mechanisms.payments._kinks import breakpoints, cap_exit
+from mechanisms.payments._seller_curve import SellerCurve, Solver, active_signature
 from mechanisms.result import Allocation
-from mechanisms.seller_curve import SellerCurve, Solver, active_signature
 
 __all__ = [
     "CriticalCost",

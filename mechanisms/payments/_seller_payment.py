@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation import solve_allocation
-from mechanisms.critical_cost import CriticalCost, find_critical_cost
-from mechanisms.kinks import breakpoints, cap_exit
-from mechanisms.problem import Problem
-from mechanisms.quadrature import integrate
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
+from mechanisms.payments._kinks import breakpoints, cap_exit
+from mechanisms.payments._quadrature import integrate
+from mechanisms.payments._seller_curve import SellerCurve, Solver
 from mechanisms.result import Allocation
-from mechanisms.seller_curve import SellerCurve, Solver
 
 FloatArray = NDArray[np.float64]
 # ε mismatch of the shortcut against a cold full solve that triggers a full redo,

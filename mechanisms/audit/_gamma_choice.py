@@ -1,6 +1,6 @@
 """IC regret when ``γ`` is re-chosen from the reports (spec ``mechanism.md`` §5, §6).
 
-Myerson payments are exactly IC for a **frozen** rule (:mod:`mechanisms.audit`). When a
+Myerson payments are exactly IC for a **frozen** rule (:func:`mechanisms.audit_incentives`). When a
 buyer's order asks for "the most accurate ``γ`` that fits my budget"
 (:func:`mechanisms.choose_gamma`), ``γ`` itself is computed from the reported costs, so
 one seller's report can move it, and with it every ``ε_j`` and payment. The spec asks
@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from mechanisms.audit import DEFAULT_FACTORS
-from mechanisms.budget import GammaChoice, choose_gamma
+from mechanisms.allocation._problem import utility
+from mechanisms.audit._incentives import DEFAULT_FACTORS
 from mechanisms.config import MechanismConfig
-from mechanisms.problem import utility
+from mechanisms.tuning._gamma_for_budget import GammaChoice, choose_gamma
 
 FloatArray = NDArray[np.float64]
 

@@ -21,15 +21,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms.config import MechanismConfig
-from mechanisms.executors import default_workers
-from mechanisms.payments import (
+from mechanisms.payments._executors import default_workers
+from mechanisms.payments._payments import (
     PaymentResult,
     myerson_payments,
     round_down,
     to_minor_units,
 )
-from mechanisms.release import released_validation_error
 from mechanisms.result import Allocation
+from mechanisms.tuning._validation_error import released_validation_error
 
 FloatArray = NDArray[np.float64]
 

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from mechanisms.allocation import solve_allocation
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
-from mechanisms.executors import Progress, map_chunks
-from mechanisms.payments import (
+from mechanisms.payments._executors import Progress, map_chunks
+from mechanisms.payments._payments import (
     PaymentJob,
     PaymentResult,
     SellerPayment,
@@ -36,8 +37,7 @@ from mechanisms.payments import (
     payment_job,
     seller_payment,
 )
-from mechanisms.problem import utility
-from mechanisms.seller_curve import Solver
+from mechanisms.payments._seller_curve import Solver
 
 FloatArray = NDArray[np.float64]
 PaymentRule = Callable[[PaymentJob, int], SellerPayment]

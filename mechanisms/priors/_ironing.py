@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from mechanisms.cost_prior import CostPrior, FloatArray
+from mechanisms.priors._cost_prior import CostPrior, FloatArray
 
 __all__ = ["IronedPrior", "lower_convex_hull"]
 

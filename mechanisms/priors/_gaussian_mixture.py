@@ -24,14 +24,14 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from mechanisms._log_space import LOG_SQRT_2PI, log_ndtr_diff, logsumexp
-from mechanisms.cost_prior import (
+from mechanisms.priors._cost_prior import (
     CostPrior,
     FloatArray,
     check_real,
     check_support,
     high_or_none,
 )
+from mechanisms.priors._log_space import LOG_SQRT_2PI, log_ndtr_diff, logsumexp
 
 __all__ = ["GaussianMixturePrior"]
 

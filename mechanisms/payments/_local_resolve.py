@@ -23,15 +23,15 @@ import time
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation import (
+from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._eta_search import (
     GRID_TOL,
     _polish,
     _result,
     eta_bounds,
     solve_allocation,
 )
-from mechanisms.block_solver import solve_at_eta
-from mechanisms.problem import Problem, search_value
+from mechanisms.allocation._problem import Problem, search_value
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]

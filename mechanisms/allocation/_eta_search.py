@@ -20,12 +20,12 @@ from scipy.optimize import minimize_scalar
 from learners._noise import sample_gamma_direction_noise
 from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
-from mechanisms.block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._problem import Problem, utility_derivative
+from mechanisms.allocation._weights_step import project_capped_simplex
 from mechanisms.config import MechanismConfig
 from mechanisms.priors import ensure_regular
-from mechanisms.problem import Problem, utility_derivative
 from mechanisms.result import Allocation, EtaProfile, KKTResiduals, SolveStatus
-from mechanisms.weights_step import project_capped_simplex
 
 FloatArray = NDArray[np.float64]
 KKT_TOL = 1e-6

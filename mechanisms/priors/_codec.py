@@ -11,12 +11,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mechanisms.closed_form_priors import ExponentialPrior, UniformPrior
-from mechanisms.cost_prior import CostPrior
-from mechanisms.empirical_prior import EmpiricalPrior
-from mechanisms.gaussian_mixture import GaussianMixturePrior
-from mechanisms.ironing import IronedPrior
-from mechanisms.parametric_priors import BetaPrior, LogNormalPrior, TruncatedNormalPrior
+from mechanisms.priors._closed_form import ExponentialPrior, UniformPrior
+from mechanisms.priors._cost_prior import CostPrior
+from mechanisms.priors._empirical import EmpiricalPrior
+from mechanisms.priors._gaussian_mixture import GaussianMixturePrior
+from mechanisms.priors._ironing import IronedPrior
+from mechanisms.priors._parametric import (
+    BetaPrior,
+    LogNormalPrior,
+    TruncatedNormalPrior,
+)
 
 __all__ = ["prior_from_dict"]
 

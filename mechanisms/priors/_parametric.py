@@ -12,7 +12,7 @@ double.
 * Log-normal, ``log c ~ N(mean_log, sigma_log²)``: ``F/f = sigma_log·c·Φ(t)/φ(t)``;
   regular.
 
-The uniform and exponential families are in :mod:`mechanisms.closed_form_priors`.
+The uniform and exponential families are in :mod:`mechanisms.priors._closed_form`.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special, stats
 
-from mechanisms._log_space import LOG_SQRT_2PI, log_ndtr_diff
-from mechanisms.cost_prior import (
+from mechanisms.priors._cost_prior import (
     CostPrior,
     FloatArray,
     check_real,
     check_support,
     high_or_none,
 )
+from mechanisms.priors._log_space import LOG_SQRT_2PI, log_ndtr_diff
 
 __all__ = ["BetaPrior", "LogNormalPrior", "TruncatedNormalPrior"]
 

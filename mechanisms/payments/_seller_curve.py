@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation import solve_allocation
-from mechanisms.local_resolve import local_resolve
-from mechanisms.problem import Problem, utility
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem, utility
+from mechanisms.payments._local_resolve import local_resolve
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
