@@ -5,9 +5,11 @@ A seller's privacy cost ``c`` is drawn from a public prior ``F`` with density ``
 ``F``, ``f``, ``F^{-1}`` and ``(log f)'`` on 1-D arrays into the public API: the
 virtual cost ``Ψ(c) = c + F(c)/f(c)``, its derivative
 ``Ψ'(c) = 2 − (F(c)/f(c))·f'(c)/f(c)``, the numerical regularity check (``Ψ``
-non-decreasing on a grid, :class:`RegularityReport`), sampling by inversion and
-ironing. The validators shared by every family (:func:`check_real`,
-:func:`check_support`) and the array evaluation wrapper live here too. The families
+non-decreasing on a grid, :class:`RegularityReport`) and sampling by inversion.
+Ironing is a prior of its own (``_ironing``) built on this base, so the base never
+refers to it; :func:`mechanisms.priors.ensure_regular` irons an irregular prior. The
+validators shared by every family (:func:`check_real`, :func:`check_support`) and the
+array evaluation wrapper live here too. The families
 themselves are in the sibling modules ``_closed_form``, ``_parametric``,
 ``_gaussian_mixture`` and ``_empirical``; all are importable from
 :mod:`mechanisms.priors`.
@@ -19,13 +21,10 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-
-if TYPE_CHECKING:
-    from mechanisms.priors._ironing import IronedPrior
 
 __all__ = [
     "CostPrior",
@@ -259,12 +258,6 @@ class CostPrior(ABC):
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         u = np.random.default_rng(rng).uniform(size=int(n))
         return np.clip(self._ppf(u), self.low, self.high)
-
-    def ironed(self, *, n_points: int = 2001) -> IronedPrior:
-        """Myerson-ironed version of this prior (see :class:`mechanisms.ironing.IronedPrior`)."""
-        from mechanisms.priors._ironing import IronedPrior
-
-        return IronedPrior(self, n_points=n_points)
 
     # --------------------------------------------------------------- helpers
     def _first_invalid(self, flat: FloatArray) -> tuple[int, str] | None:

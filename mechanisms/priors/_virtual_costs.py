@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mechanisms.priors._cost_prior import CostPrior, FloatArray
+from mechanisms.priors._ironing import IronedPrior
 
 __all__ = ["ensure_regular", "virtual_costs"]
 
@@ -80,7 +81,8 @@ def virtual_costs(
 
 
 def ensure_regular(prior: CostPrior, *, n_points: int = 2001) -> CostPrior:
-    """``prior`` itself when :meth:`CostPrior.check_regularity` passes, else ``prior.ironed()``."""
+    """``prior`` itself when :meth:`CostPrior.check_regularity` passes, else its
+    Myerson-ironed version ``IronedPrior(prior, n_points=n_points)``."""
     if prior.check_regularity(n_points=n_points).regular:
         return prior
-    return prior.ironed(n_points=n_points)
+    return IronedPrior(prior, n_points=n_points)
