@@ -1,7 +1,7 @@
 """Wisconsin trade-off experiment (spec ``mechanism.md`` §8.2, paper §5 / Fig. 2).
 
 Per ``γ`` on a log grid, ``(λ, μ, σ)`` is chosen on the public validation split by
-:func:`mechanisms.selection.select_hyperparameters` (released-model misclassification
+:func:`mechanisms.select_hyperparameters` (released-model misclassification
 averaged over 15 noise draws + ``γ``·expected payment). The chosen allocation's model
 is then released again with fresh noise (15 draws) and scored on the held-out test
 split. Compared: the regularised mechanism (``μ, σ > 0``), the naive one (``μ = σ = 0``,

@@ -12,16 +12,21 @@ from mechanisms.tuning._gamma_for_budget import GammaChoice, GammaPoint, choose_
 from mechanisms.tuning._hyperparameters import (
     Selection,
     SelectionRow,
-    TradeoffPoint,
     myerson_total_fn,
     select_hyperparameters,
-    tradeoff_curve,
 )
-from mechanisms.tuning._validation_error import released_validation_error
+from mechanisms.tuning._tradeoff import TradeoffPoint, tradeoff_curve
+from mechanisms.tuning._validation_error import (
+    Predictor,
+    Release,
+    released_validation_error,
+)
 
 __all__ = [
     "GammaChoice",
     "GammaPoint",
+    "Predictor",
+    "Release",
     "Selection",
     "SelectionRow",
     "TradeoffPoint",

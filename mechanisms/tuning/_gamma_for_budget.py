@@ -1,7 +1,7 @@
 """Choose ``γ`` for a buyer's budget (spec ``mechanism.md`` §4.3, §6).
 
 The most accurate ``γ`` (validation error of the released model,
-:func:`mechanisms.release.released_validation_error`) whose total **Myerson** payment,
+:func:`mechanisms.tuning.released_validation_error`) whose total **Myerson** payment,
 rounded down to the ledger unit, fits the budget ``B``. Payments are typically
 decreasing in ``γ`` but this is not assumed: every candidate's total is computed, the
 search path is checked for non-monotonicity (reported), and affordability is decided
@@ -29,7 +29,7 @@ from mechanisms.payments._payments import (
     to_minor_units,
 )
 from mechanisms.result import Allocation
-from mechanisms.tuning._validation_error import released_validation_error
+from mechanisms.tuning._validation_error import Release, released_validation_error
 
 FloatArray = NDArray[np.float64]
 
@@ -92,6 +92,7 @@ def choose_gamma(
     executor: Executor | None = None,
     progress: Callable[[int, int], None] | None = None,
     random_state: int | np.random.Generator | None = None,
+    release: Release | None = None,
 ) -> GammaChoice:
     """The most accurate affordable ``γ`` on ``gamma_range`` (spec §4.3).
 
@@ -110,6 +111,10 @@ def choose_gamma(
         The ledger unit payments are rounded **down** to.
     executor, progress
         Where sellers' payments run; ``progress(done, total)`` counts ``γ`` points.
+    release : callable, optional
+        ``release(X, y, allocation, rng) -> model with predict``: the private release
+        scored on the validation set (default: objective perturbation for the logistic
+        loss, :func:`mechanisms.tuning.released_validation_error`).
     """
     _check_args(budget, gamma_range, n_gamma, n_refine)
     seed = int(np.random.default_rng(random_state).integers(2**63 - 1))
@@ -119,7 +124,14 @@ def choose_gamma(
         c = cfg.with_(gamma=float(g))
         pay = myerson_payments(X, y, costs, prior, c, eps_max, executor=pool)
         err = released_validation_error(
-            X, y, pay.allocation, X_val, y_val, n_draws=n_draws, random_state=seed
+            X,
+            y,
+            pay.allocation,
+            X_val,
+            y_val,
+            n_draws=n_draws,
+            random_state=seed,
+            release=release,
         )
         n_paid = int(to_minor_units(pay.payments, unit).sum())
         paid = float(round_down(pay.payments, unit).sum())

@@ -1,4 +1,4 @@
-"""Choosing ``(λ, μ, σ)`` on public validation data, and the trade-off curve over ``γ``.
+"""Choosing ``(λ, μ, σ)`` on public validation data.
 
 Spec ``mechanism.md`` §4.3, paper §4.2–§5: for a fixed ``γ`` the platform picks the
 hyperparameters minimising
@@ -10,8 +10,8 @@ misclassification is averaged over ``n_draws`` noise draws on the public validat
 and ``Σ t_i`` is the total payment. By default the payment in the score is the
 **expected payment** ``Σ_i Ψ_i u(ε_i)`` (the payment identity in expectation over costs,
 paper Thm 3.2 — labelled ``expected_payment`` everywhere); a ``payment_fn`` hook plugs in
-the Myerson total (spec §5) instead. The trade-off curve repeats the choice per ``γ``
-(paper Fig. 2a).
+the Myerson total (spec §5) instead. The trade-off curve (``_tradeoff``) repeats the
+choice per ``γ`` (paper Fig. 2a).
 
 All grid points of one selection use the same noise seed (common random numbers), so
 their validation errors differ by the allocation only, not by the luck of the draws.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
 from mechanisms.payments._payments import myerson_total
 from mechanisms.result import Allocation
-from mechanisms.tuning._validation_error import released_validation_error
+from mechanisms.tuning._validation_error import Release, released_validation_error
 
 FloatArray = NDArray[np.float64]
 PaymentFn = Callable[..., float]
@@ -114,7 +114,7 @@ def grid_points(cfg: MechanismConfig, grid: Grid | None) -> list[MechanismConfig
     ]
 
 
-def _noise_seed(random_state: int | np.random.Generator | None) -> int:
+def noise_seed(random_state: int | np.random.Generator | None) -> int:
     """One seed for every grid point: the int itself, else drawn once."""
     if isinstance(random_state, int | np.integer) and not isinstance(
         random_state, bool
@@ -132,6 +132,7 @@ def _evaluate(
     n_draws: int,
     seed: int,
     payment_fn: PaymentFn | None,
+    release: Release | None,
 ) -> tuple[SelectionRow, Allocation]:
     X, y, costs, prior = data
     alloc = allocate(X, y, costs, prior, cfg, eps_max)
@@ -142,7 +143,14 @@ def _evaluate(
         )
         return row, alloc
     err = released_validation_error(
-        X, y, alloc, val[0], val[1], n_draws=n_draws, random_state=seed
+        X,
+        y,
+        alloc,
+        val[0],
+        val[1],
+        n_draws=n_draws,
+        random_state=seed,
+        release=release,
     )
     exp_pay = expected_payment(alloc)
     total = (
@@ -180,6 +188,7 @@ def select_hyperparameters(
     payment_fn: PaymentFn | None = None,
     eps_max: ArrayLike | None = None,
     progress: Callable[[int, int], None] | None = None,
+    release: Release | None = None,
 ) -> Selection:
     """Choose ``(λ, μ, σ)`` at ``cfg.gamma`` by the validation score (spec §4.3).
 
@@ -201,6 +210,10 @@ def select_hyperparameters(
         in the score (e.g. the Myerson total); default: the expected payment.
     progress : callable, optional
         ``progress(done, total)`` after each grid point.
+    release : callable, optional
+        ``release(X, y, allocation, rng) -> model with predict``: the private release
+        scored on the validation set (default: objective perturbation for the logistic
+        loss, :func:`mechanisms.tuning.released_validation_error`).
 
     Returns
     -------
@@ -221,7 +234,7 @@ def select_hyperparameters(
     val = (np.asarray(X_val, dtype=float), np.asarray(y_val, dtype=float))
     caps = None if eps_max is None else np.asarray(eps_max, dtype=float)
     configs = grid_points(cfg, grid)
-    seed = _noise_seed(random_state)
+    seed = noise_seed(random_state)
     rows: list[SelectionRow] = []
     best: tuple[SelectionRow, Allocation, MechanismConfig] | None = None
     for i, point in enumerate(configs):
@@ -233,6 +246,7 @@ def select_hyperparameters(
             n_draws=n_draws,
             seed=seed,
             payment_fn=payment_fn,
+            release=release,
         )
         rows.append(row)
         if math.isfinite(row.score) and (best is None or row.score < best[0].score):
@@ -247,50 +261,6 @@ def select_hyperparameters(
     return Selection(best[2], best[0], best[1], tuple(rows), kind)
 
 
-@dataclass(frozen=True, slots=True)
-class TradeoffPoint:
-    """One ``γ`` of the trade-off curve at its validation-chosen ``(λ, μ, σ)``.
-
-    ``total_payment`` is the Myerson total (``None`` until a payment rule is
-    available); ``expected_payment`` is ``Σ Ψ_i u(ε_i)``. Supports ``dict(point)``
-    (JSON-ready keys, without ``cfg``).
-    """
-
-    gamma: float
-    validation_error: float
-    total_payment: float | None
-    expected_payment: float
-    cfg: MechanismConfig
-    eps_avg: float = math.nan
-
-    _KEYS = (
-        "gamma",
-        "validation_error",
-        "total_payment",
-        "expected_payment",
-        "lam",
-        "mu",
-        "sigma",
-        "eps_avg",
-    )
-
-    def keys(self) -> tuple[str, ...]:
-        return self._KEYS
-
-    def __getitem__(self, key: str) -> Any:
-        if key in ("lam", "mu", "sigma"):
-            return getattr(self.cfg, key)
-        if key not in self._KEYS:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._KEYS)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self)
-
-
 def myerson_total_fn(
     eps_max: ArrayLike | None = None, *, executor: Any = None
 ) -> PaymentFn:
@@ -303,85 +273,3 @@ def myerson_total_fn(
         )
 
     return total
-
-
-def _offset(
-    progress: Callable[[int, int], None] | None, start: int, total: int
-) -> Callable[[int, int], None] | None:
-    """``progress`` shifted by ``start`` grid points, out of ``total``."""
-    if progress is None:
-        return None
-    return lambda done, _n: progress(start + done, total)
-
-
-def tradeoff_curve(
-    X: ArrayLike,
-    y: ArrayLike,
-    costs: ArrayLike,
-    prior: Any,
-    cfg: MechanismConfig,
-    *,
-    gammas: Sequence[float],
-    X_val: ArrayLike,
-    y_val: ArrayLike,
-    grid: Grid | None = None,
-    n_draws: int = 15,
-    random_state: int | np.random.Generator | None = None,
-    payment_fn: PaymentFn | None = None,
-    myerson: bool = True,
-    select_on_total: bool = False,
-    eps_max: ArrayLike | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[TradeoffPoint]:
-    """Validation error vs payment over a ``γ`` grid (paper §5, Fig. 2a; spec §4.3).
-
-    For each ``γ``: :func:`select_hyperparameters` at ``cfg.with_(gamma=γ)``, then the
-    chosen allocation's ``total_payment`` — ``payment_fn`` if given, else the Myerson
-    total when ``myerson`` (:func:`myerson_total_fn`), else ``None`` — beside its
-    ``expected_payment``. The scores use the expected payment unless
-    ``select_on_total`` (then every grid point pays for a full payment computation).
-    All ``γ`` share one noise seed. ``progress(done, total)`` counts grid points.
-
-    Raises
-    ------
-    ValueError
-        ``gammas`` empty or negative, or as :func:`select_hyperparameters`.
-    """
-    gs = [float(g) for g in gammas]
-    if not gs or any(not (math.isfinite(g) and g >= 0.0) for g in gs):
-        raise ValueError(
-            f"gammas must be a non-empty list of finite values >= 0, got {gammas!r}"
-        )
-    fn = (
-        payment_fn
-        if payment_fn is not None
-        else (myerson_total_fn(eps_max) if myerson else None)
-    )
-    n_points = len(grid_points(cfg, grid))
-    data = tuple(np.asarray(v, dtype=float) for v in (X, y, costs))
-    common = {"X_val": X_val, "y_val": y_val, "grid": grid, "n_draws": n_draws}
-    common |= {"random_state": _noise_seed(random_state), "eps_max": eps_max}
-    points: list[TradeoffPoint] = []
-    for j, gamma in enumerate(gs):
-        sel = select_hyperparameters(
-            *data,
-            prior,
-            cfg.with_(gamma=gamma),
-            payment_fn=fn if select_on_total else None,
-            progress=_offset(progress, j * n_points, len(gs) * n_points),
-            **common,  # type: ignore[arg-type]
-        )
-        total = sel.best.total_payment
-        if total is None and fn is not None:
-            total = float(fn(*data, prior, sel.cfg, sel.allocation))
-        points.append(
-            TradeoffPoint(
-                gamma=gamma,
-                validation_error=sel.best.validation_error,
-                total_payment=total,
-                expected_payment=sel.best.expected_payment,
-                cfg=sel.cfg,
-                eps_avg=sel.best.eps_avg,
-            )
-        )
-    return points

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 
 from market.datasets import SyntheticData, make_synthetic
-from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.tuning._hyperparameters import (
+from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation import allocate
+from mechanisms.tuning import (
     TradeoffPoint,
-    default_grid,
-    expected_payment,
     myerson_total_fn,
+    released_validation_error,
     select_hyperparameters,
     tradeoff_curve,
 )
-from mechanisms.tuning._validation_error import released_validation_error
+from mechanisms.tuning._hyperparameters import default_grid, expected_payment
 
 LOW, HIGH = 0.1, 0.5
 PRIOR = UniformPrior(LOW, HIGH)
