@@ -11,8 +11,10 @@ The public facade. Subpackages, in dependency order, each with its own facade:
 * :mod:`mechanisms.audit`: the incentive audit (§6) and its variant for a ``γ``
   re-chosen from the reports (:func:`audit_gamma_choice`).
 
-Shared value types live at the top: :class:`MechanismConfig` (``config``), the solver
-results (``result``) and money rounding (``money``).
+Shared value types live at the top: :class:`Instance` (``instance``: the validated
+arrays of one round, taken by :func:`allocate` and :func:`myerson_payments`),
+:class:`MechanismConfig` (``config``), the solver results (``result``) and money
+rounding (``money``).
 """
 
 from mechanisms.allocation import allocate, reference_allocate
@@ -23,6 +25,7 @@ from mechanisms.audit import (
     audit_incentives,
 )
 from mechanisms.config import MechanismConfig
+from mechanisms.instance import Instance
 from mechanisms.money import fits_budget, round_down
 from mechanisms.payments import (
     PaymentResult,
@@ -65,6 +68,7 @@ __all__ = [
     "ExponentialPrior",
     "GammaChoice",
     "GaussianMixturePrior",
+    "Instance",
     "IronedPrior",
     "KKTResiduals",
     "LogNormalPrior",

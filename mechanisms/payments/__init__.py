@@ -7,14 +7,15 @@ diagnostic. Sellers run on any ``concurrent.futures.Executor``
 Private modules, in dependency order: ``_executors``, ``_seller_curve`` (one seller's
 ``ε_i(s)``), ``_local_resolve`` (certified shortcut re-solves), ``_kinks``,
 ``_critical_cost`` (the cut-off ``s*_i``), ``_quadrature``, ``_seller_payment`` (one
-seller) and ``_payments`` (all sellers).
+seller), ``_payments`` (all sellers) and ``_myerson_payments`` (the public entry point:
+an :class:`mechanisms.Instance` or the positional arrays).
 """
 
 from mechanisms.payments._executors import Progress, SerialExecutor, default_workers
+from mechanisms.payments._myerson_payments import myerson_payments
 from mechanisms.payments._payments import (
     PaymentResult,
     expected_payments,
-    myerson_payments,
     myerson_total,
 )
 from mechanisms.payments._seller_payment import SellerPayment
