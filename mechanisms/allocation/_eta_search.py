@@ -11,7 +11,6 @@ grid point (the paper's "line search", spec §4.2; the profile is not convex in 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -24,7 +23,7 @@ from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem, utility_derivative
 from mechanisms.allocation._weights_step import project_capped_simplex
 from mechanisms.config import MechanismConfig
-from mechanisms.priors import ensure_regular
+from mechanisms.priors import CostPrior, ensure_regular
 from mechanisms.result import Allocation, EtaProfile, KKTResiduals, SolveStatus
 
 FloatArray = NDArray[np.float64]
@@ -36,7 +35,7 @@ def allocate(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     eps_max: ArrayLike | None = None,
     *,

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -53,7 +52,7 @@ from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._problem import Problem, objective, utility_derivative
 from mechanisms.config import MechanismConfig
-from mechanisms.priors import ensure_regular
+from mechanisms.priors import CostPrior, ensure_regular
 from mechanisms.result import Allocation, EtaProfile, KKTResiduals, SolveStatus
 
 FloatArray = NDArray[np.float64]
@@ -209,7 +208,7 @@ def reference_allocate(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     eps_max: ArrayLike | None = None,
     *,

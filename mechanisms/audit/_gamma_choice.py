@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from mechanisms.allocation._problem import utility
 from mechanisms.audit._incentives import DEFAULT_FACTORS
 from mechanisms.config import MechanismConfig
+from mechanisms.priors import CostPrior
 from mechanisms.tuning._gamma_for_budget import GammaChoice, choose_gamma
 
 FloatArray = NDArray[np.float64]
@@ -64,7 +65,7 @@ def audit_gamma_choice(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     *,
     budget: float,

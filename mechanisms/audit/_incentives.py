@@ -38,6 +38,7 @@ from mechanisms.payments._payments import (
     seller_payment,
 )
 from mechanisms.payments._seller_curve import Solver
+from mechanisms.priors import CostPrior
 
 FloatArray = NDArray[np.float64]
 PaymentRule = Callable[[PaymentJob, int], SellerPayment]
@@ -97,7 +98,7 @@ def audit_incentives(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     *,
     eps_max: ArrayLike | None = None,

@@ -10,13 +10,13 @@ threshold rule: it stays near its value and drops to 0 at the critical cost ``s*
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._kinks import breakpoints, cap_exit
 from mechanisms.payments._seller_curve import SellerCurve, Solver, active_signature
+from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
 __all__ = [
@@ -80,7 +80,7 @@ def first_order_estimate(curve: SellerCurve) -> float | None:
     return invert_virtual_cost(curve.prior, target, low=curve.report)
 
 
-def invert_virtual_cost(prior: Any, target: float, *, low: float) -> float | None:
+def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float | None:
     """Smallest ``s ≥ low`` in the support with ``Ψ̄(s) ≥ target`` (bisection)."""
     psi = lambda s: float(np.asarray(prior.virtual_cost(np.array([s])))[0])  # noqa: E731
     if psi(low) >= target:

@@ -42,7 +42,7 @@ from mechanisms.payments._seller_payment import (
     SellerPayment,
     seller_payment,
 )
-from mechanisms.priors import ensure_regular
+from mechanisms.priors import CostPrior, ensure_regular
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -131,7 +131,7 @@ def payment_job(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     eps_max: ArrayLike | None = None,
     *,
@@ -171,7 +171,7 @@ def myerson_payments(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     eps_max: ArrayLike | None = None,
     sellers: ArrayLike | None = None,
@@ -322,7 +322,7 @@ def myerson_total(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     eps_max: ArrayLike | None = None,
     *,

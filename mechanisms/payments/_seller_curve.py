@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,6 +20,7 @@ from numpy.typing import NDArray
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.payments._local_resolve import local_resolve
+from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -44,7 +44,7 @@ class SellerCurve:
 
     prob: Problem
     base: Allocation
-    prior: Any
+    prior: CostPrior
     index: int
     report: float
     solver: Solver = solve_allocation

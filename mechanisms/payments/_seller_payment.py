@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,6 +26,7 @@ from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
 from mechanisms.payments._kinks import breakpoints, cap_exit
 from mechanisms.payments._quadrature import integrate
 from mechanisms.payments._seller_curve import SellerCurve, Solver
+from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -82,7 +82,7 @@ class PaymentJob:
 
     prob: Problem
     base: Allocation
-    prior: Any  # the regular (ironed if needed) prior Ψ̄ comes from
+    prior: CostPrior  # the regular (ironed if needed) prior Ψ̄ comes from
     reports: FloatArray
     rtol: float = 1e-5
     max_evals: int = 600

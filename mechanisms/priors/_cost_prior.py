@@ -21,7 +21,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -208,7 +208,7 @@ class CostPrior(ABC):
         if problem is not None:
             i, why = problem
             raise ValueError(f"{name}[{i}] = {float(arr.ravel()[i])!r} {why}")
-        return np.clip(arr, self.low, self.high)
+        return cast(FloatArray, np.clip(arr, self.low, self.high))
 
     def check_regularity(
         self, *, n_points: int = 2001, rtol: float = 1e-9

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from scipy import special
@@ -94,7 +94,7 @@ class GaussianMixturePrior(CostPrior):
             raise ValueError("stds are too small: the support carries no mixture mass")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.to_dict() == other.to_dict()  # type: ignore[union-attr]
+        return type(other) is type(self) and self.to_dict() == other.to_dict()
 
     def __hash__(self) -> int:
         return hash((self.weights, self.means, self.stds, self.low, self.high))
@@ -160,10 +160,10 @@ class GaussianMixturePrior(CostPrior):
         return out
 
     def _cdf(self, c: FloatArray) -> FloatArray:
-        return np.minimum(np.exp(self._terms(c, need="F")[0]), 1.0)
+        return cast(FloatArray, np.minimum(np.exp(self._terms(c, need="F")[0]), 1.0))
 
     def _pdf(self, c: FloatArray) -> FloatArray:
-        return np.exp(self._terms(c, need="f")[1])
+        return cast(FloatArray, np.exp(self._terms(c, need="f")[1]))
 
     def _ratio(self, c: FloatArray) -> FloatArray:
         log_cdf, log_pdf, _ = self._terms(c, need="Ff")
@@ -171,7 +171,7 @@ class GaussianMixturePrior(CostPrior):
             return np.where(np.isneginf(log_cdf), 0.0, np.exp(log_cdf - log_pdf))
 
     def _dlogpdf(self, c: FloatArray) -> FloatArray:
-        return self._terms(c, need="d")[2]
+        return cast(FloatArray, self._terms(c, need="d")[2])
 
     @cached_property
     def _table(self) -> tuple[FloatArray, FloatArray]:

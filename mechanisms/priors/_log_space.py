@@ -9,6 +9,7 @@ may underflow. This module holds the pieces: ``log(1 − e^x)`` (Mächler 2012),
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,7 +28,7 @@ def log1mexp(x: FloatArray) -> FloatArray:
         return np.where(x > -math.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
 
-def log_ndtr_diff(u: FloatArray, v: FloatArray) -> FloatArray:
+def log_ndtr_diff(u: FloatArray | float, v: FloatArray | float) -> FloatArray:
     """``log(Φ(u) − Φ(v))`` for ``u ≥ v`` without cancellation in either tail.
 
     Uses ``log Φ(u) + log(1 − Φ(v)/Φ(u))`` when ``v ≤ 0`` and the mirrored survival form
@@ -38,7 +39,7 @@ def log_ndtr_diff(u: FloatArray, v: FloatArray) -> FloatArray:
     hi = np.where(upper, special.log_ndtr(-v), special.log_ndtr(u))
     lo = np.where(upper, special.log_ndtr(-u), special.log_ndtr(v))
     with np.errstate(invalid="ignore"):
-        return hi + log1mexp(np.minimum(lo - hi, 0.0))
+        return cast(FloatArray, hi + log1mexp(np.minimum(lo - hi, 0.0)))
 
 
 def logsumexp(a: FloatArray, *, axis: int) -> FloatArray:
@@ -47,4 +48,4 @@ def logsumexp(a: FloatArray, *, axis: int) -> FloatArray:
     top = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore", under="ignore"):
         out = np.log(np.sum(np.exp(a - top), axis=axis)) + np.squeeze(top, axis=axis)
-    return out
+    return cast(FloatArray, out)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from scipy import special, stats
@@ -93,8 +93,9 @@ class TruncatedNormalPrior(CostPrior):
 
     def _ppf(self, q: FloatArray) -> FloatArray:
         beta = (self.high - self.mean) / self.std
-        return stats.truncnorm.ppf(
-            q, self._alpha(), beta, loc=self.mean, scale=self.std
+        return cast(
+            FloatArray,
+            stats.truncnorm.ppf(q, self._alpha(), beta, loc=self.mean, scale=self.std),
         )
 
     def _ratio(self, c: FloatArray) -> FloatArray:
@@ -157,21 +158,24 @@ class BetaPrior(CostPrior):
 
     def _logpdf_x(self, x: FloatArray) -> FloatArray:
         with np.errstate(divide="ignore"):
-            return (
+            return cast(
+                FloatArray,
                 special.xlogy(self.alpha - 1.0, x)
                 + special.xlog1py(self.beta - 1.0, -x)
-                - special.betaln(self.alpha, self.beta)
+                - special.betaln(self.alpha, self.beta),
             )
 
     def _cdf(self, c: FloatArray) -> FloatArray:
-        return special.betainc(self.alpha, self.beta, self._x(c))
+        return cast(FloatArray, special.betainc(self.alpha, self.beta, self._x(c)))
 
     def _pdf(self, c: FloatArray) -> FloatArray:
         return np.exp(self._logpdf_x(self._x(c))) / (self.high - self.low)
 
     def _ppf(self, q: FloatArray) -> FloatArray:
-        return self.low + (self.high - self.low) * special.betaincinv(
-            self.alpha, self.beta, q
+        return cast(
+            FloatArray,
+            self.low
+            + (self.high - self.low) * special.betaincinv(self.alpha, self.beta, q),
         )
 
     def _ratio(self, c: FloatArray) -> FloatArray:
@@ -253,10 +257,12 @@ class LogNormalPrior(CostPrior):
 
     def _mills(self, t: FloatArray) -> FloatArray:
         with np.errstate(over="ignore", invalid="ignore"):
-            return np.exp(special.log_ndtr(t) + 0.5 * t * t + LOG_SQRT_2PI)
+            return cast(
+                FloatArray, np.exp(special.log_ndtr(t) + 0.5 * t * t + LOG_SQRT_2PI)
+            )
 
     def _cdf(self, c: FloatArray) -> FloatArray:
-        return special.ndtr(self._t(c))
+        return cast(FloatArray, special.ndtr(self._t(c)))
 
     def _pdf(self, c: FloatArray) -> FloatArray:
         t = self._t(c)
@@ -265,7 +271,9 @@ class LogNormalPrior(CostPrior):
         return np.where(c > 0, dens, 0.0)
 
     def _ppf(self, q: FloatArray) -> FloatArray:
-        return np.exp(self.mean_log + self.sigma_log * special.ndtri(q))
+        return cast(
+            FloatArray, np.exp(self.mean_log + self.sigma_log * special.ndtri(q))
+        )
 
     def _ratio(self, c: FloatArray) -> FloatArray:
         with np.errstate(invalid="ignore", over="ignore"):

@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -28,6 +28,7 @@ from mechanisms.payments._payments import (
     round_down,
     to_minor_units,
 )
+from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 from mechanisms.tuning._validation_error import Release, released_validation_error
 
@@ -77,7 +78,7 @@ def choose_gamma(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     *,
     budget: float,
@@ -191,8 +192,10 @@ def _choose(points: list[GammaPoint], budget: float, unit: float | str) -> Gamma
         if b.total > a.total
     ]
     ok = [p for p in points if p.affordable]
-    common = {"path": path, "points": points, "non_monotone": non_mono}
-    if not ok:
+    best = min(
+        ok, key=lambda p: (p.validation_error, p.total_paid, p.gamma), default=None
+    )
+    if best is None:
         return GammaChoice(
             status="nothing_affordable",
             gamma=None,
@@ -200,11 +203,12 @@ def _choose(points: list[GammaPoint], budget: float, unit: float | str) -> Gamma
             payments=None,
             validation_error=None,
             total_payment=min(p.total_paid for p in points),
+            path=path,
+            points=points,
+            non_monotone=non_mono,
             budget=budget,
             unit=unit,
-            **common,
         )
-    best = min(ok, key=lambda p: (p.validation_error, p.total_paid, p.gamma))
     return GammaChoice(
         status="ok",
         gamma=best.gamma,
@@ -212,9 +216,11 @@ def _choose(points: list[GammaPoint], budget: float, unit: float | str) -> Gamma
         payments=round_down(best.payments.payments, unit),
         validation_error=best.validation_error,
         total_payment=best.total_paid,
+        path=path,
+        points=points,
+        non_monotone=non_mono,
         budget=budget,
         unit=unit,
-        **common,
     )
 
 

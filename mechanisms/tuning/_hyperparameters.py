@@ -32,6 +32,7 @@ from mechanisms.allocation._eta_search import allocate
 from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
 from mechanisms.payments._payments import myerson_total
+from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 from mechanisms.tuning._validation_error import Release, released_validation_error
 
@@ -124,7 +125,7 @@ def noise_seed(random_state: int | np.random.Generator | None) -> int:
 
 
 def _evaluate(
-    data: tuple[FloatArray, FloatArray, FloatArray, Any],
+    data: tuple[FloatArray, FloatArray, FloatArray, CostPrior],
     cfg: MechanismConfig,
     *,
     val: tuple[FloatArray, FloatArray],
@@ -177,7 +178,7 @@ def select_hyperparameters(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     *,
     X_val: ArrayLike,
@@ -267,7 +268,14 @@ def myerson_total_fn(
     """A ``payment_fn`` giving the Myerson total ``Σ t_i`` of spec §5
     (:func:`mechanisms.payments.myerson_total`; seconds to minutes per allocation)."""
 
-    def total(X: Any, y: Any, costs: Any, prior: Any, cfg: Any, alloc: Any) -> float:
+    def total(
+        X: ArrayLike,
+        y: ArrayLike,
+        costs: ArrayLike,
+        prior: CostPrior,
+        cfg: MechanismConfig,
+        alloc: Allocation,
+    ) -> float:
         return myerson_total(
             X, y, costs, prior, cfg, eps_max, executor=executor, base=alloc
         )

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mechanisms.config import MechanismConfig
+from mechanisms.priors import CostPrior
 from mechanisms.tuning._hyperparameters import (
     Grid,
     PaymentFn,
@@ -87,7 +88,7 @@ def tradeoff_curve(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     *,
     gammas: Sequence[float],
@@ -130,12 +131,14 @@ def tradeoff_curve(
         else (myerson_total_fn(eps_max) if myerson else None)
     )
     n_points = len(grid_points(cfg, grid))
-    data = tuple(np.asarray(v, dtype=float) for v in (X, y, costs))
+    Xa, ya, ca = (np.asarray(v, dtype=float) for v in (X, y, costs))
     seed = noise_seed(random_state)
     points: list[TradeoffPoint] = []
     for j, gamma in enumerate(gs):
         sel = select_hyperparameters(
-            *data,
+            Xa,
+            ya,
+            ca,
             prior,
             cfg.with_(gamma=gamma),
             X_val=X_val,
@@ -150,7 +153,7 @@ def tradeoff_curve(
         )
         total = sel.best.total_payment
         if total is None and fn is not None:
-            total = float(fn(*data, prior, sel.cfg, sel.allocation))
+            total = float(fn(Xa, ya, ca, prior, sel.cfg, sel.allocation))
         points.append(
             TradeoffPoint(
                 gamma=gamma,
