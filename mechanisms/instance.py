@@ -10,17 +10,19 @@ take ``(instance, cfg)`` instead of six positional arrays.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_costs, check_eps_max, check_prior, check_X, check_y
+from mechanisms.config import MechanismConfig
 from mechanisms.priors import CostPrior
 
 FloatArray = NDArray[np.float64]
+R = TypeVar("R")
 
 __all__ = ["Instance"]
 
@@ -121,7 +123,27 @@ class Instance:
         return self.X, self.y, self.costs, self.prior, self.eps_max
 
 
-def called_with_instance(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
-    """Whether a facade function was called as ``f(instance, cfg, ...)``."""
+def dispatch(
+    positional_form: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> R:
+    """Run ``positional_form`` for a facade called either way.
+
+    ``f(instance, cfg, **options)`` becomes
+    ``positional_form(X, y, costs, prior, cfg, eps_max, **options)`` (so the instance
+    form takes no further positional arguments); any other call is passed on as is.
+    """
     first = args[0] if args else kwargs.get("instance")
-    return isinstance(first, Instance)
+    if not isinstance(first, Instance):
+        return positional_form(*args, **kwargs)
+    return _unpacked(positional_form, *args, **kwargs)
+
+
+def _unpacked(
+    positional_form: Callable[..., R],
+    /,
+    instance: Instance,
+    cfg: MechanismConfig,
+    **options: Any,
+) -> R:
+    X, y, costs, prior, eps_max = instance.positional()
+    return positional_form(X, y, costs, prior, cfg, eps_max, **options)

@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from mechanisms.allocation import _eta_search
 from mechanisms.config import MechanismConfig
-from mechanisms.instance import Instance, called_with_instance
+from mechanisms.instance import Instance, dispatch
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
@@ -71,17 +71,4 @@ def allocate(*args: Any, **kwargs: Any) -> Allocation:
     ValueError
         For malformed inputs (naming the parameter and the offending index).
     """
-    if called_with_instance(args, kwargs):
-        return _allocate_instance(*args, **kwargs)
-    return _eta_search.allocate(*args, **kwargs)
-
-
-def _allocate_instance(
-    instance: Instance,
-    cfg: MechanismConfig,
-    *,
-    random_state: RandomState = None,
-) -> Allocation:
-    return _eta_search.allocate(
-        *instance.positional()[:4], cfg, instance.eps_max, random_state=random_state
-    )
+    return dispatch(_eta_search.allocate, args, kwargs)

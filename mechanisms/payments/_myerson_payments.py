@@ -14,7 +14,7 @@ from typing import Any, Literal, overload
 from numpy.typing import ArrayLike
 
 from mechanisms.config import MechanismConfig
-from mechanisms.instance import Instance, called_with_instance
+from mechanisms.instance import Instance, dispatch
 from mechanisms.payments import _payments
 from mechanisms.payments._executors import Progress
 from mechanisms.payments._payments import PaymentResult
@@ -95,30 +95,4 @@ def myerson_payments(*args: Any, **kwargs: Any) -> PaymentResult:
     ValueError
         For malformed inputs (naming the parameter and the offending index).
     """
-    if called_with_instance(args, kwargs):
-        return _pay_instance(*args, **kwargs)
-    return _payments.myerson_payments(*args, **kwargs)
-
-
-def _pay_instance(
-    instance: Instance,
-    cfg: MechanismConfig,
-    *,
-    sellers: ArrayLike | None = None,
-    executor: Executor | None = None,
-    base: Allocation | None = None,
-    progress: Progress | None = None,
-    chunk_size: int | None = None,
-    verify: Literal["sample", "all"] = "sample",
-) -> PaymentResult:
-    return _payments.myerson_payments(
-        *instance.positional()[:4],
-        cfg,
-        instance.eps_max,
-        sellers,
-        executor,
-        base=base,
-        progress=progress,
-        chunk_size=chunk_size,
-        verify=verify,
-    )
+    return dispatch(_payments.myerson_payments, args, kwargs)
