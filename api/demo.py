@@ -2,7 +2,7 @@
 
 On a fresh SQLite file in a temporary directory: migrate, start the service in-process
 (uvicorn in a thread, one worker thread), create an admin key, create a Wisconsin
-breast-cancer market (public feature bounds ``mechanisms.datasets.WBC_FEATURE_BOUNDS``,
+breast-cancer market (public feature bounds ``market.datasets.WBC_FEATURE_BOUNDS``,
 a public validation set), register simulated sellers (one record each, costs drawn from
 the market's prior), run a buyer order under a budget, poll its progress, and print:
 accuracy of the released model vs a non-private scikit-learn model on held-out records,
@@ -80,7 +80,7 @@ def _data(rng: np.random.Generator, n_sellers: int) -> dict[str, Any]:
 
 
 def _market_body(d: dict[str, Any]) -> dict[str, Any]:
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+    from market.datasets import WBC_FEATURE_BOUNDS
 
     X, y = d["X"], d["y"]
     return {
@@ -198,9 +198,9 @@ def run_demo(
     from api.main import create_app
     from market import accounts
     from market.config import Settings
+    from market.datasets import WBC_FEATURE_BOUNDS
     from market.db import session_scope, upgrade_to_head
     from market.models import Role
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
 
     t0 = time.perf_counter()
     rng = np.random.default_rng()

@@ -447,6 +447,6 @@ def audit_on_pool(
 
 def load_wisconsin() -> tuple[FloatArray, FloatArray]:
     """Wisconsin breast cancer scaled with its published public bounds."""
-    from mechanisms.datasets import load_wisconsin as _load
+    from market.datasets import load_wisconsin as _load
 
     return _load(intercept=True)

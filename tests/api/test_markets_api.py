@@ -2,13 +2,14 @@
 parameters on PATCH, the trade-off job record and its status endpoint."""
 
 from typing import Any
+
 import pytest
 from sqlmodel import Session, select
 
 from market import jobs as market_jobs
+from market.models import Job, Market, MarketParameters
 from market.pipeline import numerics
 from market.runtime import job_runner, worker
-from market.models import Job, Market, MarketParameters
 from tests.api.conftest import Api, World, count_rows, market_body, offer_body
 
 

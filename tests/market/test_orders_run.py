@@ -12,10 +12,10 @@ import pytest
 from sqlmodel import Session, select
 
 from api.main import create_app
+from market.models import Allocation, LedgerEntry, LedgerKind, Order
 from market.pipeline import instance as order_inputs
 from market.pipeline import numerics
 from market.runtime import worker
-from market.models import Allocation, LedgerEntry, LedgerKind, Order
 from tests.api.conftest import TestClient, fast_settings
 from tests.market.pipeline_helpers import (
     add_sellers,

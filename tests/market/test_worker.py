@@ -8,8 +8,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from market import db, jobs, markets
-from market.runtime import job_runner, leases, order_runner, worker
 from market.models import Account, Job, Order, Role, RunStatus, utcnow
+from market.runtime import job_runner, leases, order_runner, worker
 from tests.market.dbfixtures import add_market_and_buyer
 
 
