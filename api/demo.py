@@ -2,7 +2,7 @@
 
 On a fresh SQLite file in a temporary directory: migrate, start the service in-process
 (uvicorn in a thread, one worker thread), create an admin key, create a Wisconsin
-breast-cancer market (public feature bounds ``mechanisms.datasets.WBC_FEATURE_BOUNDS``,
+breast-cancer market (public feature bounds ``market.datasets.WBC_FEATURE_BOUNDS``,
 a public validation set), register simulated sellers (one record each, costs drawn from
 the market's prior), run a buyer order under a budget, poll its progress, and print:
 accuracy of the released model vs a non-private scikit-learn model on held-out records,
@@ -81,7 +81,7 @@ def _data(rng: np.random.Generator, n_sellers: int) -> dict[str, Any]:
 
 
 def _market_body(d: dict[str, Any]) -> dict[str, Any]:
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+    from market.datasets import WBC_FEATURE_BOUNDS
 
     X, y = d["X"], d["y"]
     return {
@@ -217,7 +217,7 @@ def _report(
     n_costs: int,
     budget: float,
 ) -> None:
-    from mechanisms.datasets import WBC_FEATURE_BOUNDS
+    from market.datasets import WBC_FEATURE_BOUNDS
 
     summary = st["summary"]
     eps = np.array([a["epsilon"] for a in allocs["items"]])

@@ -5,7 +5,7 @@ worse than the reference's; on Wisconsin (fixed hyperparameters) ``allocate`` wi
 one ``LogisticRegression(solver="lbfgs")`` fit; ``m = 10⁵, d = 10`` under 10 s; time
 near-linear in ``m``.
 
-Synthetic data (paper Appendix B, :func:`mechanisms.datasets.make_synthetic`) use
+Synthetic data (paper Appendix B, :func:`market.datasets.make_synthetic`) use
 hyperparameters that keep the problem the same as ``m`` grows: the loss term
 ``Σ a_i ℓ_i`` is an average (``Σ a = 1``), while for weights spread over the sellers
 ``‖a‖₂ ~ 1/√m`` (so ``μ ∝ √m``), and ``η = m·ε_avg`` (so ``γ Σ Ψ_i a_i η`` stays fixed
@@ -33,9 +33,9 @@ from sklearn.linear_model import LogisticRegression
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_time, machine_note, markdown_table, write_section
 
+from market.datasets import load_wisconsin, make_synthetic, train_val_test_split
 from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.datasets import load_wisconsin, make_synthetic, train_val_test_split
-from mechanisms.reference import reference_allocate
+from mechanisms.allocation import reference_allocate
 
 PRIOR = UniformPrior(1e-4, 5e-4)
 WBC_CFG = MechanismConfig(gamma=1.0, lam=1e-3, mu=100.0, sigma=1e3, k=4, eps_avg_max=10)

@@ -16,8 +16,8 @@ import numpy as np
 from allocation_speed import PRIOR, WBC_CFG, synthetic_cfg
 from sklearn.linear_model import LogisticRegression
 
+from market.datasets import load_wisconsin, make_synthetic, train_val_test_split
 from mechanisms import allocate
-from mechanisms.datasets import load_wisconsin, make_synthetic, train_val_test_split
 
 
 def best_of(f: Callable[[], object], n: int) -> float:

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mechanisms.datasets import WBC_FEATURE_BOUNDS  # noqa: E402
+from market.datasets import WBC_FEATURE_BOUNDS  # noqa: E402
 
 
 def _free_port() -> int:

@@ -28,7 +28,7 @@ from mechanisms import (
     audit_incentives,
     myerson_payments,
 )
-from mechanisms.executors import SerialExecutor
+from mechanisms.payments import SerialExecutor
 
 PRIOR = UniformPrior(1e-4, 5e-4)
 CFG = MechanismConfig(gamma=1.0, lam=1e-2, mu=10.0, sigma=100.0, k=4.0, n_grid=12)

@@ -21,7 +21,7 @@ import numpy as np
 
 from api.cli_mechanism import wisconsin
 from mechanisms import MechanismConfig, UniformPrior, allocate, myerson_payments
-from mechanisms.executors import default_workers
+from mechanisms.payments import default_workers
 
 CFG = MechanismConfig(gamma=1.0, lam=1e-2, mu=10.0, sigma=100.0, k=4.0)
 PRIOR = UniformPrior(1e-4, 5e-4)

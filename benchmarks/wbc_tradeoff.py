@@ -1,7 +1,7 @@
 """Wisconsin trade-off experiment (spec ``mechanism.md`` §8.2, paper §5 / Fig. 2).
 
 Per ``γ`` on a log grid, ``(λ, μ, σ)`` is chosen on the public validation split by
-:func:`mechanisms.selection.select_hyperparameters` (released-model misclassification
+:func:`mechanisms.select_hyperparameters` (released-model misclassification
 averaged over 15 noise draws + ``γ``·expected payment). The chosen allocation's model
 is then released again with fresh noise (15 draws) and scored on the held-out test
 split. Compared: the regularised mechanism (``μ, σ > 0``), the naive one (``μ = σ = 0``,
@@ -29,15 +29,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_note, markdown_table, write_section
 
-from mechanisms import MechanismConfig, UniformPrior
-from mechanisms.datasets import (
+from market.datasets import (
     Split,
     correlate_costs,
     load_wisconsin,
     train_val_test_split,
 )
-from mechanisms.release import released_validation_error
-from mechanisms.selection import myerson_total_fn, select_hyperparameters
+from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.tuning import (
+    myerson_total_fn,
+    released_validation_error,
+    select_hyperparameters,
+)
 
 COST_LOW, COST_HIGH = 1e-4, 5e-4
 BASE = MechanismConfig(gamma=1.0, lam=1e-3, mu=100.0, sigma=1e3, k=4, eps_avg_max=10.0)
@@ -213,7 +216,7 @@ def report(
         f"Command: `{cmd}` ({secs:.0f} s; {machine_note()}).\n\n"
         "Spec §8.2. Costs `U[1e-4, 5e-4]`: the spec's literal `U[e^-4, 5e^-4]` is empty "
         "(e^-4 ≈ 0.0183 > 5e^-4), so we read it as 1e-4. u(ε)=ε, k=4, L=ε_avg max=10, "
-        "Wisconsin scaled with fixed public bounds (`mechanisms.datasets`), split "
+        "Wisconsin scaled with fixed public bounds (`market.datasets`), split "
         "399/85/85 (train = sellers / public validation / test). Per γ the "
         "hyperparameters are chosen on validation (15 noise draws, score = error + "
         "γ·expected payment Σ Ψ_i ε_i); the test error re-releases the chosen "

@@ -113,6 +113,7 @@ def resolve_privacy_weights(
         if not (total > 0 and math.isfinite(total)):
             raise ValueError("sample_epsilon must not be all zero")
         return eps / total, total
+    assert weights is not None  # exactly one of the two was given (checked above)
     a = check_nonnegative_vector(weights, name="weights", n_samples=n_samples)
     if abs(float(a.sum()) - 1.0) > SIMPLEX_TOL:
         raise ValueError(

@@ -14,7 +14,7 @@ These are the ``ℓ_i(w)`` of spec ``mechanism.md`` §4 and §7 (paper eq. (10))
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,7 +26,8 @@ FloatArray = NDArray[np.float64]
 class Loss(Protocol):
     """A convex per-record loss of the linear predictor."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def value(self, z: FloatArray, y: FloatArray) -> FloatArray: ...
 
@@ -49,11 +50,11 @@ class LogisticLoss:
         return np.logaddexp(0.0, -y * z)
 
     def derivative(self, z: FloatArray, y: FloatArray) -> FloatArray:
-        return -y * expit(-y * z)
+        return cast(FloatArray, -y * expit(-y * z))
 
     def curvature(self, z: FloatArray, y: FloatArray) -> FloatArray:
         s = expit(z)
-        return s * (1.0 - s)
+        return cast(FloatArray, s * (1.0 - s))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,24 +1,37 @@
 """Pure numerics of the market mechanism (spec ``mechanism.md``).
 
-The public facade: cost priors and virtual costs (§2), :class:`MechanismConfig`,
-:func:`allocate` (§4) returning an :class:`Allocation`, the paper-style reference solver
-:func:`reference_allocate`, Myerson payments and money rounding (§5), the incentive audit
-(§6) and its variant for a ``γ`` re-chosen from the reports (:func:`audit_gamma_choice`),
-hyperparameter and ``γ`` selection including "fit this budget" (§4.3).
+The public facade. Subpackages, in dependency order, each with its own facade:
+
+* :mod:`mechanisms.priors`: cost priors, virtual costs, regularity and ironing (§2);
+* :mod:`mechanisms.allocation`: :func:`allocate` (§4) returning an :class:`Allocation`,
+  and the paper-style reference solver :func:`reference_allocate`;
+* :mod:`mechanisms.payments`: Myerson payments (§5) and their executors;
+* :mod:`mechanisms.tuning`: hyperparameter selection, the trade-off curve and the
+  ``γ`` that fits a budget (§4.3);
+* :mod:`mechanisms.audit`: the incentive audit (§6) and its variant for a ``γ``
+  re-chosen from the reports (:func:`audit_gamma_choice`).
+
+Shared value types live at the top: :class:`Instance` (``instance``: the validated
+arrays of one round, taken by :func:`allocate` and :func:`myerson_payments`),
+:class:`MechanismConfig` (``config``), the solver results (``result``) and money
+rounding (``money``).
 """
 
-from mechanisms.allocation import allocate
-from mechanisms.audit import AuditReport, audit_incentives
-from mechanisms.budget import GammaChoice, choose_gamma
-from mechanisms.choice_audit import ChoiceRegretReport, audit_gamma_choice
+from mechanisms.allocation import allocate, reference_allocate
+from mechanisms.audit import (
+    AuditReport,
+    ChoiceRegretReport,
+    audit_gamma_choice,
+    audit_incentives,
+)
 from mechanisms.config import MechanismConfig
+from mechanisms.instance import Instance
+from mechanisms.money import fits_budget, round_down
 from mechanisms.payments import (
     PaymentResult,
     expected_payments,
-    fits_budget,
     myerson_payments,
     myerson_total,
-    round_down,
 )
 from mechanisms.priors import (
     BetaPrior,
@@ -35,11 +48,12 @@ from mechanisms.priors import (
     prior_from_dict,
     virtual_costs,
 )
-from mechanisms.reference import reference_allocate
 from mechanisms.result import Allocation, KKTResiduals, SolverError, SolveStatus
-from mechanisms.selection import (
+from mechanisms.tuning import (
+    GammaChoice,
     Selection,
     TradeoffPoint,
+    choose_gamma,
     select_hyperparameters,
     tradeoff_curve,
 )
@@ -54,6 +68,7 @@ __all__ = [
     "ExponentialPrior",
     "GammaChoice",
     "GaussianMixturePrior",
+    "Instance",
     "IronedPrior",
     "KKTResiduals",
     "LogNormalPrior",

@@ -1,13 +1,17 @@
-"""Validation of the mechanism's inputs, before any solving (issue: "Bad input")."""
+"""Validation of the mechanism's inputs, before any solving (issue: "Bad input").
+
+Shared by :class:`mechanisms.Instance` (on construction) and the solvers' positional
+entry points (:func:`check_problem`). Every error is a ``ValueError`` naming the
+parameter and, where there is one, the offending index.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms.config import MechanismConfig
+from mechanisms.priors import CostPrior
 
 FloatArray = NDArray[np.float64]
 _NORM_TOL = 1e-9
@@ -18,10 +22,13 @@ def _first_bad(mask: NDArray[np.bool_]) -> int:
 
 
 def check_X(X: ArrayLike) -> FloatArray:
-    """2-D, finite, rows with ``‖x_i‖₂ ≤ 1`` (the privacy proof needs it)."""
+    """2-D with at least 2 rows (sellers), finite, rows with ``‖x_i‖₂ ≤ 1`` (the
+    privacy proof needs it)."""
     X = np.asarray(X, dtype=float)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D of shape (m, d), got shape {X.shape}")
+    if X.shape[0] < 2:
+        raise ValueError(f"X must have at least 2 rows (sellers), got m = {X.shape[0]}")
     bad = ~np.isfinite(X).all(axis=1)
     if bad.any():
         raise ValueError(f"X has a NaN or infinite value in row {_first_bad(bad)}")
@@ -36,8 +43,9 @@ def check_X(X: ArrayLike) -> FloatArray:
     return X
 
 
-def check_y(y: ArrayLike, *, m: int, loss: str) -> FloatArray:
-    """Shape ``(m,)``, finite; labels in ``{−1, +1}`` for the logistic loss."""
+def check_y(y: ArrayLike, *, m: int, loss: str | None) -> FloatArray:
+    """Shape ``(m,)``, finite; labels in ``{−1, +1}`` for the logistic loss (``loss``
+    ``None``: not known yet, labels unchecked)."""
     y = np.asarray(y, dtype=float)
     if y.ndim != 1 or y.shape[0] != m:
         raise ValueError(f"y must have shape ({m},), got {y.shape}")
@@ -54,7 +62,14 @@ def check_y(y: ArrayLike, *, m: int, loss: str) -> FloatArray:
     return y
 
 
-def check_costs(costs: ArrayLike, *, m: int, prior: Any) -> FloatArray:
+def check_prior(prior: object) -> CostPrior:
+    """``prior`` itself if it is a :class:`CostPrior`."""
+    if not isinstance(prior, CostPrior):
+        raise ValueError(f"prior must be a CostPrior, got {type(prior).__name__}")
+    return prior
+
+
+def check_costs(costs: ArrayLike, *, m: int, prior: CostPrior) -> FloatArray:
     """Shape ``(m,)``, finite, ``≥ 0`` and inside the prior's support."""
     c = np.asarray(costs, dtype=float)
     if c.ndim != 1 or c.shape[0] != m:
@@ -95,7 +110,7 @@ def check_problem(
     X: ArrayLike,
     y: ArrayLike,
     costs: ArrayLike,
-    prior: Any,
+    prior: CostPrior,
     cfg: MechanismConfig,
     eps_max: ArrayLike | None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -104,9 +119,7 @@ def check_problem(
         raise ValueError(f"cfg must be a MechanismConfig, got {type(cfg).__name__}")
     X = check_X(X)
     m = X.shape[0]
-    if m < 2:
-        raise ValueError(f"X must have at least 2 rows (sellers), got m = {m}")
     y = check_y(y, m=m, loss=cfg.loss)
-    c = check_costs(costs, m=m, prior=prior)
+    c = check_costs(costs, m=m, prior=check_prior(prior))
     e = check_eps_max(eps_max, m=m)
     return X, y, c, e

@@ -272,7 +272,7 @@ def allocate(
     eps_max: FloatArray | None = None,
 ) -> Any:
     """Solve the allocation (spec §4.1) with ``mechanisms.allocate``; returns ``Allocation``."""
-    return mech.allocate(X, y, costs, prior, config, eps_max)
+    return mech.allocate(mech.Instance(X, y, costs, prior, eps_max), config)
 
 
 def _on_payments_pool(
@@ -304,17 +304,11 @@ def myerson_payments(
 ) -> Any:
     """Myerson payments (spec §5) via ``mechanisms.myerson_payments`` (``.payments``,
     ``.epsilon``); an order never falls back to the paper's non-IC ``Ψ·ε`` rule."""
-    return _on_payments_pool(
-        mech.myerson_payments,
-        X,
-        y,
-        costs,
-        prior=prior,
-        config=config,
-        eps_max=eps_max,
-        base=allocation,
-        progress=progress,
-    )
+    instance = mech.Instance(X, y, costs, prior, eps_max)
+    with payments_executor(len(costs)) as pool:
+        return mech.myerson_payments(
+            instance, config, executor=pool, base=allocation, progress=progress
+        )
 
 
 def payment_certificates(pay: Any) -> list[dict[str, Any]] | None:
@@ -449,6 +443,6 @@ def audit_on_pool(
 
 def load_wisconsin() -> tuple[FloatArray, FloatArray]:
     """Wisconsin breast cancer scaled with its published public bounds."""
-    from mechanisms.datasets import load_wisconsin as _load
+    from market.datasets import load_wisconsin as _load
 
     return _load(intercept=True)

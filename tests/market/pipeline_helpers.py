@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
 
+from market.datasets import WBC_FEATURE_BOUNDS
 from market.pipeline import numerics
-from mechanisms.datasets import WBC_FEATURE_BOUNDS
 
 NAMES = [str(n) for n in load_breast_cancer().feature_names]
 

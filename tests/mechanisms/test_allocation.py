@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from mechanisms import Allocation, MechanismConfig, UniformPrior, allocate
-from mechanisms.allocation import eta_bounds
-from mechanisms.block_solver import solve_at_eta
-from mechanisms.problem import Problem
+from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._eta_search import eta_bounds
+from mechanisms.allocation._problem import Problem
 from tests.mechanisms.conftest import (
     capped_simplex_kkt,
     g_value,

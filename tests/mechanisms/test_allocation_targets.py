@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.allocation import solve_allocation
-from mechanisms.block_solver import solve_at_eta
-from mechanisms.problem import Problem
-from mechanisms.release import released_validation_error
+from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.tuning._validation_error import released_validation_error
 from tests.mechanisms.conftest import g_value, loss_value, synthetic_logistic
 
 PRIOR = UniformPrior(0.0, 1.0)

@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from mechanisms.allocation import solve_allocation
-from mechanisms.audit import audit_incentives
-from mechanisms.executors import SerialExecutor
-from mechanisms.payments import PaymentJob, SellerPayment, seller_payment
-from mechanisms.problem import Problem
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.audit._incentives import audit_incentives
+from mechanisms.payments._executors import SerialExecutor
+from mechanisms.payments._payments import PaymentJob, SellerPayment, seller_payment
 from mechanisms.result import Allocation
 from tests.conftest import SEED
 from tests.mechanisms.test_payments_instances import (

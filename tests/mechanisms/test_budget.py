@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechanisms import audit_gamma_choice, myerson_payments
-from mechanisms.budget import GammaPoint, _choose, choose_gamma
-from mechanisms.executors import SerialExecutor
-from mechanisms.payments import fits_budget, round_down, to_minor_units
+from mechanisms.payments._executors import SerialExecutor
+from mechanisms.payments._payments import fits_budget, round_down, to_minor_units
+from mechanisms.tuning._gamma_for_budget import GammaPoint, _choose, choose_gamma
 from tests.mechanisms.test_payments_instances import Instance, toy_instance
 
 SERIAL = SerialExecutor()

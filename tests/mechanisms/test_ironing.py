@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from mechanisms.ironing import IronedPrior, lower_convex_hull
 from mechanisms.priors import (
     BetaPrior,
     EmpiricalPrior,
@@ -24,6 +23,7 @@ from mechanisms.priors import (
     TruncatedNormalPrior,
     UniformPrior,
 )
+from mechanisms.priors._ironing import IronedPrior, lower_convex_hull
 
 W, M, S = (0.5, 0.5), (0.2, 0.7), (0.02, 0.02)
 
@@ -71,7 +71,7 @@ def bumps() -> GaussianMixturePrior:
 
 @pytest.fixture(scope="module")
 def ironed(bumps: GaussianMixturePrior) -> IronedPrior:
-    return bumps.ironed()
+    return IronedPrior(bumps)
 
 
 # ------------------------------------------------------------------ the hull
@@ -192,7 +192,7 @@ def test_beta_below_one_is_ironed_up_to_the_top() -> None:
 
     a = optimize.brentq(tangency, 0.3, 0.5999, xtol=1e-14)
     k = (0.6 - a * ref.cdf(a)) / (1 - ref.cdf(a))
-    ironed = prior.ironed()
+    ironed = IronedPrior(prior)
     ((lo, hi),) = ironed.ironed_intervals
     assert lo == pytest.approx(a, abs=1e-3)
     assert hi == 0.6
@@ -220,7 +220,7 @@ def test_beta_below_one_is_ironed_up_to_the_top() -> None:
     ids=lambda p: p.family + str(getattr(p, "beta", "")),
 )
 def test_ironing_a_regular_prior_changes_nothing(prior) -> None:
-    ironed = prior.ironed()
+    ironed = IronedPrior(prior)
     assert ironed.ironed_intervals == ()
     assert ironed.check_regularity().regular
     grid = prior.regularity_grid(n_points=999)
@@ -236,7 +236,7 @@ def test_unbounded_irregular_mixture() -> None:
     prior = GaussianMixturePrior((0.7, 0.3), (1.0, 3.0), (0.1, 0.1))
     assert math.isinf(prior.high)
     assert not prior.check_regularity().regular
-    ironed = prior.ironed()
+    ironed = IronedPrior(prior)
     assert ironed.check_regularity().regular
     assert len(ironed.ironed_intervals) == 1
     far = np.array([3.7, 4.0])  # beyond F^{-1}(1 − 1e-9): the base Ψ, increasing there
@@ -246,7 +246,7 @@ def test_unbounded_irregular_mixture() -> None:
 def test_empirical_bimodal_history_ironed(rng: np.random.Generator) -> None:
     bids = np.concatenate([rng.normal(0.2, 0.02, 60), rng.normal(0.6, 0.02, 60)])
     prior = EmpiricalPrior.from_bids(bids)
-    ironed = prior.ironed(n_points=1001)
+    ironed = IronedPrior(prior, n_points=1001)
     assert ironed.check_regularity().regular
     assert len(ironed.ironed_intervals) >= 1
     total, _ = integrate.quad(
@@ -274,7 +274,7 @@ def test_gap_where_psi_overflows() -> None:
     report = prior.check_regularity()
     assert not report.regular
     assert report.worst_decrease == math.inf
-    ironed = prior.ironed()
+    ironed = IronedPrior(prior)
     assert ironed.check_regularity().regular
     ((lo, hi),) = ironed.ironed_intervals
     assert lo < 0.3

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from mechanisms import ExponentialPrior, MechanismConfig, allocate
-from mechanisms import payments as payments_module
-from mechanisms import seller_payment as seller_payment_module
-from mechanisms.executors import SerialExecutor, chunked
-from mechanisms.payments import (
+from mechanisms.payments import _payments as payments_module
+from mechanisms.payments import _seller_payment as seller_payment_module
+from mechanisms.payments._executors import SerialExecutor, chunked
+from mechanisms.payments._payments import (
     MIN_VERIFIED,
     myerson_payments,
     payment_job,

@@ -13,19 +13,19 @@ from hypothesis import strategies as st
 from scipy.integrate import quad as scipy_quad
 
 from mechanisms import allocate
-from mechanisms.allocation import solve_allocation
-from mechanisms.critical_cost import (
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.payments._critical_cost import (
     SellerCurve,
     find_critical_cost,
     first_order_estimate,
     invert_virtual_cost,
 )
-from mechanisms.kinks import cap_exit
-from mechanisms.local_resolve import local_resolve
-from mechanisms.payments import payment_job
+from mechanisms.payments._kinks import cap_exit
+from mechanisms.payments._local_resolve import local_resolve
+from mechanisms.payments._payments import payment_job
+from mechanisms.payments._quadrature import integrate
+from mechanisms.payments._seller_payment import seller_payment
 from mechanisms.priors import ExponentialPrior, UniformPrior
-from mechanisms.quadrature import integrate
-from mechanisms.seller_payment import seller_payment
 from tests.conftest import SEED
 from tests.mechanisms.test_payments_instances import small_instance
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.reference import project_log_simplex, reference_allocate
+from mechanisms.allocation._reference import project_log_simplex, reference_allocate
 from tests.mechanisms.conftest import g_value, synthetic_logistic
 
 PRIOR = UniformPrior(0.0, 1.0)

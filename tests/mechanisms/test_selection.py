@@ -8,17 +8,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mechanisms import MechanismConfig, UniformPrior, allocate
-from mechanisms.datasets import SyntheticData, make_synthetic
-from mechanisms.release import released_validation_error
-from mechanisms.selection import (
+from market.datasets import SyntheticData, make_synthetic
+from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation import allocate
+from mechanisms.tuning import (
     TradeoffPoint,
-    default_grid,
-    expected_payment,
     myerson_total_fn,
+    released_validation_error,
     select_hyperparameters,
     tradeoff_curve,
 )
+from mechanisms.tuning._hyperparameters import default_grid, expected_payment
 
 LOW, HIGH = 0.1, 0.5
 PRIOR = UniformPrior(LOW, HIGH)
@@ -194,7 +194,7 @@ def test_default_total_payment_calls_myerson_total_at_the_chosen_point(
     """``myerson=True`` (the default): ``total_payment`` comes from
     ``payments.myerson_total`` with the chosen configuration, the caps and the chosen
     allocation as the base (stubbed here; the real total is checked in the slow test)."""
-    import mechanisms.selection as selection
+    import mechanisms.tuning._hyperparameters as selection
 
     tr, Xv, yv = _instance(rng, m=20)
     caps = np.full(20, 50.0)

@@ -10,7 +10,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from mechanisms.weights_step import (
+from mechanisms.allocation._weights_step import (
     fill_smallest,
     project_capped_simplex,
     solve_weights,

@@ -1,0 +1,370 @@
+"""The allocation: choose ``(a, η)``, and so every seller's ``ε_i = a_i η`` (spec §4).
+
+``allocate`` validates the inputs, turns reported costs into virtual costs ``Ψ_i``
+(spec §2), and minimises ``G(w, a, η)`` of spec §4.1 (paper eq. (10), made well-posed):
+block-exact solves at fixed ``η`` (:mod:`mechanisms.block_solver`) inside a global
+search over ``η`` — a coarse log grid over ``ε_avg = η/m ∈ [L·floor, L]``, warm-started
+point to point, then a bounded 1-D refinement (Brent, in ``log η``) around the best
+grid point (the paper's "line search", spec §4.2; the profile is not convex in ``η``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import minimize_scalar
+
+from learners._noise import sample_gamma_direction_noise
+from learners.privacy import curvature_slack
+from mechanisms._inputs import check_problem
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._problem import Problem, utility_derivative
+from mechanisms.allocation._weights_step import project_capped_simplex
+from mechanisms.config import MechanismConfig
+from mechanisms.priors import CostPrior, ensure_regular
+from mechanisms.result import Allocation, EtaProfile, KKTResiduals, SolveStatus
+
+FloatArray = NDArray[np.float64]
+KKT_TOL = 1e-6
+GRID_TOL = 1e-6  # block-solve tolerance at coarse-grid points (they only rank cells)
+
+
+def allocate(
+    X: ArrayLike,
+    y: ArrayLike,
+    costs: ArrayLike,
+    prior: CostPrior,
+    cfg: MechanismConfig,
+    eps_max: ArrayLike | None = None,
+    *,
+    random_state: int | np.random.Generator | None = None,
+) -> Allocation:
+    """Solve the allocation of spec §4.1 for reported ``costs``.
+
+    Parameters
+    ----------
+    X : array-like of shape (m, d)
+        Records, already scaled with public bounds so that ``‖x_i‖₂ ≤ 1``.
+    y : array-like of shape (m,)
+        Labels (``±1`` for the logistic loss) or targets.
+    costs : array-like of shape (m,)
+        Reported privacy costs ``c_i``, inside ``prior``'s support.
+    prior : CostPrior
+        Public cost prior; gives ``Ψ_i = prior.virtual_cost(c_i)``.
+    cfg : MechanismConfig
+    eps_max : array-like of shape (m,), optional
+        Per-seller caps ``ε_i^max`` on ``a_i η`` (``inf`` for none).
+    random_state : int or Generator, optional
+        Only for ``cfg.mode == "paper"``: the realised noise of the literal objective.
+
+    Returns
+    -------
+    Allocation
+
+    Raises
+    ------
+    ValueError
+        For malformed inputs (naming the parameter and the offending index).
+    """
+    X, y, c, e = check_problem(X, y, costs, prior, cfg, eps_max)
+    # An irregular prior is ironed first (spec §2): payments are IC only for Ψ̄.
+    psi = np.asarray(ensure_regular(prior).virtual_cost(c), dtype=float)
+    noise = None
+    if cfg.mode == "paper":
+        rng = np.random.default_rng(random_state)
+        noise = sample_gamma_direction_noise(X.shape[1], rng=rng)
+    return solve_allocation(Problem(X, y, psi, e, cfg, noise))
+
+
+def eta_bounds(prob: Problem) -> tuple[float, float] | None:
+    """Feasible ``η`` range ``[m·L·floor, η_hi]``; ``None`` if no ``η`` is feasible.
+
+    ``η`` is feasible iff ``Σ_i min(k/m, ε_i^max/η) ≥ 1`` (caps admit a simplex point),
+    a non-increasing function of ``η``; ``η_hi`` is the smaller of ``m·L`` and its root.
+    """
+    cfg, m = prob.cfg, prob.m
+    top = m * cfg.eps_avg_max
+    cap_sum = lambda eta: float(prob.caps(eta).sum())  # noqa: E731
+    if cap_sum(top) >= 1.0:
+        hi = top
+    else:
+        n_pos = int((prob.eps_max > 0).sum())
+        if n_pos * cfg.k / m < 1.0:
+            return None
+        lo, hi = 0.0, top
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if cap_sum(mid) >= 1.0:
+                lo = mid
+            else:
+                hi = mid
+        hi = lo
+        if hi <= 0.0:  # pragma: no cover - n_pos check above prevents it
+            return None
+    lo = min(top * cfg.eps_floor_ratio, hi * cfg.eps_floor_ratio)
+    return lo, hi
+
+
+def solve_allocation(
+    prob: Problem, *, warm_start: Allocation | None = None
+) -> Allocation:
+    """Global search over ``η`` (grid + bounded refinement) of block-exact solves.
+
+    ``warm_start``: an allocation of the same problem with (slightly) different virtual
+    costs — each grid point then starts from the stored solution there (payments).
+    """
+    t0 = time.perf_counter()
+    bounds = eta_bounds(prob)
+    if bounds is None:
+        return _infeasible(prob, t0)
+    grid = np.geomspace(bounds[0], bounds[1], prob.cfg.n_grid)
+    sols = _grid_search(prob, grid, warm_start)
+    t_grid = time.perf_counter() - t0
+    best, refined = _refine(prob, grid, sols)
+    best = _polish(prob, best, float(grid[0]), float(grid[-1]))
+    t_total = time.perf_counter() - t0
+    profile = EtaProfile(
+        grid=grid,
+        grid_values=np.array([s.search_value for s in sols]),
+        starts=tuple((s.w, s.a) for s in sols),
+        refined_eta=np.array([s.eta for s in refined]),
+        refined_values=np.array([s.search_value for s in refined]),
+    )
+    n_iter = sum(s.iterations for s in sols) + sum(s.iterations for s in refined)
+    timings = {"grid": t_grid, "refine": t_total - t_grid, "total": t_total}
+    return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings)
+
+
+def _start(prob: Problem, eta: float) -> tuple[FloatArray, FloatArray]:
+    a0, _ = project_capped_simplex(np.full(prob.m, 1.0 / prob.m), prob.caps(eta))
+    return np.zeros(prob.X.shape[1]), a0
+
+
+def _grid_search(
+    prob: Problem, grid: FloatArray, warm_start: Allocation | None
+) -> list[BlockSolution]:
+    """Solve at each grid ``η``, from the top down, warm-starting from the neighbour."""
+    stored = None
+    profile = None if warm_start is None else warm_start.profile
+    if profile is not None and np.array_equal(profile.grid, grid):
+        stored = profile.starts
+    sols: list[BlockSolution | None] = [None] * grid.size
+    w0, a0 = _start(prob, float(grid[-1]))
+    state = None
+    for j in range(grid.size - 1, -1, -1):
+        if stored is not None:
+            w0, a0 = stored[j]
+        sol = solve_at_eta(
+            prob, float(grid[j]), w0=w0, a0=a0, state=state, tol=GRID_TOL
+        )
+        sols[j] = sol
+        w0, a0, state = sol.w, sol.a, sol.state
+    return [s for s in sols if s is not None]
+
+
+def _refine(
+    prob: Problem, grid: FloatArray, sols: list[BlockSolution]
+) -> tuple[BlockSolution, list[BlockSolution]]:
+    """Bounded Brent search in ``log η`` between the best grid point's neighbours."""
+    j = int(np.argmin([s.search_value for s in sols]))
+    lo, hi = float(grid[max(j - 1, 0)]), float(grid[min(j + 1, grid.size - 1)])
+    best = sols[j]
+    refined: list[BlockSolution] = []
+
+    def f(log_eta: float) -> float:
+        nonlocal best
+        start = min([best, *refined[-1:]], key=lambda s: abs(np.log(s.eta) - log_eta))
+        sol = solve_at_eta(
+            prob, float(np.exp(log_eta)), w0=start.w, a0=start.a, state=start.state
+        )
+        refined.append(sol)
+        if sol.search_value < best.search_value:
+            best = sol
+        return sol.search_value
+
+    if 0 < j < grid.size - 1:  # at an end of the range the polish walks to the bound
+        minimize_scalar(
+            f,
+            bounds=(np.log(lo), np.log(hi)),
+            method="bounded",
+            options={"xatol": 1e-4, "maxiter": 60},
+        )
+    return best, refined
+
+
+def eta_step(prob: Problem, sol: BlockSolution, lo: float, hi: float) -> float:
+    """Exact η-block minimiser for linear ``u`` (spec §4.2, "η-step").
+
+    ``G`` restricted to ``η`` is ``σ'/η + γη Σ Ψ_i a_i`` with ``σ' = σ`` (plus the
+    paper mode's ``2bᵀw``), so ``η* = sqrt(σ'/(γ Σ Ψ_i a_i))``, clipped to ``[lo, hi]``
+    and to the per-seller caps ``η ≤ ε_i^max / a_i``.
+    """
+    cfg = prob.cfg
+    pos = sol.a > 0
+    if pos.any():
+        hi = min(hi, float((prob.eps_max[pos] / sol.a[pos]).min()))
+    num = cfg.sigma
+    c = prob.linear_term(1.0)
+    if c is not None:
+        num += float(c @ sol.w)
+    slope = cfg.gamma * float(prob.psi @ sol.a)
+    if num <= 0.0:
+        return lo
+    if slope <= 0.0:
+        return hi
+    return float(np.clip(np.sqrt(num / slope), lo, hi))
+
+
+def _polish(
+    prob: Problem,
+    best: BlockSolution,
+    lo: float,
+    hi: float,
+    *,
+    eta_rtol: float = 1e-13,
+) -> BlockSolution:
+    """Finish with exact (w, a, η) block sweeps from the search's best point.
+
+    Removes the refinement's ``xatol`` from ``η`` (linear ``u`` only): the plain step
+    ``η ← T(η)`` (the closed-form η-block minimiser at the current ``(w, a)``) never
+    increases ``G``, and its fixed point is a KKT point of all three blocks, which
+    keeps ``s ↦ ε_i(s)`` smooth for the payment sweeps. The fixed-point iteration is
+    only linearly convergent, so each step first tries the secant step on
+    ``g(η) = T(η) − η`` (in ``log η``) and keeps it only if ``G`` does not increase.
+    Stops when ``|T(η) − η| ≤ eta_rtol·η``.
+    """
+    if prob.cfg.u != "linear":
+        return best
+    sol = best
+    prev: tuple[float, float] | None = (
+        None  # (log η, log T(η) − log η) of the last step
+    )
+    for _ in range(200):
+        target = eta_step(prob, sol, lo, hi)
+        if abs(target - sol.eta) <= eta_rtol * sol.eta:
+            break
+        x, gx = float(np.log(sol.eta)), float(np.log(target) - np.log(sol.eta))
+        new = None
+        if prev is not None and gx != prev[1]:
+            x_sec = x - gx * (x - prev[0]) / (gx - prev[1])
+            eta_sec = float(np.clip(np.exp(x_sec), lo, hi))
+            cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
+            if cand.search_value <= sol.search_value:
+                new = cand
+        if new is None:
+            new = solve_at_eta(prob, target, w0=sol.w, a0=sol.a, state=sol.state)
+            if new.search_value > sol.search_value:
+                break
+        prev = (x, gx)
+        sol = new
+    return sol
+
+
+def kkt_residuals(
+    prob: Problem, sol: BlockSolution, eta_lo: float, eta_hi: float
+) -> KKTResiduals:
+    """Block KKT residuals at ``(w, a, η)`` (see :class:`KKTResiduals`)."""
+    cfg, loss = prob.cfg, prob.loss
+    w, a, eta = sol.w, sol.a, sol.eta
+    z = prob.X @ w
+    c = prob.linear_term(eta)
+    gw = prob.X.T @ (a * loss.derivative(z, prob.y)) + cfg.lam * w
+    if c is not None:
+        gw = gw + c
+    if cfg.mode == "strict":
+        losses = np.full(prob.m, prob.strict_loss_value)
+    else:
+        losses = loss.value(z, prob.y)
+    norm_a = float(np.linalg.norm(a))
+    upsi = prob.psi * utility_derivative(eta * a, cfg)
+    g = losses + cfg.gamma * eta * upsi + (cfg.mu * a / norm_a if norm_a > 0 else 0.0)
+    caps = prob.caps(eta)
+    at_zero = a <= 1e-12
+    at_cap = a >= caps * (1.0 - 1e-9)
+    free = ~at_zero & ~at_cap
+    if free.any():
+        tau = float(np.median(g[free]))
+    else:
+        lo_t = float(g[at_cap].max()) if at_cap.any() else -np.inf
+        hi_t = float(g[at_zero].min()) if at_zero.any() else np.inf
+        tau = lo_t if np.isfinite(lo_t) else hi_t
+    viol = np.zeros_like(g)
+    viol[free] = np.abs(g[free] - tau)
+    viol[at_zero] = np.maximum(tau - g[at_zero], 0.0)
+    viol[at_cap] = np.maximum(g[at_cap] - tau, 0.0)
+    r_a = float(viol.max()) / (1.0 + abs(tau))
+    # dP/dη = ∂G/∂η + Σ_{i held by ε_i^max} ν_i a_i, with ν_i = (τ − g_i)/η ≥ 0.
+    dG = -cfg.sigma / eta**2 + cfg.gamma * float(a @ upsi)
+    if c is not None:
+        dG -= float(c @ w) / eta
+    eps_held = at_cap & (prob.eps_max / eta < cfg.k / prob.m)
+    dG += float(((tau - g[eps_held]) * a[eps_held]).sum()) / eta
+    if (eta >= eta_hi * (1 - 1e-9) and dG < 0) or (
+        eta <= eta_lo * (1 + 1e-9) and dG > 0
+    ):
+        r_eta = 0.0
+    else:
+        r_eta = abs(dG) * eta / (1.0 + abs(sol.search_value))
+    return KKTResiduals(w=float(np.linalg.norm(gw)), a=r_a, eta=r_eta)
+
+
+def _result(
+    prob: Problem,
+    best: BlockSolution,
+    profile: EtaProfile,
+    n_iter: int,
+    n_evals: int,
+    timings: dict[str, float],
+) -> Allocation:
+    cfg = prob.cfg
+    kkt = kkt_residuals(prob, best, float(profile.grid[0]), float(profile.grid[-1]))
+    eps = best.a * best.eta
+    eps_total = (
+        eps + curvature_slack(best.a, cfg.lam) if cfg.curvature_overhead else eps
+    )
+    ok = best.converged and kkt.max() <= KKT_TOL
+    status = SolveStatus.OPTIMAL if ok else SolveStatus.OPTIMAL_INACCURATE
+    msg = "converged" if ok else f"block solve converged={best.converged}, kkt={kkt}"
+    return Allocation(
+        weights=best.a.copy(),
+        eta=float(best.eta),
+        epsilon=eps,
+        epsilon_total=eps_total,
+        w=best.w.copy(),
+        objective=best.value,
+        virtual_costs=prob.psi,
+        status=status,
+        message=msg,
+        kkt=kkt,
+        iterations=n_iter,
+        n_eta_evaluations=n_evals,
+        timings=timings,
+        config=cfg,
+        profile=profile,
+        mode_objective=best.search_value,
+    )
+
+
+def _infeasible(prob: Problem, t0: float) -> Allocation:
+    z = np.zeros(prob.m)
+    return Allocation(
+        weights=z,
+        eta=0.0,
+        epsilon=z.copy(),
+        epsilon_total=z.copy(),
+        w=np.zeros(prob.X.shape[1]),
+        objective=float("inf"),
+        virtual_costs=prob.psi,
+        status=SolveStatus.INFEASIBLE,
+        message=(
+            "eps_max: fewer than m/k sellers have a positive cap, so no weights on the "
+            "capped simplex exist"
+        ),
+        kkt=KKTResiduals(np.nan, np.nan, np.nan),
+        iterations=0,
+        n_eta_evaluations=0,
+        timings={"total": time.perf_counter() - t0},
+        config=prob.cfg,
+    )

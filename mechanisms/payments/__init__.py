@@ -1,0 +1,32 @@
+"""Myerson threshold payments for the allocation rule (spec ``mechanism.md`` §5).
+
+:func:`myerson_payments` computes every seller's ``t_i`` (a :class:`PaymentResult`),
+:func:`myerson_total` their sum, :func:`expected_payments` the paper's Thm 3.2
+diagnostic. Sellers run on any ``concurrent.futures.Executor``
+(:class:`SerialExecutor`, or a process pool of :func:`default_workers` workers).
+Private modules, in dependency order: ``_executors``, ``_seller_curve`` (one seller's
+``ε_i(s)``), ``_local_resolve`` (certified shortcut re-solves), ``_kinks``,
+``_critical_cost`` (the cut-off ``s*_i``), ``_quadrature``, ``_seller_payment`` (one
+seller), ``_payments`` (all sellers) and ``_myerson_payments`` (the public entry point:
+an :class:`mechanisms.Instance` or the positional arrays).
+"""
+
+from mechanisms.payments._executors import Progress, SerialExecutor, default_workers
+from mechanisms.payments._myerson_payments import myerson_payments
+from mechanisms.payments._payments import (
+    PaymentResult,
+    expected_payments,
+    myerson_total,
+)
+from mechanisms.payments._seller_payment import SellerPayment
+
+__all__ = [
+    "PaymentResult",
+    "Progress",
+    "SellerPayment",
+    "SerialExecutor",
+    "default_workers",
+    "expected_payments",
+    "myerson_payments",
+    "myerson_total",
+]

@@ -1,0 +1,198 @@
+"""The critical cost ``s*_i`` of one seller: where it drops out (spec ``mechanism.md`` §5).
+
+The curve ``ε_i(s)`` (:class:`mechanisms.seller_curve.SellerCurve`) is close to a
+threshold rule: it stays near its value and drops to 0 at the critical cost ``s*_i``.
+:func:`first_order_estimate` predicts ``s*_i`` from the a-step KKT conditions at the base
+``(w, η)`` (paper Thm 3.3: ``a_i > 0`` iff ``r_i(s) = ℓ_i(w) + γηΨ(s) < τ``);
+:func:`find_critical_cost` brackets and refines it with re-solves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.allocation._problem import Problem
+from mechanisms.payments._kinks import breakpoints, cap_exit
+from mechanisms.payments._seller_curve import SellerCurve, Solver, active_signature
+from mechanisms.priors import CostPrior
+from mechanisms.result import Allocation
+
+__all__ = [
+    "CriticalCost",
+    "SellerCurve",
+    "Solver",
+    "active_signature",
+    "breakpoints",
+    "cap_exit",
+    "find_critical_cost",
+    "first_order_estimate",
+    "invert_virtual_cost",
+    "kkt_threshold",
+]
+
+
+def kkt_threshold(prob: Problem, base: Allocation) -> float | None:
+    """The a-step threshold ``τ`` at the base point (``a_i = clip(S(τ − r_i), 0, h_i)``).
+
+    ``S = ‖a‖₂/μ`` (KKT of the ``μ‖a‖₂`` term), so each seller strictly between its
+    bounds gives ``τ = r_i + a_i/S``; with none, ``τ`` is the smallest ``r_i`` of the
+    sellers at 0 (the most a dropping-out seller can have). ``None`` if undefined.
+    """
+    cfg = prob.cfg
+    losses = prob.loss.value(prob.X @ base.w, prob.y)
+    if cfg.mode == "strict":
+        losses = np.full(prob.m, prob.strict_loss_value)
+    r = losses + cfg.gamma * base.eta * prob.psi
+    a = base.weights
+    caps = prob.caps(base.eta)
+    free = (a > 1e-12) & (a < caps * (1 - 1e-9))
+    if cfg.mu > 0 and free.any():
+        S = float(np.linalg.norm(a)) / cfg.mu
+        return float(np.median(r[free] + a[free] / S))
+    zero = a <= 1e-12
+    if zero.any():
+        return float(r[zero].min())
+    return None
+
+
+def first_order_estimate(curve: SellerCurve) -> float | None:
+    """``s`` with ``ℓ_i(w) + γηΨ(s) = τ`` at the base ``(w, η, τ)`` (linear ``u``).
+
+    Returns ``None`` when the KKT form does not apply (``γ = 0``, power ``u``, no
+    threshold) or no ``s`` in the support reaches it.
+    """
+    prob, base, i = curve.prob, curve.base, curve.index
+    cfg = prob.cfg
+    if cfg.u != "linear" or cfg.gamma <= 0 or base.eta <= 0:
+        return None
+    tau = kkt_threshold(prob, base)
+    if tau is None:
+        return None
+    if cfg.mode == "strict":
+        loss_i = prob.strict_loss_value
+    else:
+        loss_i = float(
+            prob.loss.value(prob.X[i : i + 1] @ base.w, prob.y[i : i + 1])[0]
+        )
+    target = (tau - loss_i) / (cfg.gamma * base.eta)
+    return invert_virtual_cost(curve.prior, target, low=curve.report)
+
+
+def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float | None:
+    """Smallest ``s ≥ low`` in the support with ``Ψ̄(s) ≥ target`` (bisection)."""
+    psi = lambda s: float(np.asarray(prior.virtual_cost(np.array([s])))[0])  # noqa: E731
+    if psi(low) >= target:
+        return low
+    hi = float(prior.high)
+    if not np.isfinite(hi):
+        hi = max(2.0 * low, low + 1.0)
+        for _ in range(200):
+            if psi(hi) >= target:
+                break
+            hi = 2.0 * hi
+        else:
+            return None
+    elif psi(hi) < target:
+        return None
+    lo = low
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if psi(mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-13 * max(1.0, abs(hi)):
+            break
+    return hi
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalCost:
+    """Bracket ``[lo, hi]`` of the critical cost: ``ε_i(lo) > 0`` and ``ε_i(hi) = 0``
+    (``hi = lo = c̄`` when the seller is never excluded on the support)."""
+
+    lo: float
+    hi: float
+    estimate: float | None
+    excluded_on_support: bool
+
+
+def find_critical_cost(
+    curve: SellerCurve, *, rtol: float = 1e-9, max_steps: int = 80
+) -> CriticalCost:
+    """Bracket the drop-out point from the first-order estimate, then refine it.
+
+    Refinement: linear extrapolation to zero through the last two positive points
+    (the curve is close to linear in ``Ψ`` near ``s*``), safeguarded into the middle
+    80% of the bracket, else bisection. Stops when ``u(ε(lo))·(hi − lo)`` (the most the
+    bracket can add to the integral) is below ``rtol`` times the integral's lower bound
+    ``max_j (s_j − c)·u(ε(s_j))`` over evaluated ``s_j ≤ lo`` (valid for a
+    non-increasing curve), or the bracket is at floating-point resolution.
+    """
+    c = curve.report
+    top = float(curve.prior.high)
+    if curve.epsilon(c) <= 0.0:
+        return CriticalCost(c, c, None, True)
+    est = first_order_estimate(curve)
+    scale = max(abs(c), 1e-12)
+    guess = est if est is not None and est > c else c + scale
+    guess = min(guess, top)
+    lo, hi = c, None
+    for _ in range(max_steps):
+        if curve.epsilon(guess) > 0.0:
+            lo = guess
+            if guess >= top:
+                return CriticalCost(top, top, est, False)
+            guess = min(top, c + 2.0 * (guess - c))
+        else:
+            hi = guess
+            break
+    if hi is None:
+        raise RuntimeError(f"seller {curve.index}: no critical cost found")
+    for _ in range(max_steps):
+        if curve.u(lo) * (hi - lo) <= rtol * _integral_lower_bound(curve, lo) or not (
+            lo < 0.5 * (lo + hi) < hi
+        ):
+            break
+        mid = _next_point(curve, lo, hi)
+        if curve.epsilon(mid) > 0.0:
+            lo = mid
+        else:
+            hi = mid
+    return CriticalCost(lo, hi, est, True)
+
+
+def _integral_lower_bound(curve: SellerCurve, lo: float) -> float:
+    """``max_j (s_j − c)·u(ε(s_j))`` over evaluated ``c < s_j ≤ lo``."""
+    c = curve.report
+    vals = [(s - c) * curve.u(s) for s in curve.cache if c < s <= lo]
+    return max(vals, default=0.0)
+
+
+def _next_point(curve: SellerCurve, lo: float, hi: float) -> float:
+    """Aim just short of the secant-to-zero through the two largest positive
+    evaluations below ``hi``.
+
+    ``ε_i`` is smooth on its positive branch and reaches 0 at ``s*_i``, so the secant
+    root ``z`` converges superlinearly from the left; aiming at ``lo + 0.99 (z − lo)``
+    keeps the new point on the positive side, where it shrinks ``u(ε(lo))`` (the
+    stopping test is ``u(ε(lo))·(hi − lo)``). Safeguarded into
+    ``[lo + 0.02 w, hi − 0.02 w]`` of the bracket width ``w``; bisection without a usable
+    secant.
+    """
+    pos = sorted(s for s, e in curve.cache.items() if e > 0.0 and s <= lo)
+    mid = 0.5 * (lo + hi)
+    if len(pos) < 2:
+        return mid
+    s0, s1 = pos[-2], pos[-1]
+    e0, e1 = curve.cache[s0], curve.cache[s1]
+    if e0 <= e1:
+        return mid
+    z = s1 + e1 * (s1 - s0) / (e0 - e1)
+    if not z < hi:
+        return mid
+    width = hi - lo
+    aim = lo + 0.99 * (z - lo)
+    return float(np.clip(aim, lo + 0.02 * width, hi - 0.02 * width))

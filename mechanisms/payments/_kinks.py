@@ -1,0 +1,112 @@
+"""Kinks of a seller's allocation curve ``s ↦ ε_i(s)`` (spec ``mechanism.md`` §5).
+
+``ε_i`` is smooth wherever the active set of the a-step (which sellers sit at 0, strictly
+between their bounds, or at their caps) is fixed, and has a slope jump where it changes.
+The biggest jump is the seller's own exit from its cap (:func:`cap_exit`); the others
+come from other sellers changing status (:func:`breakpoints`). Passed to the quadrature
+as breakpoints, they leave it smooth pieces to integrate.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from mechanisms.payments._seller_curve import SellerCurve
+
+
+def breakpoints(
+    curve: SellerCurve, lo: float, hi: float, *, n_scan: int = 0, xrtol: float = 1e-3
+) -> list[float]:
+    """Kinks of ``ε_i`` on ``[lo, hi]`` found from the active sets of evaluated reports.
+
+    Optionally evaluates ``n_scan`` equispaced interior points first; then every pair of
+    neighbouring evaluated reports whose active sets differ is bisected down to width
+    ``xrtol·(hi − lo)``. Returns both ends of every such final bracket (the kink lies
+    between them), so a quadrature split there integrates smooth pieces only.
+    """
+    for s in np.linspace(lo, hi, n_scan + 2)[1:-1]:
+        curve.epsilon(float(s))
+    width = xrtol * (hi - lo)
+    out: set[float] = set()
+    pts = sorted(s for s in curve.cache if lo <= s <= hi)
+    for a, b in itertools.pairwise(pts):
+        stack = [(a, b)]
+        while stack:
+            x0, x1 = stack.pop()
+            if curve.signature(x0) == curve.signature(x1):
+                continue
+            if x1 - x0 <= width:
+                out.update((x0, x1))
+                continue
+            mid = 0.5 * (x0 + x1)
+            stack += [(mid, x1), (x0, mid)]
+    return sorted(out - {lo, hi})
+
+
+def own_status(curve: SellerCurve, s: float) -> int:
+    """Seller ``i``'s own bound at report ``s``: 0 at zero, 1 free, 2 at its cap."""
+    return int(curve.signature(s)[curve.index])
+
+
+def cap_slack(curve: SellerCurve, s: float) -> float:
+    """``h_i − a_i`` at report ``s`` (0 while seller ``i`` sits at its cap; NaN when
+    the re-solve there did not succeed, which makes :func:`cap_exit` bisect)."""
+    curve.epsilon(s)
+    point = curve.points.get(float(s))
+    if point is None:
+        return float("nan")
+    _w, a, eta = point
+    return float(curve.prob.caps(eta)[curve.index] - a[curve.index])
+
+
+def cap_exit(
+    curve: SellerCurve,
+    lo: float,
+    hi: float,
+    *,
+    xrtol: float = 1e-3,
+    max_steps: int = 6,
+) -> float | None:
+    """Where seller ``i`` leaves its cap on ``[lo, hi]`` (the curve's main kink).
+
+    A winner at its cap ``a_i = h_i`` keeps ``ε_i ≈ h_i η`` as its report rises, until
+    the KKT form ``a_i = clip(S(τ − r_i(s)), 0, h_i)`` drops below the cap; from there
+    ``ε_i`` falls to 0 at ``s*_i``. The slope jumps at that point, which costs an
+    adaptive rule many panels; located and passed as a breakpoint, both pieces are
+    smooth. The slack ``h_i − a_i`` is smooth (nearly linear) on the free side and 0 on
+    the capped side, so the secant through the two lowest free reports extrapolates to
+    the exit ``z``; a report 1 % of the bracket into the free side of ``z`` confirms it
+    (bisection without a usable secant). Stops when the bracket is below ``xrtol`` of
+    ``[lo, hi]``: a kink misplaced by ``δ`` changes the integral by about
+    ``|Δ slope|·δ²/2``, far below the quadrature tolerance. Returns the secant estimate
+    of the exit (or the lowest free report), ``None`` when seller ``i`` is not capped
+    at ``lo`` or not free at ``hi``.
+    """
+    if own_status(curve, lo) != 2 or own_status(curve, hi) != 1:
+        return None
+    best = hi
+    for _ in range(max_steps):
+        pts = sorted(s for s in curve.cache if lo <= s <= hi)
+        s_cap = max(s for s in pts if own_status(curve, s) == 2)
+        free = [s for s in pts if s > s_cap and own_status(curve, s) == 1]
+        s_free, width = free[0], free[0] - s_cap
+        best, nxt = s_free, 0.5 * (s_cap + s_free)
+        if len(free) >= 2:
+            g0, g1 = cap_slack(curve, free[0]), cap_slack(curve, free[1])
+            if g1 > g0 > 0.0:
+                z = free[0] - g0 * (free[1] - free[0]) / (g1 - g0)
+                if s_cap < z < s_free:
+                    best = z
+                    nxt = float(
+                        np.clip(
+                            z + 0.01 * width,
+                            s_cap + 0.02 * width,
+                            s_free - 0.02 * width,
+                        )
+                    )
+        if width <= xrtol * (hi - lo):
+            break
+        curve.epsilon(nxt)
+    return best

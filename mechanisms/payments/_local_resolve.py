@@ -1,0 +1,111 @@
+"""Certified fast re-solve when one seller's virtual cost goes **up** (payment sweeps).
+
+:func:`mechanisms.allocation.solve_allocation` re-runs the whole ``η`` search: every
+coarse-grid point, a Brent refinement around the best one, then the exact block polish.
+In a payment sweep seller ``i`` reports ``s ≥ c_i`` so ``Ψ_i`` only increases, and then
+the grid values can only increase: ``P_j(Ψ) = min_{w,a} G(w, a, η_j; Ψ)`` is a minimum
+of functions non-decreasing in ``Ψ_i`` (``γ η_j a_i u' ≥ 0``). Hence if the base's best
+grid point ``j*`` re-solved with the new ``Ψ`` is still below every *base* value
+``P_j(Ψ_base)`` (``j ≠ j*``, minus a tolerance margin), the full search would pick the
+same cell ``j*`` again, and its refinement + polish end at the local optimum of the
+profile in that cell — which the polish from the base point reaches directly. The
+re-solve at ``j*`` is skipped when ``G`` at the base's grid solution there, evaluated with
+the new ``Ψ`` (an upper bound on ``P_j*``), already clears the other cells' floors.
+The shortcut is used only when that certificate holds and the polished ``η`` stays in
+the cell ``[η_{j*−1}, η_{j*+1}]``; otherwise it returns ``None`` and the caller runs
+the full search. Linear ``u`` only (the polish is defined there).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._eta_search import (
+    GRID_TOL,
+    _polish,
+    _result,
+    eta_bounds,
+    solve_allocation,
+)
+from mechanisms.allocation._problem import Problem, search_value
+from mechanisms.result import Allocation
+
+FloatArray = NDArray[np.float64]
+
+MARGIN = 1e-5  # relative; well above the grid solves' tolerance GRID_TOL
+# The shortcut's η polish stops at |T(η) − η| ≤ 1e-10·η (the full search's: 1e-13):
+# ε_i = a_i η then agrees with the full search's to ~1e-10, far inside the payments'
+# 1e-5 and the shortcut check's tolerance, for one fewer block solve per re-solve.
+ETA_RTOL = 1e-10
+
+
+def local_resolve(
+    prob: Problem,
+    base: Allocation,
+    *,
+    lower_bounds: FloatArray | None = None,
+    start: tuple[FloatArray, FloatArray, float] | None = None,
+) -> Allocation | None:
+    """The allocation ``solve_allocation(prob, warm_start=base)`` would return, when
+    the certificate of the module docstring holds; else ``None``.
+
+    Parameters
+    ----------
+    prob : Problem
+        ``base``'s problem with some virtual costs raised (never lowered).
+    base : Allocation
+        The base solution (its ``η`` grid and stored grid solutions).
+    lower_bounds : ndarray, optional
+        Lower bounds on the grid values ``P_j`` at ``prob.psi`` (default: the base's
+        values, valid because ``P_j`` is non-decreasing in ``Ψ``).
+    start : (w, a, η), optional
+        Where the local polish starts (default the base point): a nearby solution.
+    """
+    t0 = time.perf_counter()
+    prof = base.profile
+    cfg = prob.cfg
+    if prof is None or cfg.u != "linear" or cfg.mode == "paper" or not base.success:
+        return None
+    if np.any(prob.psi < base.virtual_costs):
+        return None
+    bounds = eta_bounds(prob)
+    if bounds is None:
+        return None
+    grid = np.geomspace(bounds[0], bounds[1], cfg.n_grid)
+    if not np.array_equal(grid, prof.grid):
+        return None
+    lb = prof.grid_values if lower_bounds is None else lower_bounds
+    j = int(np.argmin(lb))
+    w_j, a_j = prof.starts[j]
+    others = np.delete(lb, j)
+    floor = float(others.min()) if others.size else np.inf
+    # Upper bound on P_j*: G at the base's grid solution with the new Ψ; re-solve
+    # at η_j* only when that bound is not already below every other cell's floor.
+    upper = search_value(prob, w_j, a_j, float(grid[j]))
+    n_iter = 0
+    if not upper < floor - MARGIN * (1.0 + abs(upper)):
+        at_j = solve_at_eta(prob, float(grid[j]), w0=w_j, a0=a_j, tol=GRID_TOL)
+        upper, n_iter = at_j.search_value, at_j.iterations
+        if not upper < floor - MARGIN * (1.0 + abs(upper)):
+            return None
+    w_s, a_s, eta_s = (base.w, base.weights, base.eta) if start is None else start
+    first = solve_at_eta(prob, eta_s, w0=w_s, a0=a_s)
+    best = _polish(prob, first, float(grid[0]), float(grid[-1]), eta_rtol=ETA_RTOL)
+    cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    if not cell_lo <= best.eta <= cell_hi or best.search_value > upper:
+        return None
+    timings = {"total": time.perf_counter() - t0}
+    return _result(prob, best, prof, n_iter + best.iterations, 2, timings)
+
+
+def fast_solve(prob: Problem, *, warm_start: Allocation | None = None) -> Allocation:
+    """:func:`local_resolve` (base bounds) when certified, else :func:`solve_allocation`."""
+    if warm_start is not None:
+        out = local_resolve(prob, warm_start)
+        if out is not None:
+            return out
+    return solve_allocation(prob, warm_start=warm_start)
