@@ -61,27 +61,34 @@ def test_allocations_carry_each_sellers_reported_cost(world: World) -> None:
     ]
 
 
-def test_tradeoff_points_report_sellers_used_and_epsilon_range(world: World) -> None:
+def _queue_tradeoff(world: World) -> int:
+    """Two sellers' offers (λ = 1 so both fit the lifetime cap of 3), then a queued
+    trade-off job over γ ∈ {0.1, 10}; return its id."""
     c = world.api.client
-    c.patch(
-        f"/v1/markets/{world.market_id}",
-        headers=world.admin,
-        json={"mechanism": {"lam": 1.0}},
-    )
+    lam = {"mechanism": {"lam": 1.0}}
+    c.patch(f"/v1/markets/{world.market_id}", headers=world.admin, json=lam)
     for headers, x, y in (
         (world.seller_a, [1.0, 0.0], 1),
         (world.seller_b, [9.0, 0.5], -1),
     ):
-        c.post(
+        r = c.post(
             f"/v1/markets/{world.market_id}/offers",
             headers=headers,
             json=offer_body(x=x, y=y),
         )
-    job_id = c.post(
-        f"/v1/markets/{world.market_id}/tradeoff",
-        headers=world.admin,
-        json={"gammas": [0.1, 10.0]},
-    ).json()["job_id"]
+        assert r.status_code == 201, r.text
+    return int(
+        c.post(
+            f"/v1/markets/{world.market_id}/tradeoff",
+            headers=world.admin,
+            json={"gammas": [0.1, 10.0]},
+        ).json()["job_id"]
+    )
+
+
+def test_tradeoff_points_report_sellers_used_and_epsilon_range(world: World) -> None:
+    c = world.api.client
+    job_id = _queue_tradeoff(world)
     assert _run_job(c.app.state.engine, job_id) == "succeeded"  # type: ignore[attr-defined]
     points = c.get(f"/v1/jobs/{job_id}", headers=world.admin).json()["points"]
     assert [p["gamma"] for p in points] == [0.1, 10.0]
@@ -98,22 +105,7 @@ def test_a_tradeoff_job_persists_its_progress_while_it_runs(
 ) -> None:
     c = world.api.client
     engine = c.app.state.engine  # type: ignore[attr-defined]
-    lam = {"mechanism": {"lam": 1.0}}  # so both sellers fit the lifetime cap
-    c.patch(f"/v1/markets/{world.market_id}", headers=world.admin, json=lam)
-    for headers, x, y in (
-        (world.seller_a, [1.0, 0.0], 1),
-        (world.seller_b, [9.0, 0.5], -1),
-    ):
-        c.post(
-            f"/v1/markets/{world.market_id}/offers",
-            headers=headers,
-            json=offer_body(x=x, y=y),
-        )
-    job_id = c.post(
-        f"/v1/markets/{world.market_id}/tradeoff",
-        headers=world.admin,
-        json={"gammas": [0.1, 10.0]},
-    ).json()["job_id"]
+    job_id = _queue_tradeoff(world)
     seen: list[tuple[str, float]] = []
 
     def fake_tradeoff(X, y, costs, **kw):  # type: ignore[no-untyped-def]
