@@ -6,7 +6,8 @@ Public surface: the estimator :class:`LDPMissingLogisticRegression` (registered 
 (:func:`kappa`, :func:`c_epsilon`, :func:`pi_epsilon`, :func:`sampling_radius`);
 private projected SGD (:func:`private_sgd`, :func:`replay_server`); algorithms
 :func:`dummy_submission` and :func:`two_phase`; and the paper's simulation design
-(:func:`simulate`, :func:`cross_entropy`, :func:`missing_data_limit`).
+(:func:`simulate`, :func:`cross_entropy`, :func:`missing_data_limit`,
+:func:`run_trial`).
 """
 
 from learners.ldp_missing._algorithms import (
@@ -32,8 +33,10 @@ from learners.ldp_missing._randomizer import (
 from learners.ldp_missing._sgd import SGDResult, private_sgd, replay_server
 from learners.ldp_missing._simulation import (
     MissingData,
+    Trial,
     cross_entropy,
     missing_data_limit,
+    run_trial,
     simulate,
 )
 
@@ -44,6 +47,7 @@ __all__ = [
     "SGDResult",
     "SamplingNoise",
     "TPResult",
+    "Trial",
     "apply_private_sampling",
     "c_epsilon",
     "cross_entropy",
@@ -56,6 +60,7 @@ __all__ = [
     "private_sampling",
     "private_sgd",
     "replay_server",
+    "run_trial",
     "sampling_radius",
     "simulate",
     "two_phase",

@@ -9,13 +9,23 @@ experiments very probably used, spec §8.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
-__all__ = ["MissingData", "cross_entropy", "missing_data_limit", "simulate"]
+from learners.ldp_missing._algorithms import dummy_submission, two_phase
+
+__all__ = [
+    "MissingData",
+    "Trial",
+    "cross_entropy",
+    "missing_data_limit",
+    "run_trial",
+    "simulate",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,3 +85,65 @@ def missing_data_limit(
     r = 1.0 - p if alpha_parametrizes == "missing" else p
     b[0] += float(np.log(r[1] / r[0]))
     return b
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One fit of the spec §10 experiment: ``err = ‖β̂ − β*‖`` and ``risk`` = excess
+    empirical cross-entropy on the **full** simulated data (spec §8.6; may be < 0)."""
+
+    beta: NDArray[np.float64]
+    err: float
+    risk: float
+    alpha: NDArray[np.float64] | None
+
+
+def _complete_case_mle(data: MissingData) -> NDArray[np.float64]:
+    """Non-private baseline: the unpenalised MLE on the complete cases."""
+    keep = ~data.missing
+    X, y = data.X_full[keep], data.y01[keep]
+
+    def loss(b: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        t = b[0] + X @ b[1:]
+        r = expit(t) - y
+        grad = np.concatenate([[r.mean()], X.T @ r / y.size])
+        return cross_entropy(b, X, y), grad
+
+    res = minimize(loss, np.zeros(X.shape[1] + 1), jac=True, method="BFGS")
+    return np.asarray(res.x, dtype=float)
+
+
+def run_trial(
+    method: Literal["dummy", "two_phase", "nonprivate"],
+    data: MissingData,
+    epsilon: ArrayLike,
+    *,
+    beta_star: ArrayLike,
+    rng: np.random.Generator,
+    **options: Any,
+) -> Trial:
+    """Fit ``method`` on ``data`` (spec §10 defaults: ``R_β = √2`` for k = 1, R_α = 4,
+    γ = 0.1, ``x ∈ [−1, 1]^k``; ``options`` override them) and score it."""
+    n, k = data.X.shape
+    eps = np.broadcast_to(np.asarray(epsilon, dtype=float), (n,))
+    kw: dict[str, Any] = {
+        "x_bound": float(np.sqrt(k)),
+        "beta_radius": float(np.sqrt(k + 1)),
+        "gamma": 0.1,
+        "rng": rng,
+    }
+    kw.update(options)
+    alpha = None
+    if method == "nonprivate":
+        beta = _complete_case_mle(data)
+    elif method == "dummy":
+        beta = dummy_submission(data.X, data.y01, eps, **kw).beta
+    else:
+        kw.setdefault("alpha_radius", 4.0)
+        tp = two_phase(data.X, data.y01, eps, **kw)
+        beta, alpha = tp.beta, tp.alpha
+    b_star = np.asarray(beta_star, dtype=float)
+    risk = cross_entropy(beta, data.X_full, data.y01) - cross_entropy(
+        b_star, data.X_full, data.y01
+    )
+    return Trial(beta, float(np.linalg.norm(beta - b_star)), risk, alpha)
