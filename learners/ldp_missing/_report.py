@@ -25,7 +25,7 @@ TP_STAGES = (
 
 
 def _floats(a: NDArray[np.float64]) -> tuple[float, ...]:
-    return tuple(float(e) for e in a)
+    return tuple(np.asarray(a, dtype=float).tolist())  # fast at n = 10⁶
 
 
 def local_report(
