@@ -36,7 +36,9 @@ def audit_market(
     with session_scope(db_engine) as session:
         market = markets.get_market_or_raise(session, market_id)
         current = markets.current_parameters(session, market_id)
-        checked = numerics.check_order_learner(learner, params or {}, task=market.task)
+        checked = numerics.check_order_learner(
+            learner, params or {}, task=market.task, features=market.features
+        )
         inst = load_instance(
             session,
             market=market,

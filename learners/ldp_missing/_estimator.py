@@ -89,6 +89,7 @@ class LDPMissingLogisticRegression(ClassifierMixin, BaseEstimator):  # type: ign
         privacy_model="local",
         mechanism_loss="logistic",
         overhead="none",
+        missing_values=True,
         params=(
             ParamSpec(
                 name="algorithm",

@@ -206,7 +206,7 @@ def load_order(session: Session, order: Order) -> OrderRun:
     assert market is not None
     assert params is not None
     checked = numerics.check_order_learner(
-        order.learner, order.params, task=market.task
+        order.learner, order.params, task=market.task, features=market.features
     )
     inst = load_instance(
         session,
@@ -229,9 +229,14 @@ def load_tradeoff(session: Session, job: Job) -> OrderInstance:
     learner (default: the first registered learner of the task)."""
     market = markets.get_market_or_raise(session, job.market_id)  # type: ignore[arg-type]
     current = markets.current_parameters(session, market.id)  # type: ignore[arg-type]
-    learner = job.params.get("learner") or numerics.default_learner(market.task)
+    learner = job.params.get("learner") or numerics.default_learner(
+        market.task, market.features
+    )
     checked = numerics.check_order_learner(
-        learner, job.params.get("params") or {}, task=market.task
+        learner,
+        job.params.get("params") or {},
+        task=market.task,
+        features=market.features,
     )
     return load_instance(
         session,
