@@ -167,7 +167,7 @@ def private_sampling(
     --------
     >>> Z = private_sampling([[0.5, 0.0]], bound=1.0, epsilon=1.0, rng=0)
     >>> round(float(np.linalg.norm(Z)), 4)  # B = 1 · C_1 · π/2
-    3.3992
+    3.3991
     """
     V_arr = _check_inputs(V, bound)
     n, d = V_arr.shape
