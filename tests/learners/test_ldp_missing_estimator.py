@@ -129,3 +129,24 @@ def test_all_records_missing_or_skipped_still_fits(rng: np.random.Generator) -> 
     assert clf.intercept_ == 0.0
     clf.fit(X, y, sample_epsilon=np.ones(50))  # only dummies: reports are uniform
     assert clf.predict(X).shape == (50,)
+
+
+def test_scikit_learn_conventions(rng: np.random.Generator) -> None:
+    """get/set_params and clone, NotFittedError before fit, pickling a fitted model,
+    ``n_features_in_`` checked at predict time."""
+    import pickle
+
+    from sklearn.exceptions import NotFittedError
+
+    est = LDPMissingLogisticRegression(algorithm="dummy", gamma=0.2, random_state=0)
+    assert clone(est).get_params() == est.get_params()
+    assert est.set_params(gamma=0.3).gamma == 0.3
+    X, y = _data(300, rng)
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+    est.fit(X, y, sample_epsilon=np.ones(300))
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
+    assert est.n_features_in_ == 2
+    with pytest.raises(ValueError, match="features"):
+        est.predict(np.zeros((3, 5)))
