@@ -37,6 +37,7 @@ from learners.ldp_missing._simulation import (
     cross_entropy,
     missing_data_limit,
     run_trial,
+    run_trials,
     simulate,
 )
 
@@ -61,6 +62,7 @@ __all__ = [
     "private_sgd",
     "replay_server",
     "run_trial",
+    "run_trials",
     "sampling_radius",
     "simulate",
     "two_phase",

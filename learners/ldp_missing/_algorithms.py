@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -151,38 +152,36 @@ def two_phase(
     m = missing.astype(float)
     eps1 = epsilon * split
     eps2 = epsilon - eps1
+    sgd = partial(
+        private_sgd,
+        gamma=gamma,
+        rng=rng,
+        step_scale=step_scale,
+        identity=identity,
+        record=record,
+    )
     phase1 = None
     if alpha is None:
         prep = np.column_stack([np.ones_like(y01), y01])
-        phase1 = private_sgd(
+        phase1 = sgd(
             prep,
             m,
             np.ones_like(m),
             bound=math.sqrt(2.0),
             epsilon=eps1,
             ball=alpha_radius,
-            gamma=gamma,
-            rng=rng,
-            step_scale=step_scale,
-            identity=identity,
-            record=record,
         )
         alpha = phase1.coef
     r_hat = observation_probabilities(alpha, p_floor=p_floor)
     p_min = float(r_hat.min())
     weights = np.where(missing, 0.0, 1.0 / r_hat[y01.astype(int)])
-    phase2 = private_sgd(
+    phase2 = sgd(
         feats,
         y01,
         weights,
         bound=math.sqrt(1.0 + x_bound**2) / p_min,
         epsilon=eps2,
         ball=beta_radius,
-        gamma=gamma,
-        rng=rng,
-        step_scale=step_scale,
-        identity=identity,
-        record=record,
     )
     return TPResult(
         beta=phase2.coef,

@@ -9,11 +9,11 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from learners._sign_classifier import SignClassifierMixin
 from learners._validation import check_groups, check_sign_labels
 from learners.ldp_missing._algorithms import dummy_submission, two_phase
 from learners.ldp_missing._report import local_report
@@ -23,7 +23,11 @@ from learners.spec import LearnerSpec, ParamSpec
 ALGORITHMS = ("two_phase", "dummy")
 
 
-class LDPMissingLogisticRegression(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+class LDPMissingLogisticRegression(
+    SignClassifierMixin,
+    ClassifierMixin,  # type: ignore[misc]
+    BaseEstimator,  # type: ignore[misc]
+):
     """Locally private logistic regression with missing covariates (spec §3–§7, §9).
 
     Each record ``i`` is randomized on its own with its budget ``ε_i`` by the ℓ2-ball
@@ -295,17 +299,7 @@ class LDPMissingLogisticRegression(ClassifierMixin, BaseEstimator):  # type: ign
         filled = np.where(np.isnan(X_arr), 0.0, X_arr)
         return np.asarray(filled @ self.coef_ + self.intercept_, dtype=float)
 
-    def predict(self, X: ArrayLike) -> NDArray[np.int64]:
-        """Labels in ``{−1, +1}``."""
-        return np.where(self.decision_function(X) > 0, 1, -1)
-
-    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
-        """``[P(y=−1|x), P(y=+1|x)]`` with ``P(y=+1|x) = σ(x·coef_ + intercept_)``."""
-        z = self.decision_function(X)
-        return np.column_stack([expit(-z), expit(z)])
-
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
         tags.input_tags.allow_nan = True
         return tags

@@ -24,6 +24,7 @@ __all__ = [
     "cross_entropy",
     "missing_data_limit",
     "run_trial",
+    "run_trials",
     "simulate",
 ]
 
@@ -147,3 +148,25 @@ def run_trial(
         b_star, data.X_full, data.y01
     )
     return Trial(beta, float(np.linalg.norm(beta - b_star)), risk, alpha)
+
+
+def run_trials(
+    method: Literal["dummy", "two_phase", "nonprivate"],
+    *,
+    trials: int,
+    n: int,
+    beta: ArrayLike,
+    alpha: ArrayLike,
+    alpha_parametrizes: Literal["missing", "observed"],
+    epsilon: ArrayLike,
+    rng: np.random.Generator,
+    **options: Any,
+) -> list[Trial]:
+    """``trials`` independent (data, fit) pairs of :func:`simulate` and :func:`run_trial`."""
+    out = []
+    for _ in range(trials):
+        data = simulate(
+            n, beta=beta, alpha=alpha, alpha_parametrizes=alpha_parametrizes, rng=rng
+        )
+        out.append(run_trial(method, data, epsilon, beta_star=beta, rng=rng, **options))
+    return out

@@ -15,7 +15,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from learners.ldp_missing import run_trial, simulate
+from learners.ldp_missing import run_trials
 from tests.conftest import SEED
 
 pytestmark = pytest.mark.slow
@@ -42,29 +42,22 @@ def cell(
         budget = np.where(np.arange(N) < N // 2, eps[0], eps[1])
     else:
         budget = np.full(N, eps)
-    risks, errs, alphas = [], [], []
-    for _ in range(trials):
-        data = simulate(
-            N,
-            beta=BETA,
-            alpha=alpha,
-            alpha_parametrizes=convention,
-            rng=rng,  # type: ignore[arg-type]
-        )
-        opts = {"alpha_radius": alpha_radius} if method == "two_phase" else {}
-        t = run_trial(
-            method,
-            data,
-            budget,
-            beta_star=BETA,
-            rng=rng,
-            gamma=gamma,
-            **opts,  # type: ignore[arg-type]
-        )
-        risks.append(t.risk)
-        errs.append(t.err)
-        if t.alpha is not None:
-            alphas.append(t.alpha)
+    opts = {"alpha_radius": alpha_radius} if method == "two_phase" else {}
+    runs = run_trials(
+        method,  # type: ignore[arg-type]
+        trials=trials,
+        n=N,
+        beta=BETA,
+        alpha=alpha,
+        alpha_parametrizes=convention,  # type: ignore[arg-type]
+        epsilon=budget,
+        rng=rng,
+        gamma=gamma,
+        **opts,
+    )
+    risks = [t.risk for t in runs]
+    errs = [t.err for t in runs]
+    alphas = [t.alpha for t in runs if t.alpha is not None]
     return {"risk": np.array(risks), "err": np.array(errs), "alpha": np.array(alphas)}
 
 
