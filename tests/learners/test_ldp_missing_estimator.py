@@ -150,3 +150,21 @@ def test_scikit_learn_conventions(rng: np.random.Generator) -> None:
     assert est.n_features_in_ == 2
     with pytest.raises(ValueError, match="features"):
         est.predict(np.zeros((3, 5)))
+
+
+def test_phase_split_and_probability_floor(rng: np.random.Generator) -> None:
+    """A public split ``s`` spends ``ε_i·s`` then ``ε_i − ε_i·s`` (sum ε_i to an ulp);
+    ``p_floor`` bounds ``r̂_y`` (and so ``B₂``) from below (spec §6 PROPOSAL)."""
+    from learners.ldp_missing import observation_probabilities
+
+    X, y = _data(400, rng)
+    eps = rng.uniform(0.5, 4.0, 400)
+    clf = LDPMissingLogisticRegression(phase_split=0.3, random_state=0)
+    clf.fit(X, y, sample_epsilon=eps)
+    first, second = (np.array(st.sample_epsilon) for st in clf.privacy_report_.stages)
+    np.testing.assert_allclose(first, 0.3 * eps, rtol=1e-15)
+    np.testing.assert_allclose(first + second, eps, rtol=1e-15)
+    r = observation_probabilities(np.array([6.0, 3.0]), p_floor=0.02)
+    np.testing.assert_array_equal(r, [0.02, 0.02])
+    r = observation_probabilities(np.array([0.0, -3.0]))
+    np.testing.assert_allclose(r, [0.5, 1 / (1 + np.exp(-3.0))], rtol=1e-12)
