@@ -200,3 +200,35 @@ def test_learners_without_missing_values_are_refused_on_a_missable_market(
     assert numerics.default_learner("classification", [{"missable": True}]) == (
         "ldp_missing_logistic"
     )
+
+
+def test_tradeoff_job_on_a_missable_market_prices_finite_rows(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trade-off job's default learner takes missing values, and the rows it
+    prices are finite: missing entries at the public centre 0 (``design_matrix``)."""
+    from market.pipeline import numerics
+
+    seen: dict[str, Any] = {}
+
+    def spy_tradeoff(X: Any, y: Any, costs: Any, **kw: Any) -> Any:
+        seen.update(X=X, X_val=kw["X_val"])
+        return [
+            {"gamma": g, "validation_error": 0.0, "total_payment": 0.0}
+            for g in kw["gammas"]
+        ]
+
+    monkeypatch.setattr(numerics, "tradeoff", spy_tradeoff)
+    mid, _ = _market(env, n_sellers=10)
+    r = env.client.post(
+        f"/v1/markets/{mid}/tradeoff", headers=env.admin, json={"gammas": [1.0]}
+    )
+    assert r.status_code in (200, 201, 202), r.text
+    env.drain()
+    job = env.client.get(f"/v1/jobs/{r.json()['job_id']}", headers=env.admin).json()
+    assert job["status"] == "succeeded", job
+    for key in ("X", "X_val"):
+        rows = np.asarray(seen[key])
+        assert np.isfinite(rows).all()
+        assert np.linalg.norm(rows, axis=1).max() <= 1.0 + 1e-12
+    assert (np.asarray(seen["X"])[:, 1] == 0.0).any()  # seller 0's missing entry
