@@ -3,12 +3,15 @@
 Public surface (``__all__``): the registry of orderable learners :data:`LEARNERS`
 (public name → estimator class) with its protocol :class:`OrderableLearner`,
 :class:`LearnerSpec` / :class:`ParamSpec` and :class:`ReleaseContext`; the
-heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; its
+heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; the locally
+private logistic regression with missing covariates
+:class:`LDPMissingLogisticRegression` (subpackage :mod:`learners.ldp_missing`); their
 :class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
 
 from learners.hetero_dp_logistic import HeteroDPLogisticRegression
+from learners.ldp_missing import LDPMissingLogisticRegression
 from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
 from learners.privacy import (
     GUARANTEES,
@@ -28,11 +31,13 @@ from learners.registry import (
 from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 LEARNERS.register(HeteroDPLogisticRegression)
+LEARNERS.register(LDPMissingLogisticRegression)
 
 __all__ = [
     "GUARANTEES",
     "LEARNERS",
     "HeteroDPLogisticRegression",
+    "LDPMissingLogisticRegression",
     "LearnerRegistry",
     "LearnerSpec",
     "LogisticLoss",

@@ -10,7 +10,6 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -18,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from learners._newton import minimize_ridge_risk
 from learners._noise import sample_gamma_direction_noise
+from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
     check_groups,
     check_sign_labels,
@@ -32,7 +32,7 @@ from learners.spec import LearnerSpec, ParamSpec
 _SQRT2 = math.sqrt(2.0)
 
 
-class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
+class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstimator):
     """Logistic regression with a per-record (heterogeneous) ε-DP guarantee.
 
     Implements the paper's Algorithm 0 (spec ``mechanism.md`` §3), objective
@@ -256,17 +256,3 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X_arr = validate_data(self, X, dtype=np.float64, reset=False)
         return X_arr @ self.coef_ + self.intercept_
-
-    def predict(self, X: ArrayLike) -> NDArray[np.int64]:
-        """Labels in ``{−1, +1}`` (``+1`` where the decision function is ``> 0``)."""
-        return np.where(self.decision_function(X) > 0, 1, -1)
-
-    def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
-        """``[P(y=−1|x), P(y=+1|x)]`` with ``P(y=+1|x) = σ(x·coef_ + intercept_)``."""
-        z = self.decision_function(X)
-        return np.column_stack([expit(-z), expit(z)])
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags

@@ -14,6 +14,8 @@ run an order is declared here, once per learner, as public data:
 - ``overhead``: the release's per-seller term added to the allocated ``ε_i`` (spec §3:
   ``"objective_perturbation"`` is ``Δ_i = 2 ln(1 + a_i/(4λ))``; ``"none"`` for local
   learners, whose randomizers spend exactly the ``ε_i`` they are given);
+- ``missing_values``: whether ``fit`` takes ``np.nan`` for a missing covariate (a
+  market with ``missable`` features can only order such learners);
 - ``params``: the buyer-settable parameters with types, defaults and bounds
   (:class:`ParamSpec`), validated by :func:`check_params` with the field named.
 """
@@ -128,6 +130,7 @@ class LearnerSpec:
     mechanism_loss: Literal["logistic", "squared", "pinball"]
     overhead: Overhead = "none"
     min_records_per_seller: int = 1
+    missing_values: bool = False
     params: tuple[ParamSpec, ...] = field(default=())
     summary: str = ""
 
@@ -207,6 +210,7 @@ class LearnerSpec:
             "privacy_model": self.privacy_model,
             "min_records_per_seller": self.min_records_per_seller,
             "mechanism_loss": self.mechanism_loss,
+            "missing_values": self.missing_values,
             "summary": self.summary,
             "params": {p.name: p.to_dict() for p in self.params},
         }

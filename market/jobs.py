@@ -34,9 +34,12 @@ def create_tradeoff_job(
         "grids", {}
     ).get("gamma")
     learner = body.learner if body and body.learner else None
-    learner = learner or numerics.default_learner(market.task)
+    learner = learner or numerics.default_learner(market.task, market.features)
     params = numerics.check_order_learner(
-        learner, (body.params if body else None) or {}, task=market.task
+        learner,
+        (body.params if body else None) or {},
+        task=market.task,
+        features=market.features,
     )
     job = Job(
         kind=TRADEOFF,

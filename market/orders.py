@@ -53,7 +53,9 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
     Learner params come from the learner's schema (never a noise seed: a buyer who knew
     the noise could remove it).
     """
-    params = numerics.check_order_learner(body.learner, body.params, task=market.task)
+    params = numerics.check_order_learner(
+        body.learner, body.params, task=market.task, features=market.features
+    )
     budget_minor = ledgers.to_minor(body.budget)
     if budget_minor < 1:
         raise InvalidInputError("budget", "must be at least one minor unit (0.01)")

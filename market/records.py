@@ -6,6 +6,11 @@ public bounds ``[low_j, high_j]`` to ``[-1, 1]`` and the vector divided by ``√
 quantile targets are mapped from the public target bounds to ``[-1, 1]``; labels of
 classification markets must be ``-1`` or ``+1``. Out-of-bounds values are rejected or
 clipped to the bounds, as the market declares.
+
+Missing values: a feature declared ``"missable": true`` may be ``null`` in a record; the
+entry stays missing through scaling (``NaN`` in arrays, ``null`` in stored JSON) and the
+learner receives ``np.nan``. ``null`` in any other feature is refused, naming the record
+and the feature.
 """
 
 import math
@@ -26,16 +31,32 @@ def _bounds(features: Sequence[Mapping[str, Any]]) -> tuple[FloatArray, FloatArr
     return low, high
 
 
-def _matrix(records: Sequence[Mapping[str, Any]], *, d: int, field: str) -> FloatArray:
+def _matrix(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    features: Sequence[Mapping[str, Any]],
+    field: str,
+) -> FloatArray:
+    d = len(features)
     X = np.empty((len(records), d))
+    null = np.zeros((len(records), d), dtype=bool)
     for i, rec in enumerate(records):
         x = rec["x"]
         if len(x) != d:
             raise InvalidInputError(
                 f"{field}[{i}].x", f"has {len(x)} values, the market has {d} features"
             )
-        X[i] = x
-    bad = ~np.isfinite(X)
+        null[i] = [v is None for v in x]
+        X[i] = x  # None becomes NaN
+    missable = np.array([bool(f.get("missable", False)) for f in features])
+    refused = null & ~missable
+    if refused.any():
+        i, j = np.argwhere(refused)[0]
+        raise InvalidInputError(
+            f"{field}[{i}].x[{j}]",
+            f"must be a number: feature {features[j]['name']!r} is not missable",
+        )
+    bad = ~np.isfinite(X) & ~null
     if bad.any():
         i, j = np.argwhere(bad)[0]
         raise InvalidInputError(f"{field}[{i}].x[{j}]", "must be a finite number")
@@ -110,12 +131,12 @@ def scale_records(
     ------
     InvalidInputError
         Naming the first bad field, e.g. ``records[3].x[1]``: wrong length, NaN or
-        infinity, a value outside the public bounds (``out_of_bounds="reject"``), or a
+        infinity, ``null`` in a feature that is not missable, a value outside the public bounds (``out_of_bounds="reject"``), or a
         label that is not ``±1`` in a classification market.
     """
     d = len(features)
     low, high = _bounds(features)
-    X = _matrix(records, d=d, field=field)
+    X = _matrix(records, features=features, field=field)
     clip = out_of_bounds == "clip"
     if clip:
         X = np.clip(X, low, high)
@@ -129,16 +150,19 @@ def scale_records(
 
 
 def to_json(X: FloatArray, y: FloatArray) -> list[dict[str, Any]]:
-    """Return scaled records as ``[{"x": [...], "y": ...}]`` for storage."""
+    """Return scaled records as ``[{"x": [...], "y": ...}]`` for storage (a missing
+    entry is ``null``)."""
     return [
-        {"x": row.tolist(), "y": float(label)} for row, label in zip(X, y, strict=True)
+        {"x": [None if math.isnan(v) else v for v in row.tolist()], "y": float(label)}
+        for row, label in zip(X, y, strict=True)
     ]
 
 
 def from_json(
     records: Sequence[Mapping[str, Any]], *, d: int
 ) -> tuple[FloatArray, FloatArray]:
-    """Return stored scaled records as arrays ``X`` of shape (n, d) and ``y`` of shape (n,)."""
+    """Return stored scaled records as arrays ``X`` of shape (n, d) (``null`` → ``NaN``)
+    and ``y`` of shape (n,)."""
     X = np.array([r["x"] for r in records], dtype=float).reshape(len(records), d)
     y = np.array([r["y"] for r in records], dtype=float)
     return X, y

@@ -63,11 +63,13 @@ class AccountCreated(BaseModel):
 
 
 class FeatureSpec(_In):
-    """A feature and its public bounds ``[low, high]`` used to scale records."""
+    """A feature and its public bounds ``[low, high]`` used to scale records;
+    ``missable`` features may be ``null`` in a record (a missing covariate)."""
 
     name: Name
     low: Finite
     high: Finite
+    missable: bool = False
 
 
 class TargetSpec(_In):
@@ -126,9 +128,10 @@ class MechanismUpdate(_In):
 
 
 class RecordIn(_In):
-    """One record; finiteness, length and bounds are checked against the market."""
+    """One record; finiteness, length and bounds are checked against the market
+    (``null`` only for a feature the market declares ``missable``)."""
 
-    x: Annotated[list[float], Field(max_length=10_000)]
+    x: Annotated[list[float | None], Field(max_length=10_000)]
     y: float
 
 
@@ -236,6 +239,7 @@ class LearnerPublic(BaseModel):
     tasks: list[str]
     privacy_model: str
     min_records_per_seller: int
+    missing_values: bool = False
     mechanism_loss: str
     summary: str
     params: dict[str, dict[str, Any]]

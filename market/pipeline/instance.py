@@ -206,7 +206,7 @@ def load_order(session: Session, order: Order) -> OrderRun:
     assert market is not None
     assert params is not None
     checked = numerics.check_order_learner(
-        order.learner, order.params, task=market.task
+        order.learner, order.params, task=market.task, features=market.features
     )
     inst = load_instance(
         session,
@@ -228,7 +228,8 @@ def load_current(
     session: Session, *, market_id: int, learner: str, params: dict[str, Any]
 ) -> OrderInstance:
     """The instance an order placed now would run on: the market's current settings
-    and ledger, ``learner`` with ``params`` (validated against its schema).
+    and ledger, ``learner`` with ``params`` (validated against its schema and the
+    market's features).
 
     Raises
     ------
@@ -238,7 +239,9 @@ def load_current(
     """
     market = markets.get_market_or_raise(session, market_id)
     current = markets.current_parameters(session, market_id)
-    checked = numerics.check_order_learner(learner, params, task=market.task)
+    checked = numerics.check_order_learner(
+        learner, params, task=market.task, features=market.features
+    )
     return load_instance(
         session,
         market=market,
@@ -253,7 +256,9 @@ def load_tradeoff(session: Session, job: Job) -> OrderInstance:
     """The instance of a trade-off job: :func:`load_current` with the job's learner
     (default: the first registered learner of the market's task)."""
     market = markets.get_market_or_raise(session, job.market_id)  # type: ignore[arg-type]
-    learner = job.params.get("learner") or numerics.default_learner(market.task)
+    learner = job.params.get("learner") or numerics.default_learner(
+        market.task, market.features
+    )
     return load_current(
         session,
         market_id=market.id,  # type: ignore[arg-type]

@@ -98,11 +98,21 @@ def list_learners() -> list[dict[str, Any]]:
     return [spec.to_dict() for spec in LEARNERS.specs()]
 
 
+def _has_missable(features: Sequence[Mapping[str, Any]] | None) -> bool:
+    return any(bool(f.get("missable", False)) for f in features or ())
+
+
 def check_order_learner(
-    name: str, params: Mapping[str, Any], *, task: str
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    task: str,
+    features: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Validate an order's ``learner`` against the registry and the market's task, and
-    its ``params`` against the learner's schema; return the params with defaults.
+    """Validate an order's ``learner`` against the registry, the market's task and
+    ``features`` (a market with ``missable`` ones needs a learner that takes missing
+    values), and its ``params`` against the learner's schema; return the params with
+    defaults.
 
     Raises
     ------
@@ -115,21 +125,34 @@ def check_order_learner(
             "learner",
             f"{name} cannot train a {task} market (it serves {list(spec.tasks)})",
         )
+    if _has_missable(features) and not spec.missing_values:
+        raise InvalidInputError(
+            "learner",
+            f"{name} cannot take missing values; this market has missable features",
+        )
     try:
         return spec.check_params(params)
     except ParamError as exc:
         raise InvalidInputError(exc.field, exc.reason) from exc
 
 
-def default_learner(task: str) -> str:
-    """The registered learner a trade-off job uses for ``task`` (first by name).
+def default_learner(
+    task: str, features: Sequence[Mapping[str, Any]] | None = None
+) -> str:
+    """The registered learner a trade-off job uses for ``task`` (first by name; one
+    that takes missing values when ``features`` has a missable one).
 
     Raises
     ------
     InvalidInputError
         No registered learner serves ``task``.
     """
-    names = [s.name for s in LEARNERS.specs() if task in s.tasks]
+    missable = _has_missable(features)
+    names = [
+        s.name
+        for s in LEARNERS.specs()
+        if task in s.tasks and (s.missing_values or not missable)
+    ]
     if not names:
         raise InvalidInputError(
             "learner", f"no registered learner serves {task} markets"

@@ -7,7 +7,14 @@ import importlib
 
 import pytest
 
-MODULES = ["learners.privacy", "learners._noise", "learners.hetero_dp_logistic"]
+MODULES = [
+    "learners.privacy",
+    "learners._noise",
+    "learners.hetero_dp_logistic",
+    "learners.ldp_missing._constants",
+    "learners.ldp_missing._randomizer",
+    "learners.ldp_missing._estimator",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

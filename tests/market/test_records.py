@@ -92,3 +92,36 @@ def test_regression_targets_use_public_target_bounds() -> None:
             task="regression",
             target={"low": 10, "high": 20},
         )
+
+
+def test_missable_features_keep_null_as_missing_through_scaling() -> None:
+    from market.records import from_json, to_json
+
+    features = [dict(f) for f in FEATURES]
+    features[1]["missable"] = True
+    records = [{"x": [5.0, None, 200.0], "y": 1.0}, {"x": [5.0, 0.5, 200.0], "y": -1.0}]
+    X, y = scale_records(records, features=features, task="classification")
+    assert np.isnan(X[0, 1])
+    # the other entries scale exactly as in a complete record
+    np.testing.assert_array_equal(X[0, [0, 2]], X[1, [0, 2]])
+    stored = to_json(X, y)
+    assert stored[0]["x"][1] is None
+    X_back, _ = from_json(stored, d=3)
+    np.testing.assert_array_equal(np.isnan(X_back), np.isnan(X))
+    np.testing.assert_array_equal(X_back[~np.isnan(X)], X[~np.isnan(X)])
+
+
+def test_null_in_a_feature_that_is_not_missable_is_refused() -> None:
+    features = [dict(f) for f in FEATURES]
+    features[1]["missable"] = True
+    records = [
+        {"x": [5.0, None, 200.0], "y": 1.0},
+        {"x": [5.0, 0.5, None], "y": 1.0},
+    ]
+    with pytest.raises(InvalidInputError) as err:
+        scale_records(records, features=features, task="classification")
+    assert err.value.field == "records[1].x[2]"
+    assert "'c' is not missable" in str(err.value)
+    with pytest.raises(InvalidInputError) as err:
+        _scale([[float("nan"), 0.5, 200.0]])
+    assert err.value.field == "records[0].x[0]"
