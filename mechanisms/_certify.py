@@ -86,7 +86,10 @@ class AllocationCertificate:
         ``gap ≤ RANGE_RTOL·(1 + |G|)`` — together with ``convex``, the returned point
         is the global optimum over the range to that tolerance.
     n_bound_solves : int
-        Lower-bound problems solved.
+        Fixed-``η`` and bound problems solved by the branch-and-bound.
+    node_bounds : tuple of float
+        Certified lower bounds of the fixed-``η`` problems at the coarse grid (reused,
+        marked stale, to certify payment re-solves; not serialised).
     """
 
     lam: float
@@ -97,6 +100,7 @@ class AllocationCertificate:
     gap: float
     closed: bool
     n_bound_solves: int
+    node_bounds: tuple[float, ...] = ()
 
     @property
     def certified(self) -> bool:
@@ -104,6 +108,7 @@ class AllocationCertificate:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out.pop("node_bounds")
         for key in ("lower_bound", "gap"):
             v = out[key]
             out[key] = v if np.isfinite(v) else None
@@ -197,78 +202,128 @@ def _two_point_bound(
     return float(min(val, l1, l2))
 
 
+@dataclass(eq=False)
+class Node:
+    """A point of the ``η`` partition: a certified lower bound of the fixed-``η``
+    problem there, and the solution it came from (``stale``: the bound is inherited
+    from a problem with lower virtual costs, valid because ``G`` is non-decreasing in
+    each ``Ψ_i``; the solution is only a warm start)."""
+
+    bound: float
+    w: FloatArray
+    a: FloatArray
+    stale: bool = False
+    solution: BlockSolution | None = None
+
+
+def node_of(prob: Problem, sol: BlockSolution, lam_conv: float) -> Node:
+    modulus = _modulus(prob, lam_conv)
+    return Node(_rigorous_value(prob, sol, modulus), sol.w, sol.a, False, sol)
+
+
+def _modulus(prob: Problem, lam_conv: float) -> float:
+    return prob.cfg.lam - lam_conv if prob.cfg.mode != "strict" else 1.0
+
+
 def certify_range(
     prob: Problem,
     incumbent: BlockSolution,
     eta_lo: float,
     eta_hi: float,
     *,
-    nodes: list[tuple[float, BlockSolution]] | None = None,
+    nodes: dict[float, Node] | None = None,
     lam_conv: float,
     rtol: float = RANGE_RTOL,
     max_cells: int = MAX_CELLS,
 ) -> tuple[BlockSolution, float, int]:
     """Branch-and-bound over ``log η`` cells; return ``(best, lower_bound, n_solves)``.
 
-    ``nodes``: solved points ``(η, solution)`` (the coarse grid) that start the
-    partition; the incumbent is added as a node. Each node carries the certified bound
-    of its fixed-``η`` problem; a cell's bound is the two-point bound
-    (:func:`_two_point_bound`) when the caps do not depend on ``η`` on the range
-    (no binding ``ε_i^max``), else the cell problem of the module docstring. The
-    lowest cell is bisected (one fixed-``η`` solve at its midpoint, also a new
-    candidate) until every cell's bound is within ``rtol·(1 + |G|)`` of the best
+    ``nodes``: points of ``[η_lo, η_hi]`` with certified bounds (the coarse grid, or
+    a base allocation's grid marked stale); the incumbent is added as a node. A
+    cell's bound is the two-point bound (:func:`_two_point_bound`) when the caps do
+    not depend on ``η`` on the range (no binding ``ε_i^max``), else the cell problem
+    of the module docstring. The lowest cell is refined — a stale end is re-solved,
+    otherwise the cell is bisected (one fixed-``η`` solve at its midpoint, also a new
+    candidate) — until every cell's bound is within ``rtol·(1 + |G|)`` of the best
     value. ``best`` may improve on ``incumbent``.
     """
     cfg = prob.cfg
-    modulus = cfg.lam - lam_conv if cfg.mode != "strict" else 1.0
+    modulus = _modulus(prob, lam_conv)
     fixed_set = cfg.gamma > 0.0 and bool(
         np.all(prob.eps_max >= (cfg.k / prob.m) * eta_hi)
     )
     best = incumbent
     n = 0
-    pts: dict[float, tuple[float, BlockSolution]] = {}
-    for eta, sol in [*(nodes or []), (incumbent.eta, incumbent)]:
-        if eta_lo <= eta <= eta_hi:
-            pts[float(eta)] = (_rigorous_value(prob, sol, modulus), sol)
+    pts: dict[float, Node] = {
+        float(e): nd for e, nd in (nodes or {}).items() if eta_lo <= e <= eta_hi
+    }
+    pts[float(incumbent.eta)] = node_of(prob, incumbent, lam_conv)
+
+    def solve(eta: float, start: Node) -> Node:
+        nonlocal n, best
+        n += 1
+        sol = solve_at_eta(prob, eta, w0=start.w, a0=start.a)
+        if sol.search_value < best.search_value:
+            best = sol
+        return Node(_rigorous_value(prob, sol, modulus), sol.w, sol.a, False, sol)
+
     for eta in (eta_lo, eta_hi):
         if eta not in pts:
-            n += 1
-            sol = solve_at_eta(prob, eta, w0=incumbent.w, a0=incumbent.a)
-            pts[eta] = (_rigorous_value(prob, sol, modulus), sol)
-            if sol.search_value < best.search_value:
-                best = sol
+            pts[eta] = solve(eta, pts[float(incumbent.eta)])
 
     def bound(e1: float, e2: float) -> float:
         nonlocal n
-        (l1, s1), (l2, _s2) = pts[e1], pts[e2]
+        n1, n2 = pts[e1], pts[e2]
         if fixed_set:
-            return _two_point_bound(prob, e1, l1, e2, l2)
+            return _two_point_bound(prob, e1, n1.bound, e2, n2.bound)
         n += 1
         cp = _cell_problem(prob, e1, e2)
-        sol = solve_at_eta(cp, e1, w0=s1.w, a0=s1.a)
-        return min(_rigorous_value(cp, sol, modulus), l1, l2)
+        sol = solve_at_eta(cp, e1, w0=n1.w, a0=n1.a)
+        return min(_rigorous_value(cp, sol, modulus), n1.bound, n2.bound)
 
     def target() -> float:
         return best.search_value - rtol * (1.0 + abs(best.search_value))
 
     keys = sorted(pts)
-    heap = [(bound(e1, e2), e1, e2) for e1, e2 in zip(keys[:-1], keys[1:], strict=True)]
-    heapq.heapify(heap)
-    while heap and heap[0][0] < target() and n < max_cells:
-        lb, e1, e2 = heapq.heappop(heap)
+    right = dict(zip(keys[:-1], keys[1:], strict=True))  # cell (e1, right[e1])
+    left = {v: k for k, v in right.items()}
+    current: dict[float, float] = {}
+    heap: list[tuple[float, float]] = []
+
+    def push(e1: float) -> None:
+        lb = bound(e1, right[e1])
+        current[e1] = lb
+        heapq.heappush(heap, (lb, e1))
+
+    for e1 in right:
+        push(e1)
+    while heap and n < max_cells:
+        lb, e1 = heap[0]
+        if current.get(e1) != lb:
+            heapq.heappop(heap)  # superseded
+            continue
+        if lb >= target():
+            break
+        heapq.heappop(heap)
+        e2 = right[e1]
+        stale = [e for e in (e1, e2) if pts[e].stale]
+        if stale:
+            for e in stale:
+                pts[e] = solve(e, pts[e])
+                for c in (left.get(e), e if e in right else None):
+                    if c is not None:
+                        push(c)
+            continue
         mid = float(np.sqrt(e1 * e2))
         if not e1 < mid < e2:  # below floating resolution: the bound stands
-            heapq.heappush(heap, (lb, e1, e2))
+            heapq.heappush(heap, (lb, e1))
             break
-        near = pts[e1][1] if pts[e1][1].search_value <= pts[e2][1].search_value else (
-            pts[e2][1]
-        )
-        sol = solve_at_eta(prob, mid, w0=near.w, a0=near.a)
-        n += 1
-        pts[mid] = (_rigorous_value(prob, sol, modulus), sol)
-        if sol.search_value < best.search_value:
-            best = sol
-        heapq.heappush(heap, (bound(e1, mid), e1, mid))
-        heapq.heappush(heap, (bound(mid, e2), mid, e2))
-    lower = min(heap[0][0], best.search_value) if heap else best.search_value
+        start = pts[e1] if pts[e1].bound <= pts[e2].bound else pts[e2]
+        pts[mid] = solve(mid, start)
+        right[e1], right[mid] = mid, e2
+        left[mid], left[e2] = e1, mid
+        push(e1)
+        push(mid)
+    live = [lb for lb, e1 in heap if current.get(e1) == lb]
+    lower = min([*live, best.search_value])
     return best, lower, n

@@ -24,6 +24,7 @@ from mechanisms._certify import (
     AllocationCertificate,
     certify_range,
     effective_problem,
+    node_of,
 )
 from mechanisms._inputs import check_problem
 from mechanisms.block_solver import BlockSolution, solve_at_eta
@@ -173,7 +174,9 @@ def certify(
             lam, lam_conv, False, False, -np.inf, np.inf, False, 0
         )
     lo, hi = float(grid[0]), float(grid[-1])
-    nodes = [(float(e), s) for e, s in zip(grid, sols, strict=True)]
+    nodes = {
+        float(e): node_of(prob, s, lam_conv) for e, s in zip(grid, sols, strict=True)
+    }
     found, lower, n = certify_range(
         prob, best, lo, hi, nodes=nodes, lam_conv=lam_conv
     )
@@ -183,7 +186,10 @@ def certify(
             best = found
     gap = max(best.search_value - lower, 0.0)
     closed = gap <= RANGE_RTOL * (1.0 + abs(best.search_value))
-    return best, AllocationCertificate(lam, lam_conv, True, True, lower, gap, closed, n)
+    node_bounds = tuple(nodes[float(e)].bound for e in grid)
+    return best, AllocationCertificate(
+        lam, lam_conv, True, True, lower, gap, closed, n, node_bounds
+    )
 
 
 def _start(prob: Problem, eta: float) -> tuple[FloatArray, FloatArray]:
