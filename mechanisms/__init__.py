@@ -3,10 +3,13 @@
 The public facade: cost priors and virtual costs (§2), :class:`MechanismConfig`,
 :func:`allocate` (§4) returning an :class:`Allocation`, the paper-style reference solver
 :func:`reference_allocate`, Myerson payments and money rounding (§5), the incentive audit
-(§6) and its variant for a ``γ`` re-chosen from the reports (:func:`audit_gamma_choice`),
+(§6), the allocation-monotonicity audit (:func:`audit_monotonicity`) and its variant for a ``γ`` re-chosen from the reports (:func:`audit_gamma_choice`),
 hyperparameter and ``γ`` selection including "fit this budget" (§4.3).
 """
 
+from mechanisms._certify import AllocationCertificate
+from mechanisms._monotonicity import MonotonicityReport, audit_monotonicity
+from mechanisms._seller_certificate import SellerCertificate
 from mechanisms.allocation import allocate
 from mechanisms.audit import AuditReport, audit_incentives
 from mechanisms.budget import GammaChoice, choose_gamma
@@ -46,6 +49,7 @@ from mechanisms.selection import (
 
 __all__ = [
     "Allocation",
+    "AllocationCertificate",
     "AuditReport",
     "BetaPrior",
     "ChoiceRegretReport",
@@ -58,9 +62,11 @@ __all__ = [
     "KKTResiduals",
     "LogNormalPrior",
     "MechanismConfig",
+    "MonotonicityReport",
     "PaymentResult",
     "RegularityReport",
     "Selection",
+    "SellerCertificate",
     "SolveStatus",
     "SolverError",
     "TradeoffPoint",
@@ -69,6 +75,7 @@ __all__ = [
     "allocate",
     "audit_gamma_choice",
     "audit_incentives",
+    "audit_monotonicity",
     "choose_gamma",
     "ensure_regular",
     "expected_payments",
