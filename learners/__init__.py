@@ -12,6 +12,7 @@ from learners.privacy import (
     PrivacyReport,
     PrivacySpend,
     curvature_slack,
+    ridge_remedy,
     total_epsilon,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "PrivacySpend",
     "SquaredLoss",
     "curvature_slack",
+    "ridge_remedy",
     "make_loss",
     "total_epsilon",
 ]
