@@ -68,14 +68,30 @@ def audit(
         int, typer.Option(min=0, help="Processes (0: one per CPU).")
     ] = 0,
     seed: Annotated[int, typer.Option(help="Seed for sampling data and costs.")] = 0,
+    mono_points: Annotated[
+        int,
+        typer.Option(min=0, help="Monotonicity audit: reports per seller (0: off)."),
+    ] = 100,
+    certify: Annotated[
+        str, typer.Option(help="'report' (label uncertified) or 'raise_lambda'.")
+    ] = "report",
     out: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
 ) -> None:
-    """Audit IC regret, IR, budget and monotonicity; print one JSON report."""
+    """Audit IC regret, IR, budget and monotonicity; print one JSON report.
+
+    ``monotonicity``: the first ``n_sellers`` sellers' ``ε_i(s)`` swept over
+    ``mono_points`` reports with cold re-solves (:func:`mechanisms.audit_monotonicity`).
+    """
     from concurrent.futures import ProcessPoolExecutor
 
     from tqdm import tqdm
 
-    from mechanisms import MechanismConfig, UniformPrior, audit_incentives
+    from mechanisms import (
+        MechanismConfig,
+        UniformPrior,
+        audit_incentives,
+        audit_monotonicity,
+    )
     from mechanisms.executors import default_workers
 
     rng = np.random.default_rng(seed)
@@ -85,7 +101,17 @@ def audit(
         costs = prior.sample(X.shape[0], rng=rng)
     else:
         X, y, costs = load_csv(csv)
-    cfg = MechanismConfig(gamma=gamma, lam=lam, mu=mu, sigma=sigma, k=k)
+    try:
+        cfg = MechanismConfig(
+            gamma=gamma,
+            lam=lam,
+            mu=mu,
+            sigma=sigma,
+            k=k,
+            certify=certify,  # type: ignore[arg-type]
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     bar = tqdm(total=X.shape[0], desc="payments", unit="seller")
 
     def progress(done: int, total: int) -> None:
@@ -101,12 +127,20 @@ def audit(
                 budget=budget, n_sellers=n_sellers, executor=pool,
                 progress=progress, random_state=seed,
             )  # fmt: skip
+            mono = None
+            if mono_points >= 2 and n_sellers > 0:
+                mono = audit_monotonicity(
+                    X, y, costs, prior, cfg,
+                    sellers=range(min(n_sellers, X.shape[0])),
+                    n_points=mono_points, executor=pool,
+                )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     finally:
         bar.close()
     result: dict[str, Any] = report.to_dict()
     result["ic_ok"] = report.ic_ok()
+    result["monotonicity"] = None if mono is None else mono.to_dict()
     text = json.dumps(result, indent=2)
     typer.echo(text)
     if out is not None:

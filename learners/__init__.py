@@ -24,7 +24,7 @@ __all__ = [
     "PrivacySpend",
     "SquaredLoss",
     "curvature_slack",
-    "ridge_remedy",
     "make_loss",
+    "ridge_remedy",
     "total_epsilon",
 ]

@@ -157,7 +157,11 @@ class HeteroDPLogisticRegression(ClassifierMixin, BaseEstimator):
         y_pm = check_sign_labels(y_arr, name="y")
         lam = float(self.lam)
         if sample_epsilon_total is not None:
-            if sample_epsilon is not None or weights is not None or self.eta is not None:
+            if (
+                sample_epsilon is not None
+                or weights is not None
+                or self.eta is not None
+            ):
                 raise ValueError(
                     "sample_epsilon_total: give it alone (no sample_epsilon, weights "
                     "or eta)"

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,7 +286,7 @@ def certify_range(
         return best.search_value - rtol * (1.0 + abs(best.search_value))
 
     keys = sorted(pts)
-    right = dict(zip(keys[:-1], keys[1:], strict=True))  # cell (e1, right[e1])
+    right = dict(itertools.pairwise(keys))  # cell (e1, right[e1])
     left = {v: k for k, v in right.items()}
     current: dict[float, float] = {}
     heap: list[tuple[float, float]] = []

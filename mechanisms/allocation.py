@@ -150,9 +150,7 @@ def solve_allocation(
         "certify": t_total - t_search,
         "total": t_total,
     }
-    return _result(
-        prob, best, profile, n_iter, len(sols) + len(refined), timings, cert
-    )
+    return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings, cert)
 
 
 def certify(
@@ -166,9 +164,7 @@ def certify(
     problems are provably convex; a better point found by the branch-and-bound is
     polished and kept (the lower bound stays valid)."""
     lam = prob.cfg.lam
-    convex = lam_conv is not None and (
-        prob.cfg.mode == "strict" or lam > lam_conv
-    )
+    convex = lam_conv is not None and (prob.cfg.mode == "strict" or lam > lam_conv)
     if not convex or lam_conv is None:
         return best, AllocationCertificate(
             lam, lam_conv, False, False, -np.inf, np.inf, False, 0
@@ -177,9 +173,7 @@ def certify(
     nodes = {
         float(e): node_of(prob, s, lam_conv) for e, s in zip(grid, sols, strict=True)
     }
-    found, lower, n = certify_range(
-        prob, best, lo, hi, nodes=nodes, lam_conv=lam_conv
-    )
+    found, lower, n = certify_range(prob, best, lo, hi, nodes=nodes, lam_conv=lam_conv)
     if found is not best:
         found = _polish(prob, found, lo, hi)
         if found.search_value < best.search_value:
@@ -392,10 +386,10 @@ def _result(
     else:
         status = SolveStatus.LOCAL
         lc = None if cert is None else cert.lam_conv
-        msg = (
-            "KKT point; no global certificate "
-            + ("exists for this loss/utility/mode" if lc is None else
-               f"(lam = {cfg.lam:.4g} <= lam_conv = {lc:.4g})")
+        msg = "KKT point; no global certificate " + (
+            "exists for this loss/utility/mode"
+            if lc is None
+            else f"(lam = {cfg.lam:.4g} <= lam_conv = {lc:.4g})"
         )
     return Allocation(
         weights=best.a.copy(),

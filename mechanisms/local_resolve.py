@@ -89,8 +89,10 @@ def local_resolve(
     if prof is None or cfg.u != "linear" or cfg.mode == "paper" or not base.certified:
         return None
     base_cert = base.certificate
-    if lam_conv is None or base_cert is None or len(base_cert.node_bounds) != len(
-        prof.grid
+    if (
+        lam_conv is None
+        or base_cert is None
+        or len(base_cert.node_bounds) != len(prof.grid)
     ):
         return None
     if np.any(prob.psi < base.virtual_costs):
@@ -136,9 +138,7 @@ def local_resolve(
     closed = gap <= RANGE_RTOL * (1.0 + abs(best.search_value))
     if not closed:
         return None
-    cert = AllocationCertificate(
-        cfg.lam, lam_conv, True, True, lower, gap, True, n_bb
-    )
+    cert = AllocationCertificate(cfg.lam, lam_conv, True, True, lower, gap, True, n_bb)
     timings = {"total": time.perf_counter() - t0}
     out = _result(prob, best, prof, n_iter + best.iterations, 2, timings, cert)
     return out if out.certified else None

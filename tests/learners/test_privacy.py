@@ -145,18 +145,21 @@ def test_ridge_remedy_fits_targets_below_the_curvature_term() -> None:
     clf.fit(X, y, sample_epsilon_total=target)
     rep = clf.privacy_report_
     lam_eff = rep.lam_effective
-    assert lam_eff == clf.lam_effective_ and lam_eff > lam
+    assert lam_eff == clf.lam_effective_
+    assert lam_eff > lam
     total = np.array(rep.sample_epsilon_total)
     noise = np.array(rep.sample_epsilon)
     # Recomputed from the spec's formula, not from the report.
-    np.testing.assert_allclose(total, noise + 2 * np.log1p(a / (4 * lam_eff)), rtol=1e-12)
+    np.testing.assert_allclose(
+        total, noise + 2 * np.log1p(a / (4 * lam_eff)), rtol=1e-12
+    )
     assert np.all(total <= target * (1 + 1e-12))
     assert np.max(total / target) == pytest.approx(1.0, rel=1e-12)  # binding record
     assert np.all(noise > 0)
     # λ_eff is the smallest ridge with Δ_i ≤ T_i/2: at it some record is exactly there.
     assert np.max(2 * np.log1p(a / (4 * lam_eff)) / target) == pytest.approx(0.5)
     assert rep.guarantee == "conditional_on_allocation"
-    a2, eta2, lam2 = ridge_remedy(target, lam)
+    _a2, _eta2, lam2 = ridge_remedy(target, lam)
     assert lam2 == lam_eff
 
 

@@ -55,7 +55,9 @@ def random_instance(seed: int, m_range=(5, 12)):
     d = int(rng.integers(2, 5))
     X = rng.standard_normal((m, d))
     X /= 1.1 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-    y = np.where(X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(m) > 0, 1.0, -1.0)
+    y = np.where(
+        X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(m) > 0, 1.0, -1.0
+    )
     c = rng.uniform(0.1, 1.0, m)
     cfg = MechanismConfig(
         gamma=float(10 ** rng.uniform(-2, 0)),
@@ -77,10 +79,13 @@ def test_issue_instance_is_labelled_local_not_optimal() -> None:
     X, y, c, cfg = issue_instance()
     alloc = allocate(X, y, c, PRIOR, cfg)
     assert str(alloc.status) == "local"
-    assert not alloc.certified and alloc.success
+    assert not alloc.certified
+    assert alloc.success
     cert = alloc.certificate
-    assert cert is not None and cert.lam_conv is not None
-    assert cfg.lam <= cert.lam_conv and not cert.convex
+    assert cert is not None
+    assert cert.lam_conv is not None
+    assert cfg.lam <= cert.lam_conv
+    assert not cert.convex
     json.dumps(alloc.to_dict())  # JSON-safe with the certificate
 
 
@@ -96,10 +101,12 @@ def test_issue_instance_has_two_kkt_points_at_one_eta() -> None:
     c_out = c.copy()
     c_out[3] = 0.4505
     a_out = allocate(X, y, c_out, PRIOR, cfg)
-    assert a_in.epsilon[3] > 1.0 and a_out.epsilon[3] == 0.0
+    assert a_in.epsilon[3] > 1.0
+    assert a_out.epsilon[3] == 0.0
     s_in = solve_at_eta(prob, a_in.eta, w0=a_in.w, a0=a_in.weights)
     s_out = solve_at_eta(prob, a_in.eta, w0=a_out.w, a0=a_out.weights)
-    assert s_in.converged and s_out.converged
+    assert s_in.converged
+    assert s_out.converged
     assert s_out.a[3] == 0.0 < s_in.a[3]
     # Both are fixed-η KKT points; the excluded one is better by > 0.5 %.
     assert s_out.value < s_in.value * (1 - 5e-3)
@@ -210,7 +217,14 @@ def test_objective_matches_an_independent_global_search_20(seed: int) -> None:
 def _audit(X, y, c, cfg, n_points, sellers=None, reports=None):
     with ThreadPoolExecutor(1) as ex:
         return audit_monotonicity(
-            X, y, c, PRIOR, cfg, sellers=sellers, n_points=n_points, executor=ex,
+            X,
+            y,
+            c,
+            PRIOR,
+            cfg,
+            sellers=sellers,
+            n_points=n_points,
+            executor=ex,
             reports=reports,
         )
 
@@ -219,11 +233,13 @@ def test_audit_flags_the_issue_instance_when_uncertified() -> None:
     X, y, c, cfg = issue_instance()
     pts = [0.3, c[3], 0.449, 0.4505, 0.452, 0.455, 0.9]
     rep = _audit(X, y, c, cfg, 0, sellers=[3], reports=pts)
-    assert rep.base_status == "local" and not rep.certified
+    assert rep.base_status == "local"
+    assert not rep.certified
     # Brute force finds the switch back to a positive ε after an exclusion.
     eps = np.array(rep.sweeps[0].epsilon)
     assert rep.n_violations >= 1
-    assert rep.max_violation > 1.0 and (eps == 0).any()
+    assert rep.max_violation > 1.0
+    assert (eps == 0).any()
 
 
 def test_audit_issue_instance_certified_is_monotone() -> None:
@@ -232,11 +248,13 @@ def test_audit_issue_instance_certified_is_monotone() -> None:
     pts = [0.3, c[3], 0.449, 0.4505, 0.452, 0.455, 0.9]
     assert _audit(X, y, c, cfg, 0, sellers=[3], reports=pts).n_violations == 0
     rep = _audit(X, y, c, cfg, 100, sellers=[3, 4, 6])
-    assert rep.certified and rep.base_status == "optimal"
+    assert rep.certified
+    assert rep.base_status == "optimal"
     assert rep.n_violations == 0
     # Not vacuous: ε_3 falls from a positive value to 0 on the support.
     eps = np.array(rep.sweeps[0].epsilon)
-    assert eps[0] > 1.0 and eps[-1] == 0.0
+    assert eps[0] > 1.0
+    assert eps[-1] == 0.0
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -260,7 +278,8 @@ def test_audit_20_random_instances_400_points(seed: int) -> None:
 def test_audit_issue_instance_400_points_every_seller() -> None:
     X, y, c, cfg = issue_instance()
     rep = _audit(X, y, c, cfg.with_(certify="raise_lambda"), 400)
-    assert rep.certified and rep.n_violations == 0
+    assert rep.certified
+    assert rep.n_violations == 0
 
 
 @pytest.mark.slow
@@ -277,7 +296,8 @@ def test_audit_wisconsin_10_sellers() -> None:
     with ThreadPoolExecutor(1) as ex:
         rep = audit_monotonicity(X[idx], y[idx], c, prior, cfg, sellers=range(10),
                                  n_points=400, executor=ex)  # fmt: skip
-    assert rep.certified and rep.n_violations == 0
+    assert rep.certified
+    assert rep.n_violations == 0
 
 
 # ---------------------------------------------------------------- payments: IC, IR
@@ -288,7 +308,8 @@ def _ic_regret(seed: int, n_mis: int = 40) -> tuple[float, float]:
     brute force: full re-solves and full payments at every misreport."""
     X, y, c, cfg = random_instance(seed, m_range=(4, 7))
     truthful = myerson_payments(X, y, c, PRIOR, cfg, executor=ThreadPoolExecutor(1))
-    assert truthful.allocation.certified and truthful.rule_certified
+    assert truthful.allocation.certified
+    assert truthful.rule_certified
     util = truthful.payments - c * truthful.epsilon
     assert (util >= -1e-12).all()  # IR
     worst = 0.0
@@ -320,11 +341,14 @@ def test_certificates_are_json_and_describe_the_method() -> None:
             X, y, c, PRIOR, cfg.with_(certify="report"), executor=ex
         )
     d = json.loads(json.dumps(cert_run.to_dict()))
-    assert d["rule_certified"] is True and d["allocation_status"] == "optimal"
+    assert d["rule_certified"] is True
+    assert d["allocation_status"] == "optimal"
     for sp in cert_run.sellers:
         cert = sp.certificate
-        assert cert.rule_certified and cert.n_uncertified == 0
-        assert cert.max_range_gap is not None and cert.max_range_gap <= 1e-7
+        assert cert.rule_certified
+        assert cert.n_uncertified == 0
+        assert cert.max_range_gap is not None
+        assert cert.max_range_gap <= 1e-7
         assert cert.method in ("shortcut_certified", "full_solve")
         assert (cert.method == "shortcut_certified") == (cert.n_shortcut > 0)
     # Uncertified base: no shortcut anywhere, every sweep point a full search.

@@ -161,7 +161,8 @@ def test_certified_shortcut_equals_the_full_search() -> None:
         if fast is None:
             continue
         n_certified += 1
-        assert fast.certified and full.certified
+        assert fast.certified
+        assert full.certified
         # Both are the global optimum over the range: the same point, not just as good.
         np.testing.assert_allclose(
             fast.epsilon_total, full.epsilon_total, rtol=1e-6, atol=1e-8
