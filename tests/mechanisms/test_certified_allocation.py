@@ -359,3 +359,17 @@ def test_certificates_are_json_and_describe_the_method() -> None:
         assert not sp.certificate.rule_certified
     assert not local_run.rule_certified
     assert dataclasses.is_dataclass(cert_run.sellers[0].certificate)
+
+
+def test_status_by_mode_and_loss() -> None:
+    X, y, c, cfg = issue_instance()
+    # Strict mode: the a-step does not see w, every fixed-η problem is convex.
+    assert allocate(X, y, c, PRIOR, cfg.with_(mode="strict")).certified
+    # No certificate exists for the squared loss (ℓ' unbounded): never "optimal".
+    sq = allocate(X, y, c, PRIOR, cfg.with_(loss="squared", certify="raise_lambda"))
+    assert str(sq.status) == "local"
+    assert sq.certificate.lam_conv is None
+    # Pinball (|ℓ'| ≤ max(τ, 1 − τ)) is certified once λ is raised.
+    pin = allocate(X, y, c, PRIOR, cfg.with_(loss="pinball", certify="raise_lambda"))
+    assert pin.certified
+    assert pin.config.lam > cfg.lam
