@@ -204,6 +204,7 @@ def myerson_payments(
     progress: Progress | None = None,
     chunk_size: int | None = None,
     verify: str = "sample",
+    rtol: float | None = None,
 ) -> PaymentResult:
     """Myerson payments ``t_i`` of spec §5 for the allocation of ``costs``.
 
@@ -233,6 +234,9 @@ def myerson_payments(
         when the base allocation is certified and the re-solve carries its own
         closed certificate (else the full search runs), for every seller in or out
         of the sample; see each seller's ``certificate``.
+    rtol : float, optional
+        Relative tolerance of each seller's integral and critical-cost bracket
+        (default ``PaymentJob.rtol``, 1e-5); the IC-regret audits use a tighter one.
 
     Returns
     -------
@@ -242,6 +246,10 @@ def myerson_payments(
         raise ValueError(f"verify must be 'sample' or 'all', got {verify!r}")
     t0 = time.perf_counter()
     job = payment_job(X, y, costs, prior, cfg, eps_max, base=base)
+    if rtol is not None:
+        if not (0.0 < rtol < 1.0):
+            raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
+        job = dataclasses.replace(job, rtol=float(rtol))
     idx = _seller_indices(sellers, job.prob.m)
     if verify == "sample":
         sample = verification_sample(job.base, idx)
