@@ -50,9 +50,20 @@ def audit(
         int, typer.Option(min=0, help="Processes (0: one per CPU).")
     ] = 0,
     seed: Annotated[int, typer.Option(help="Seed for sampling data and costs.")] = 0,
+    mono_points: Annotated[
+        int,
+        typer.Option(min=0, help="Monotonicity audit: reports per seller (0: off)."),
+    ] = 100,
+    certify: Annotated[
+        str, typer.Option(help="'report' (label uncertified) or 'raise_lambda'.")
+    ] = "report",
     out: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
 ) -> None:
-    """Audit IC regret, IR, budget and monotonicity; print one JSON report."""
+    """Audit IC regret, IR, budget and monotonicity; print one JSON report.
+
+    ``monotonicity``: the first ``n_sellers`` sellers' ``ε_i(s)`` swept over
+    ``mono_points`` reports with cold re-solves (``mechanisms.audit_monotonicity``).
+    """
     from tqdm import tqdm
 
     from market import audits
@@ -74,9 +85,12 @@ def audit(
         result = audits.audit_dataset(
             X, y, costs,
             prior_spec={"family": "uniform", "params": {"low": cost_low, "high": cost_high}},
-            settings={"gamma": gamma, "lam": lam, "mu": mu, "sigma": sigma, "k": k},
+            settings={
+                "gamma": gamma, "lam": lam, "mu": mu, "sigma": sigma, "k": k,
+                "certify": certify,
+            },
             budget=budget, n_sellers=n_sellers, workers=workers, seed=seed,
-            progress=progress,
+            mono_points=mono_points, progress=progress,
         )  # fmt: skip
     except (ValueError, InvalidInputError) as exc:
         raise typer.BadParameter(str(exc)) from None

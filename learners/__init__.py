@@ -19,6 +19,7 @@ from learners.privacy import (
     PrivacySpend,
     StageSpend,
     curvature_slack,
+    ridge_remedy,
     total_epsilon,
 )
 from learners.registry import (
@@ -53,5 +54,6 @@ __all__ = [
     "curvature_slack",
     "make_loss",
     "register_learner",
+    "ridge_remedy",
     "total_epsilon",
 ]

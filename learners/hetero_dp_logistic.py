@@ -20,12 +20,17 @@ from learners._noise import sample_gamma_direction_noise
 from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
     check_groups,
+    check_nonnegative_vector,
     check_sign_labels,
     check_unit_rows,
     resolve_privacy_weights,
 )
 from learners.losses import LogisticLoss
-from learners.privacy import CENTRAL_GUARANTEES, objective_perturbation_report
+from learners.privacy import (
+    CENTRAL_GUARANTEES,
+    objective_perturbation_report,
+    ridge_remedy,
+)
 from learners.registry import ReleaseContext
 from learners.spec import LearnerSpec, ParamSpec
 
@@ -76,7 +81,10 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
     n_features_in_ : int
     privacy_report_ : PrivacyReport
         Per-record ``sample_epsilon`` (``a_i·η``), ``sample_epsilon_total``, the achieved
-        gradient norm and the guarantee type.
+        gradient norm, the guarantee type and ``lam_effective``.
+    lam_effective_ : float
+        The ridge the release used (``lam``, or raised by the remedy of
+        ``fit(..., sample_epsilon_total=...)``).
 
     References
     ----------
@@ -154,8 +162,16 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         sample_epsilon: ArrayLike | None = None,
         weights: ArrayLike | None = None,
         groups: ArrayLike | None = None,
+        sample_epsilon_total: ArrayLike | None = None,
     ) -> Self:
         """Release the perturbed argmin for per-record privacy ``sample_epsilon`` or ``(weights, eta)``.
+
+        ``sample_epsilon`` is the noise part ``a_i·η`` (the curvature term ``Δ_i`` is
+        added on top, see ``privacy_report_``). ``sample_epsilon_total`` instead caps
+        each record's **total** guarantee: weights proportional to it, and when a
+        target is at or below its curvature term the ridge is raised ([CMS11]_'s
+        remedy, :func:`learners.privacy.ridge_remedy`); the ridge used is
+        ``lam_effective_`` and ``privacy_report_.lam_effective``.
 
         Raises
         ------
@@ -168,12 +184,30 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         check_groups(groups, n_samples=X_arr.shape[0], one_per_group=True)
         check_unit_rows(X_arr, name="X")
         y_pm = check_sign_labels(y_arr, name="y")
-        a, eta = resolve_privacy_weights(
-            sample_epsilon=sample_epsilon,
-            weights=weights,
-            eta=self.eta,
-            n_samples=X_arr.shape[0],
-        )
+        lam = float(self.lam)
+        if sample_epsilon_total is not None:
+            if (
+                sample_epsilon is not None
+                or weights is not None
+                or self.eta is not None
+            ):
+                raise ValueError(
+                    "sample_epsilon_total: give it alone (no sample_epsilon, weights "
+                    "or eta)"
+                )
+            target = check_nonnegative_vector(
+                sample_epsilon_total,
+                name="sample_epsilon_total",
+                n_samples=X_arr.shape[0],
+            )
+            a, eta, lam = ridge_remedy(target, lam)
+        else:
+            a, eta = resolve_privacy_weights(
+                sample_epsilon=sample_epsilon,
+                weights=weights,
+                eta=self.eta,
+                n_samples=X_arr.shape[0],
+            )
         Z = self._design(X_arr)
         rng = np.random.default_rng(self.random_state)
         b = sample_gamma_direction_noise(Z.shape[1], rng=rng)
@@ -182,7 +216,7 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
             Z,
             y_pm,
             a,
-            float(self.lam),
+            lam,
             c=(2.0 / eta) * b,
             gtol=self.gtol,
         )
@@ -194,12 +228,13 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
                 ConvergenceWarning,
                 stacklevel=2,
             )
+        self.lam_effective_ = lam
         self._set_coefficients(res.w, n_features=X_arr.shape[1])
         self.classes_ = np.array([-1, 1])
         self.privacy_report_ = objective_perturbation_report(
             a,
             eta=eta,
-            lam=float(self.lam),
+            lam=lam,
             guarantee=self.guarantee,
             grad_norm=res.grad_norm,
             gtol=float(self.gtol),

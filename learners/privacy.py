@@ -191,6 +191,10 @@ class PrivacyReport:
     stages : tuple of StageSpend
         Per-record ε of each stage (or term); per record they add up to
         ``sample_epsilon_total``.
+    lam_effective : float or None
+        The ridge ``λ`` the release actually used (``None`` in reports from before
+        it was recorded). Larger than the constructor's ``lam`` only when the ridge
+        remedy (:func:`ridge_remedy`) raised it.
     """
 
     mechanism: str
@@ -204,6 +208,7 @@ class PrivacyReport:
     delta: float = 0.0
     spends: tuple[PrivacySpend, ...] = field(default=())
     stages: tuple[StageSpend, ...] = field(default=())
+    lam_effective: float | None = None
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:
@@ -247,6 +252,9 @@ class PrivacyReport:
                 }
                 for st in self.stages
             ],
+            "lam_effective": (
+                None if self.lam_effective is None else float(self.lam_effective)
+            ),
         }
 
     def stage_summary(self) -> list[dict[str, Any]]:
@@ -272,7 +280,51 @@ class PrivacyReport:
                 StageSpend(st["label"], tuple(float(e) for e in st["sample_epsilon"]))
                 for st in data.get("stages", ())
             ),
+            lam_effective=(
+                None
+                if data.get("lam_effective") is None
+                else float(data["lam_effective"])
+            ),
         )
+
+
+def ridge_remedy(
+    target_total: ArrayLike, lam: float
+) -> tuple[NDArray[np.float64], float, float]:
+    """Weights, ``η`` and ``λ_eff`` so that record ``i`` gets at most ``target_total[i]``.
+
+    The heterogeneous form of [CMS11]_'s Algorithm 2 remedy. Weights are
+    proportional to the targets, ``a_i = T_i / ΣT``. If every ``T_i`` exceeds the
+    curvature term ``Δ_i(λ) = 2 ln(1 + a_i/(4λ))`` the ridge stays ``λ``; otherwise it
+    is raised to the smallest value with ``Δ_i(λ_eff) ≤ T_i/2`` for every record,
+    ``λ_eff = max(λ, max_i a_i / (4(e^{T_i/4} − 1)))``, so the noise part
+    ``T_i − Δ_i(λ_eff)`` stays positive. Then ``η = min_i (T_i − Δ_i)/a_i`` over the
+    records with ``a_i > 0``: every ``a_i η + Δ_i ≤ T_i``, with equality for the
+    binding record.
+
+    Examples
+    --------
+    >>> a, eta, lam = ridge_remedy([0.1, 0.1], 1e-3)  # Δ(1e-3) = 2 ln 126 ≫ 0.1
+    >>> lam > 1e-3
+    True
+    >>> bool(np.all(total_epsilon(a, eta, lam) <= 0.1 + 1e-12))
+    True
+    """
+    T = _as_weights(target_total)
+    lam = _check_positive(lam, "lam")
+    s = float(T.sum())
+    if not (s > 0 and math.isfinite(s)):
+        raise ValueError("target_total must not be all zero")
+    a = T / s
+    pos = a > 0
+    slack = curvature_slack(a, lam)
+    lam_eff = lam
+    if np.any(T[pos] <= slack[pos]):
+        need = a[pos] / (4.0 * np.expm1(T[pos] / 4.0))
+        lam_eff = max(lam, float(need.max()))
+        slack = curvature_slack(a, lam_eff)
+    eta = float(np.min((T[pos] - slack[pos]) / a[pos]))
+    return a, eta, lam_eff
 
 
 def objective_perturbation_report(
@@ -284,7 +336,8 @@ def objective_perturbation_report(
     grad_norm: float,
     gtol: float,
 ) -> PrivacyReport:
-    """Build the :class:`PrivacyReport` of one heterogeneous objective-perturbation fit."""
+    """Build the :class:`PrivacyReport` of one heterogeneous objective-perturbation fit
+    (``lam``: the ridge the release used, recorded as ``lam_effective``)."""
     noise = a * eta
     slack = curvature_slack(a, lam)
     total = noise + slack
@@ -311,4 +364,5 @@ def objective_perturbation_report(
                 "curvature term 2 ln(1 + a_i/(4 lam))", tuple(float(e) for e in slack)
             ),
         ),
+        lam_effective=float(lam),
     )

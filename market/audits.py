@@ -80,6 +80,7 @@ def audit_dataset(
     n_sellers: int,
     workers: int,
     seed: int,
+    mono_points: int = 0,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Audit the logistic rule on ``(X, y, costs)``; costs drawn from the prior if None.
@@ -94,7 +95,7 @@ def audit_dataset(
     if costs is None:
         costs = np.asarray(prior.sample(X.shape[0], rng=rng), dtype=float)
     cfg = numerics.learner_config(settings, learner="hetero_dp_logistic")
-    report = numerics.audit_on_pool(
+    report, mono = numerics.audit_on_pool(
         X,
         y,
         costs,
@@ -105,7 +106,9 @@ def audit_dataset(
         workers=workers,
         progress=progress,
         random_state=seed,
+        mono_points=mono_points,
     )
     result: dict[str, Any] = dict(report.to_dict())
     result["ic_ok"] = bool(report.ic_ok())
+    result["monotonicity"] = None if mono is None else mono.to_dict()
     return result

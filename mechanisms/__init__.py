@@ -8,8 +8,9 @@ The public facade. Subpackages, in dependency order, each with its own facade:
 * :mod:`mechanisms.payments`: Myerson payments (§5) and their executors;
 * :mod:`mechanisms.tuning`: hyperparameter selection, the trade-off curve and the
   ``γ`` that fits a budget (§4.3);
-* :mod:`mechanisms.audit`: the incentive audit (§6) and its variant for a ``γ``
-  re-chosen from the reports (:func:`audit_gamma_choice`).
+* :mod:`mechanisms.audit`: the incentive audit (§6), the allocation-monotonicity audit
+  (:func:`audit_monotonicity`) and the variant for a ``γ`` re-chosen from the reports
+  (:func:`audit_gamma_choice`).
 
 Shared value types live at the top: :class:`Instance` (``instance``: the validated
 arrays of one round, taken by :func:`allocate` and :func:`myerson_payments`),
@@ -18,12 +19,14 @@ rounding (``money``).
 """
 
 from mechanisms.allocation import allocate, reference_allocate
+from mechanisms.allocation._certify import AllocationCertificate
 from mechanisms.audit import (
     AuditReport,
     ChoiceRegretReport,
     audit_gamma_choice,
     audit_incentives,
 )
+from mechanisms.audit._monotonicity import MonotonicityReport, audit_monotonicity
 from mechanisms.config import MechanismConfig
 from mechanisms.instance import Instance
 from mechanisms.money import fits_budget, round_down
@@ -33,6 +36,7 @@ from mechanisms.payments import (
     myerson_payments,
     myerson_total,
 )
+from mechanisms.payments._seller_certificate import SellerCertificate
 from mechanisms.priors import (
     BetaPrior,
     CostPrior,
@@ -60,6 +64,7 @@ from mechanisms.tuning import (
 
 __all__ = [
     "Allocation",
+    "AllocationCertificate",
     "AuditReport",
     "BetaPrior",
     "ChoiceRegretReport",
@@ -73,9 +78,11 @@ __all__ = [
     "KKTResiduals",
     "LogNormalPrior",
     "MechanismConfig",
+    "MonotonicityReport",
     "PaymentResult",
     "RegularityReport",
     "Selection",
+    "SellerCertificate",
     "SolveStatus",
     "SolverError",
     "TradeoffPoint",
@@ -84,6 +91,7 @@ __all__ = [
     "allocate",
     "audit_gamma_choice",
     "audit_incentives",
+    "audit_monotonicity",
     "choose_gamma",
     "ensure_regular",
     "expected_payments",

@@ -10,11 +10,13 @@ LossName = Literal["logistic", "squared", "pinball"]
 UtilityName = Literal["linear", "power"]
 ModeName = Literal["default", "paper", "strict"]
 OverheadName = Literal["auto", "objective_perturbation", "none"]
+CertifyName = Literal["report", "raise_lambda"]
 
 _LOSSES = ("logistic", "squared", "pinball")
 _UTILITIES = ("linear", "power")
 _MODES = ("default", "paper", "strict")
 _OVERHEADS = ("auto", "objective_perturbation", "none")
+_CERTIFY = ("report", "raise_lambda")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,13 @@ class MechanismConfig:
         Relative tolerance of the block-coordinate solve at each ``η``.
     max_iter : int
         Maximum block-coordinate sweeps at each ``η``.
+    certify : {"report", "raise_lambda"}
+        What to do when no global-optimality certificate exists because ``λ`` is at
+        or below the convexity threshold ``λ_conv`` (:mod:`mechanisms._certify`):
+        ``"report"`` (default) solves with ``λ`` and labels the allocation
+        ``status="local"``; ``"raise_lambda"`` solves with ``λ`` raised to
+        ``1.01·λ_conv`` (a function of the records and this configuration, never of
+        the costs), reported as ``Allocation.config.lam``.
     """
 
     gamma: float = 1.0
@@ -84,6 +93,7 @@ class MechanismConfig:
     n_grid: int = 24
     tol: float = 1e-9
     max_iter: int = 500
+    certify: CertifyName = "report"
 
     def __post_init__(self) -> None:
         _check_real("gamma", self.gamma, low=0.0)
@@ -111,6 +121,7 @@ class MechanismConfig:
         _check_choice("u", self.u, _UTILITIES)
         _check_choice("mode", self.mode, _MODES)
         _check_choice("release_overhead", self.release_overhead, _OVERHEADS)
+        _check_choice("certify", self.certify, _CERTIFY)
 
     @property
     def curvature_overhead(self) -> bool:

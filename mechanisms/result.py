@@ -15,9 +15,20 @@ FloatArray = NDArray[np.float64]
 
 
 class SolveStatus(StrEnum):
-    """Outcome of a solve."""
+    """Outcome of a solve.
+
+    ``OPTIMAL``: certified — the KKT conditions hold, every fixed-``η`` problem is
+    provably convex (``λ > λ_conv``) and the ``η``-range branch-and-bound closed: the
+    point is the global optimum over the declared range (to ``RANGE_RTOL``), so the
+    rule is monotone in each report. ``LOCAL``: a KKT point with no global certificate
+    (``λ ≤ λ_conv``, or no certificate exists for the loss / utility / mode).
+    ``UNCERTIFIED``: convexity holds but the range branch-and-bound did not close
+    within its budget. ``OPTIMAL_INACCURATE``: the KKT tolerance was not met.
+    """
 
     OPTIMAL = "optimal"
+    LOCAL = "local"
+    UNCERTIFIED = "uncertified"
     OPTIMAL_INACCURATE = "optimal_inaccurate"
     INFEASIBLE = "infeasible"
     SOLVER_ERROR = "solver_error"
@@ -79,6 +90,11 @@ class Allocation:
         The allocation's noise-free model.
     objective : float
         ``G(w, a, η)`` of spec §4.1 at the returned point.
+    status : SolveStatus
+        ``"optimal"`` only when certified (see :class:`SolveStatus`).
+    certificate : AllocationCertificate or None
+        The global-optimality certificate (:mod:`mechanisms._certify`): ``λ`` used,
+        ``λ_conv``, the range lower bound and gap.
     """
 
     weights: FloatArray
@@ -97,6 +113,7 @@ class Allocation:
     config: MechanismConfig
     profile: EtaProfile | None = field(default=None, repr=False)
     mode_objective: float | None = None
+    certificate: Any = None  # mechanisms._certify.AllocationCertificate
 
     def __post_init__(self) -> None:
         for arr in (self.weights, self.epsilon, self.epsilon_total, self.w):
@@ -104,7 +121,18 @@ class Allocation:
 
     @property
     def success(self) -> bool:
-        return self.status in (SolveStatus.OPTIMAL, SolveStatus.OPTIMAL_INACCURATE)
+        """A point was returned (certified or not; see :attr:`certified`)."""
+        return self.status in (
+            SolveStatus.OPTIMAL,
+            SolveStatus.LOCAL,
+            SolveStatus.UNCERTIFIED,
+            SolveStatus.OPTIMAL_INACCURATE,
+        )
+
+    @property
+    def certified(self) -> bool:
+        """``status == "optimal"``: the global optimum over the declared range."""
+        return self.status == SolveStatus.OPTIMAL
 
     @property
     def eps_avg(self) -> float:
@@ -131,4 +159,8 @@ class Allocation:
             "kkt": {"w": self.kkt.w, "a": self.kkt.a, "eta": self.kkt.eta},
             "iterations": self.iterations,
             "timings": dict(self.timings),
+            "lam": self.config.lam,
+            "certificate": (
+                None if self.certificate is None else self.certificate.to_dict()
+            ),
         }

@@ -48,6 +48,7 @@ CONFIG_KEYS = (
     "mu",
     "sigma",
     "mode",
+    "certify",
 )
 """Stored mechanism settings passed through to ``MechanismConfig``."""
 
@@ -334,12 +335,16 @@ def myerson_payments(
         )
 
 
-def payment_certificates(pay: Any) -> list[dict[str, Any]] | None:
-    """Each seller's payment certificate as JSON, when the payments carry them."""
+def payment_certificates(pay: Any) -> list[dict[str, Any] | None] | None:
+    """Each seller's payment certificate as JSON (``None`` for a seller without one),
+    in seller order, when the payments carry them (``PaymentResult.certificates``)."""
     certs = getattr(pay, "certificates", None)
     if certs is None:
         return None
-    return [c.to_dict() if hasattr(c, "to_dict") else dict(c) for c in certs]
+    n = len(np.asarray(pay.payments))
+    return [
+        None if certs.get(i) is None else dict(certs[i].to_dict()) for i in range(n)
+    ]
 
 
 def choose_gamma(
@@ -445,23 +450,25 @@ def audit_on_pool(
     workers: int,
     progress: Any = None,
     random_state: int | None = None,
-) -> Any:
-    """The incentive audit over ``n_sellers`` sampled sellers on a process pool of
-    ``workers`` processes (0: one per CPU)."""
+    mono_points: int = 0,
+) -> tuple[Any, Any]:
+    """The incentive audit over ``n_sellers`` sampled sellers and, with
+    ``mono_points ≥ 2``, the monotonicity sweep of the first ``n_sellers`` sellers
+    (cold re-solves), on a process pool of ``workers`` processes (0: one per CPU)."""
     n_proc = workers or max(1, len(os.sched_getaffinity(0)))
     with cf.ProcessPoolExecutor(n_proc) as pool:
-        return mech.audit_incentives(
-            X,
-            y,
-            costs,
-            prior,
-            config,
-            budget=budget,
-            n_sellers=n_sellers,
-            executor=pool,
-            progress=progress,
-            random_state=random_state,
-        )
+        report = mech.audit_incentives(
+            X, y, costs, prior, config, budget=budget, n_sellers=n_sellers,
+            executor=pool, progress=progress, random_state=random_state,
+        )  # fmt: skip
+        mono = None
+        if mono_points >= 2 and n_sellers > 0:
+            mono = mech.audit_monotonicity(
+                X, y, costs, prior, config,
+                sellers=range(min(n_sellers, X.shape[0])),
+                n_points=mono_points, executor=pool,
+            )  # fmt: skip
+    return report, mono
 
 
 def load_wisconsin() -> tuple[FloatArray, FloatArray]:

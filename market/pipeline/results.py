@@ -40,7 +40,7 @@ class Outcome:
     stages: list[dict[str, Any]]
     validation_error: float | None
     timings: dict[str, float]
-    certificates: list[dict[str, Any]] | None = None
+    certificates: list[dict[str, Any] | None] | None = None
     """Per-seller payment certificates (JSON), in the instance's seller order."""
 
 

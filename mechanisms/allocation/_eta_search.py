@@ -20,6 +20,13 @@ from learners._noise import sample_gamma_direction_noise
 from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._certify import (
+    RANGE_RTOL,
+    AllocationCertificate,
+    certify_range,
+    effective_problem,
+    node_of,
+)
 from mechanisms.allocation._problem import Problem, utility_derivative
 from mechanisms.allocation._weights_step import project_capped_simplex
 from mechanisms.config import MechanismConfig
@@ -116,6 +123,7 @@ def solve_allocation(
     costs — each grid point then starts from the stored solution there (payments).
     """
     t0 = time.perf_counter()
+    prob, lam_conv = effective_problem(prob)
     bounds = eta_bounds(prob)
     if bounds is None:
         return _infeasible(prob, t0)
@@ -124,6 +132,8 @@ def solve_allocation(
     t_grid = time.perf_counter() - t0
     best, refined = _refine(prob, grid, sols)
     best = _polish(prob, best, float(grid[0]), float(grid[-1]))
+    t_search = time.perf_counter() - t0
+    best, cert = certify(prob, best, grid, sols, lam_conv)
     t_total = time.perf_counter() - t0
     profile = EtaProfile(
         grid=grid,
@@ -133,8 +143,46 @@ def solve_allocation(
         refined_values=np.array([s.search_value for s in refined]),
     )
     n_iter = sum(s.iterations for s in sols) + sum(s.iterations for s in refined)
-    timings = {"grid": t_grid, "refine": t_total - t_grid, "total": t_total}
-    return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings)
+    timings = {
+        "grid": t_grid,
+        "refine": t_search - t_grid,
+        "certify": t_total - t_search,
+        "total": t_total,
+    }
+    return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings, cert)
+
+
+def certify(
+    prob: Problem,
+    best: BlockSolution,
+    grid: FloatArray,
+    sols: list[BlockSolution],
+    lam_conv: float | None,
+) -> tuple[BlockSolution, AllocationCertificate]:
+    """Run the range certificate of :mod:`mechanisms._certify` when the fixed-``η``
+    problems are provably convex; a better point found by the branch-and-bound is
+    polished and kept (the lower bound stays valid)."""
+    lam = prob.cfg.lam
+    convex = lam_conv is not None and (prob.cfg.mode == "strict" or lam > lam_conv)
+    if not convex or lam_conv is None:
+        return best, AllocationCertificate(
+            lam, lam_conv, False, False, -np.inf, np.inf, False, 0
+        )
+    lo, hi = float(grid[0]), float(grid[-1])
+    nodes = {
+        float(e): node_of(prob, s, lam_conv) for e, s in zip(grid, sols, strict=True)
+    }
+    found, lower, n = certify_range(prob, best, lo, hi, nodes=nodes, lam_conv=lam_conv)
+    if found is not best:
+        found = _polish(prob, found, lo, hi)
+        if found.search_value < best.search_value:
+            best = found
+    gap = max(best.search_value - lower, 0.0)
+    closed = gap <= RANGE_RTOL * (1.0 + abs(best.search_value))
+    node_bounds = tuple(nodes[float(e)].bound for e in grid)
+    return best, AllocationCertificate(
+        lam, lam_conv, True, True, lower, gap, closed, n, node_bounds
+    )
 
 
 def _start(prob: Problem, eta: float) -> tuple[FloatArray, FloatArray]:
@@ -317,6 +365,7 @@ def _result(
     n_iter: int,
     n_evals: int,
     timings: dict[str, float],
+    cert: AllocationCertificate | None = None,
 ) -> Allocation:
     cfg = prob.cfg
     kkt = kkt_residuals(prob, best, float(profile.grid[0]), float(profile.grid[-1]))
@@ -325,8 +374,22 @@ def _result(
         eps + curvature_slack(best.a, cfg.lam) if cfg.curvature_overhead else eps
     )
     ok = best.converged and kkt.max() <= KKT_TOL
-    status = SolveStatus.OPTIMAL if ok else SolveStatus.OPTIMAL_INACCURATE
-    msg = "converged" if ok else f"block solve converged={best.converged}, kkt={kkt}"
+    if not ok:
+        status = SolveStatus.OPTIMAL_INACCURATE
+        msg = f"block solve converged={best.converged}, kkt={kkt}"
+    elif cert is not None and cert.certified:
+        status, msg = SolveStatus.OPTIMAL, "certified global optimum over the range"
+    elif cert is not None and cert.convex:
+        status = SolveStatus.UNCERTIFIED
+        msg = f"range branch-and-bound did not close (gap {cert.gap:.3g})"
+    else:
+        status = SolveStatus.LOCAL
+        lc = None if cert is None else cert.lam_conv
+        msg = "KKT point; no global certificate " + (
+            "exists for this loss/utility/mode"
+            if lc is None
+            else f"(lam = {cfg.lam:.4g} <= lam_conv = {lc:.4g})"
+        )
     return Allocation(
         weights=best.a.copy(),
         eta=float(best.eta),
@@ -344,6 +407,7 @@ def _result(
         config=cfg,
         profile=profile,
         mode_objective=best.search_value,
+        certificate=cert,
     )
 
 

@@ -14,6 +14,16 @@ the new ``Ψ`` (an upper bound on ``P_j*``), already clears the other cells' flo
 The shortcut is used only when that certificate holds and the polished ``η`` stays in
 the cell ``[η_{j*−1}, η_{j*+1}]``; otherwise it returns ``None`` and the caller runs
 the full search. Linear ``u`` only (the polish is defined there).
+
+Issue 9: the cell argument above only shows the shortcut reaches the *same local*
+optimum as the full search's refinement; it says nothing when the fixed-``η`` problems
+have several local minima. So the shortcut now runs only when the base allocation is
+certified (``status == "optimal"``), and its result is accepted only with its own
+certificate: the ``η``-range branch-and-bound of :mod:`mechanisms._certify` closes at
+the re-solved point, using the base's grid bounds as stale node bounds (valid since
+``G`` is non-decreasing in ``Ψ_i``, refreshed when a cell needs it). With ``λ > λ_conv``
+both the shortcut and the full search then return the global optimum over the range
+(to ``RANGE_RTOL``), so they agree; otherwise ``None`` (full search).
 """
 
 from __future__ import annotations
@@ -24,6 +34,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._certify import (
+    RANGE_RTOL,
+    AllocationCertificate,
+    Node,
+    certify_range,
+    effective_problem,
+)
 from mechanisms.allocation._eta_search import (
     GRID_TOL,
     _polish,
@@ -37,10 +54,10 @@ from mechanisms.result import Allocation
 FloatArray = NDArray[np.float64]
 
 MARGIN = 1e-5  # relative; well above the grid solves' tolerance GRID_TOL
-# The shortcut's η polish stops at |T(η) − η| ≤ 1e-10·η (the full search's: 1e-13):
-# ε_i = a_i η then agrees with the full search's to ~1e-10, far inside the payments'
-# 1e-5 and the shortcut check's tolerance, for one fewer block solve per re-solve.
-ETA_RTOL = 1e-10
+# The shortcut's η polish stops where the full search's does (|T(η) − η| ≤ 1e-13·η):
+# with 1e-10 the two differed by ~5e-8 in ε_i, enough for a visible (tiny) upward step
+# of a sweep mixing shortcut and full evaluations (issue 9).
+ETA_RTOL = 1e-13
 
 
 def local_resolve(
@@ -67,8 +84,16 @@ def local_resolve(
     """
     t0 = time.perf_counter()
     prof = base.profile
+    prob, lam_conv = effective_problem(prob)
     cfg = prob.cfg
-    if prof is None or cfg.u != "linear" or cfg.mode == "paper" or not base.success:
+    if prof is None or cfg.u != "linear" or cfg.mode == "paper" or not base.certified:
+        return None
+    base_cert = base.certificate
+    if (
+        lam_conv is None
+        or base_cert is None
+        or len(base_cert.node_bounds) != len(prof.grid)
+    ):
         return None
     if np.any(prob.psi < base.virtual_costs):
         return None
@@ -98,8 +123,25 @@ def local_resolve(
     cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
     if not cell_lo <= best.eta <= cell_hi or best.search_value > upper:
         return None
+    nodes = {
+        float(e): Node(lb, w, a, stale=True)
+        for e, lb, (w, a) in zip(grid, base_cert.node_bounds, prof.starts, strict=True)
+    }
+    found, lower, n_bb = certify_range(
+        prob, best, float(grid[0]), float(grid[-1]), nodes=nodes, lam_conv=lam_conv
+    )
+    if found is not best:
+        found = _polish(prob, found, float(grid[0]), float(grid[-1]))
+        if found.search_value < best.search_value:
+            best = found
+    gap = max(best.search_value - lower, 0.0)
+    closed = gap <= RANGE_RTOL * (1.0 + abs(best.search_value))
+    if not closed:
+        return None
+    cert = AllocationCertificate(cfg.lam, lam_conv, True, True, lower, gap, True, n_bb)
     timings = {"total": time.perf_counter() - t0}
-    return _result(prob, best, prof, n_iter + best.iterations, 2, timings)
+    out = _result(prob, best, prof, n_iter + best.iterations, 2, timings, cert)
+    return out if out.certified else None
 
 
 def fast_solve(prob: Problem, *, warm_start: Allocation | None = None) -> Allocation:

@@ -85,6 +85,12 @@ class PaymentResult:
         seller recompute with full re-solves only).
     escalated : bool
         Whether a sampled check failed, so every winner was recomputed with checks.
+    sellers : tuple of SellerPayment
+        Per-seller results; each carries a ``certificate``
+        (:class:`mechanisms.payments._seller_certificate.SellerCertificate`: method
+        ``"shortcut_certified"`` or ``"full_solve"``, KKT residuals, the range
+        certificate's gap, the allocation status). No payment rests on an unchecked
+        shortcut: a shortcut re-solve is used only with its own certificate.
     """
 
     payments: FloatArray
@@ -108,6 +114,19 @@ class PaymentResult:
     def converged(self) -> bool:
         return all(s.converged for s in self.sellers)
 
+    @property
+    def certificates(self) -> dict[int, Any]:
+        """Seller index → :class:`SellerCertificate` (computed sellers)."""
+        return {s.index: s.certificate for s in self.sellers}
+
+    @property
+    def rule_certified(self) -> bool:
+        """Every computed seller's sweep rests on certified global optima."""
+        return all(
+            s.certificate is not None and s.certificate.rule_certified
+            for s in self.sellers
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe summary."""
         return {
@@ -124,6 +143,14 @@ class PaymentResult:
             "max_shortcut_mismatch": self.max_shortcut_mismatch,
             "escalated": self.escalated,
             "timings": dict(self.timings),
+            "allocation_status": str(self.allocation.status),
+            "rule_certified": self.rule_certified,
+            "certificates": {
+                str(s.index): (
+                    None if s.certificate is None else s.certificate.to_dict()
+                )
+                for s in self.sellers
+            },
         }
 
 
@@ -181,6 +208,7 @@ def myerson_payments(
     progress: Progress | None = None,
     chunk_size: int | None = None,
     verify: str = "sample",
+    rtol: float | None = None,
 ) -> PaymentResult:
     """Myerson payments ``t_i`` of spec §5 for the allocation of ``costs``.
 
@@ -205,9 +233,14 @@ def myerson_payments(
         (what :func:`mechanisms.allocate` returns for the changed report). ``"all"``:
         every one. ``"sample"`` (default): :func:`verification_sample` (about
         ``√(winners)``, at least ``MIN_VERIFIED``); if any sampled check finds a
-        mismatch, every other winner is recomputed with the checks on, so the
-        sampled result is used only when the whole sample agreed. The result reports
-        how many sellers were checked.
+        mismatch, every other winner is recomputed with the checks on. These
+        cross-checks are extra: since issue 9 a shortcut re-solve is used at all only
+        when the base allocation is certified and the re-solve carries its own
+        closed certificate (else the full search runs), for every seller in or out
+        of the sample; see each seller's ``certificate``.
+    rtol : float, optional
+        Relative tolerance of each seller's integral and critical-cost bracket
+        (default ``PaymentJob.rtol``, 1e-5); the IC-regret audits use a tighter one.
 
     Returns
     -------
@@ -217,6 +250,10 @@ def myerson_payments(
         raise ValueError(f"verify must be 'sample' or 'all', got {verify!r}")
     t0 = time.perf_counter()
     job = payment_job(X, y, costs, prior, cfg, eps_max, base=base)
+    if rtol is not None:
+        if not (0.0 < rtol < 1.0):
+            raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
+        job = dataclasses.replace(job, rtol=float(rtol))
     idx = _seller_indices(sellers, job.prob.m)
     if verify == "sample":
         sample = verification_sample(job.base, idx)

@@ -32,6 +32,10 @@ class SellerCurve:
     """``s ↦ ε_i^total(s)`` for one seller with every evaluation cached and recorded.
 
     ``solver`` is :func:`solve_allocation` (a hook only for planted-bug tests).
+    Issue 9: the shortcut is taken only when the base allocation is certified and
+    each shortcut result carries its own closed range certificate
+    (:func:`mechanisms.local_resolve.local_resolve`); ``checks`` records every
+    evaluation's status, KKT residual and certified gap for the seller's certificate.
     Full re-solves are **cold** (``warm_full=False``), i.e. exactly what
     :func:`mechanisms.allocate` returns for the changed report: ``G`` is not convex in
     ``a``, and a search warm-started from the base can stay on a worse local optimum
@@ -57,6 +61,8 @@ class SellerCurve:
         default_factory=dict
     )
     fast_keys: set[float] = field(default_factory=set)
+    # Per evaluated report: (status, max KKT residual, relative range gap or None).
+    checks: dict[float, tuple[str, float, float | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -80,6 +86,7 @@ class SellerCurve:
         psi[self.index] = float(np.asarray(self.prior.virtual_cost(np.array([s])))[0])
         alloc = self._solve(dataclasses.replace(self.prob, psi=psi), s)
         val = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
+        self.checks[s] = allocation_check(alloc)
         self.cache[s] = val
         self.signatures[s] = active_signature(self.prob, alloc)
         return val
@@ -135,6 +142,7 @@ class SellerCurve:
             if s not in self.fast_keys:
                 continue
             old = self.cache.pop(s)
+            self.checks.pop(s, None)
             self.fast_keys.discard(s)
             fast, self.fast = self.fast, False
             try:
@@ -149,6 +157,7 @@ class SellerCurve:
             self.cache.pop(s, None)
             self.signatures.pop(s, None)
             self.points.pop(s, None)
+            self.checks.pop(s, None)
         self.fast_keys.clear()
         self.fast = False
 
@@ -211,6 +220,16 @@ class SellerCurve:
         e = np.array([self.cache[v] for v in s])
         running_min = np.minimum.accumulate(e)
         return float(max(0.0, float((e[1:] - running_min[:-1]).max())))
+
+
+def allocation_check(alloc: Allocation) -> tuple[str, float, float | None]:
+    """``(status, max KKT residual, relative certified gap or None)`` of a solve."""
+    cert = alloc.certificate
+    gap = None
+    if cert is not None and cert.range_checked and np.isfinite(cert.gap):
+        gap = float(cert.gap) / (1.0 + abs(alloc.mode_objective or alloc.objective))
+    kkt = alloc.kkt.max()
+    return str(alloc.status), float(kkt) if np.isfinite(kkt) else float("inf"), gap
 
 
 def active_signature(prob: Problem, alloc: Allocation) -> bytes:

@@ -25,7 +25,8 @@ from mechanisms.allocation._problem import Problem
 from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
 from mechanisms.payments._kinks import breakpoints, cap_exit
 from mechanisms.payments._quadrature import integrate
-from mechanisms.payments._seller_curve import SellerCurve, Solver
+from mechanisms.payments._seller_certificate import SellerCertificate
+from mechanisms.payments._seller_curve import SellerCurve, Solver, allocation_check
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
@@ -50,7 +51,9 @@ class SellerPayment:
     certified shortcut, ``fast_mismatch`` its largest ``|Δε_i|`` against full
     re-solves at check points, ``fell_back`` whether that forced a full redo,
     ``verified`` whether those checks ran (``False`` only for sellers outside the
-    verification sample of :func:`myerson_payments`).
+    verification sample of :func:`myerson_payments`; their shortcut evaluations are
+    still each certified); ``certificate`` what the payment rests on
+    (:class:`mechanisms._seller_certificate.SellerCertificate`).
     """
 
     index: int
@@ -68,6 +71,7 @@ class SellerPayment:
     fast_mismatch: float = 0.0
     fell_back: bool = False
     verified: bool = True
+    certificate: SellerCertificate | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,10 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
             integral, err, ok = _integral(job, curve, crit)
     if crit.excluded_on_support is False and not np.isfinite(crit.hi):
         integral, ok = float("inf"), False  # pragma: no cover - γ = 0, unbounded prior
+    violation = curve.monotonicity_violation()
+    cert = seller_certificate(
+        curve, verify=verify, mismatch=mismatch, violation=violation, quad_error=err
+    )
     return SellerPayment(
         index=i,
         report=c,
@@ -144,12 +152,44 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
         quad_error=err,
         converged=ok,
         n_solves=curve.n_solves,
-        monotonicity_violation=curve.monotonicity_violation(),
+        monotonicity_violation=violation,
         seconds=time.perf_counter() - t0,
         n_fast=curve.n_fast,
         fast_mismatch=mismatch,
         fell_back=fell_back,
         verified=verify,
+        certificate=cert,
+    )
+
+
+def seller_certificate(
+    curve: SellerCurve,
+    *,
+    verify: bool,
+    mismatch: float,
+    violation: float,
+    quad_error: float,
+) -> SellerCertificate:
+    """Summarise what the seller's sweep rests on (see :class:`SellerCertificate`)."""
+    base = allocation_check(curve.base)
+    evals = {s: v for s, v in curve.checks.items() if s != float(curve.report)}
+    statuses = [v[0] for v in evals.values()]
+    gaps = [v[2] for v in [base, *evals.values()] if v[2] is not None]
+    n_short = sum(1 for s in evals if s in curve.fast_keys)
+    return SellerCertificate(
+        method="shortcut_certified" if n_short else "full_solve",
+        allocation_status=base[0],
+        rule_certified=base[0] == "optimal" and all(st == "optimal" for st in statuses),
+        n_evaluations=len(evals),
+        n_shortcut=n_short,
+        n_full=len(evals) - n_short,
+        n_uncertified=sum(1 for st in statuses if st != "optimal"),
+        max_kkt_residual=max(v[1] for v in [base, *evals.values()]),
+        max_range_gap=max(gaps) if gaps else None,
+        shortcut_checked=verify and n_short > 0,
+        shortcut_mismatch=float(mismatch),
+        monotonicity_violation=float(violation),
+        quad_error=float(quad_error),
     )
 
 

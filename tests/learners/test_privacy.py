@@ -102,6 +102,7 @@ def test_report_is_json_safe_and_round_trips(rng: np.random.Generator) -> None:
         "delta",
         "spends",
         "stages",
+        "lam_effective",
     }
     per_record = np.sum([st["sample_epsilon"] for st in d["stages"]], axis=0)
     np.testing.assert_allclose(per_record, d["sample_epsilon_total"], rtol=1e-14)
@@ -120,3 +121,80 @@ def test_report_is_frozen_and_validated(rng: np.random.Generator) -> None:
         dataclasses.replace(rep, sample_epsilon=(1.0,))
     spend = PrivacySpend("x", 1.0)
     assert spend.delta == 0.0
+
+
+# ---------------------------------------------------------------- ridge remedy (issue 9)
+
+
+def _remedy_data():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 3))
+    X /= 1.2 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = np.where(X[:, 0] + 0.2 * rng.normal(size=30) > 0, 1, -1)
+    return X, y
+
+
+def test_ridge_remedy_fits_targets_below_the_curvature_term() -> None:
+    from learners import HeteroDPLogisticRegression, ridge_remedy
+
+    X, y = _remedy_data()
+    lam = 1e-4
+    target = np.full(30, 0.05)
+    target[:5] = 0.02
+    a = target / target.sum()
+    # Below the curvature term at the configured λ: no noise part would be left.
+    assert np.all(target <= 2 * np.log1p(a / (4 * lam)))
+    clf = HeteroDPLogisticRegression(lam=lam, random_state=0)
+    clf.fit(X, y, sample_epsilon_total=target)
+    rep = clf.privacy_report_
+    lam_eff = rep.lam_effective
+    assert lam_eff == clf.lam_effective_
+    assert lam_eff > lam
+    total = np.array(rep.sample_epsilon_total)
+    noise = np.array(rep.sample_epsilon)
+    # Recomputed from the spec's formula, not from the report.
+    np.testing.assert_allclose(
+        total, noise + 2 * np.log1p(a / (4 * lam_eff)), rtol=1e-12
+    )
+    assert np.all(total <= target * (1 + 1e-12))
+    assert np.max(total / target) == pytest.approx(1.0, rel=1e-12)  # binding record
+    assert np.all(noise > 0)
+    # λ_eff is the smallest ridge with Δ_i ≤ T_i/2: at it some record is exactly there.
+    assert np.max(2 * np.log1p(a / (4 * lam_eff)) / target) == pytest.approx(0.5)
+    assert rep.guarantee == "conditional_on_allocation"
+    _a2, _eta2, lam2 = ridge_remedy(target, lam)
+    assert lam2 == lam_eff
+
+
+def test_ridge_remedy_keeps_lambda_when_targets_clear_the_curvature_term() -> None:
+    from learners import HeteroDPLogisticRegression
+
+    X, y = _remedy_data()
+    target = np.full(30, 3.0)
+    clf = HeteroDPLogisticRegression(lam=0.1, random_state=0)
+    clf.fit(X, y, sample_epsilon_total=target)
+    assert clf.privacy_report_.lam_effective == 0.1
+    np.testing.assert_allclose(clf.privacy_report_.sample_epsilon_total, target)
+
+
+def test_lam_effective_reported_by_the_old_modes_and_old_reports_load() -> None:
+    from learners import HeteroDPLogisticRegression, PrivacyReport
+
+    X, y = _remedy_data()
+    clf = HeteroDPLogisticRegression(lam=0.02, random_state=0)
+    clf.fit(X, y, sample_epsilon=np.full(30, 0.5))
+    assert clf.privacy_report_.lam_effective == 0.02
+    d = clf.privacy_report_.to_dict()
+    assert PrivacyReport.from_dict(d) == clf.privacy_report_
+    d.pop("lam_effective")
+    assert PrivacyReport.from_dict(d).lam_effective is None
+
+
+def test_sample_epsilon_total_is_exclusive() -> None:
+    from learners import HeteroDPLogisticRegression
+
+    X, y = _remedy_data()
+    with pytest.raises(ValueError, match="sample_epsilon_total"):
+        HeteroDPLogisticRegression().fit(
+            X, y, sample_epsilon=np.ones(30), sample_epsilon_total=np.ones(30)
+        )

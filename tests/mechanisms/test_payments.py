@@ -101,7 +101,10 @@ def test_payments_are_for_the_allocation_epsilon_total(
     ins = instance
     alloc = allocate(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
     np.testing.assert_allclose(paid.epsilon, alloc.epsilon_total, rtol=1e-6, atol=1e-9)
-    assert paid.max_monotonicity_violation <= 1e-9 * float(paid.epsilon.max())
+    # This instance is uncertified (λ = 1e-2 ≤ λ_conv: status "local"), so every
+    # sweep point is a cold full search converged to KKT tolerance ~1e-9: ε_i carries
+    # that much noise (issue 9: no shortcut on an uncertified base).
+    assert paid.max_monotonicity_violation <= 1e-8 * float(paid.epsilon.max())
 
 
 def test_myerson_differs_from_expected_payment(instance: Instance, paid) -> None:
