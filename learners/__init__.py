@@ -3,13 +3,16 @@
 Public surface (``__all__``): the registry of orderable learners :data:`LEARNERS`
 (public name → estimator class) with its protocol :class:`OrderableLearner`,
 :class:`LearnerSpec` / :class:`ParamSpec` and :class:`ReleaseContext`; the
-heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; its
+heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; the one-bit
+LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
+:mod:`learners.onebit_quantile`); the
 :class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
 
 from learners.hetero_dp_logistic import HeteroDPLogisticRegression
 from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
+from learners.onebit_quantile import OneBitQuantileRegression
 from learners.privacy import (
     GUARANTEES,
     PrivacyReport,
@@ -28,6 +31,7 @@ from learners.registry import (
 from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 LEARNERS.register(HeteroDPLogisticRegression)
+LEARNERS.register(OneBitQuantileRegression)
 
 __all__ = [
     "GUARANTEES",
@@ -36,6 +40,7 @@ __all__ = [
     "LearnerRegistry",
     "LearnerSpec",
     "LogisticLoss",
+    "OneBitQuantileRegression",
     "OrderableLearner",
     "ParamError",
     "ParamSpec",

@@ -7,7 +7,15 @@ import importlib
 
 import pytest
 
-MODULES = ["learners.privacy", "learners._noise", "learners.hetero_dp_logistic"]
+MODULES = [
+    "learners.privacy",
+    "learners._noise",
+    "learners.hetero_dp_logistic",
+    "learners.onebit_quantile._estimator",
+    "learners.onebit_quantile._model",
+    "learners.onebit_quantile._randomizers",
+    "learners.onebit_quantile._transform",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
