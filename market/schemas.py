@@ -63,11 +63,17 @@ class AccountCreated(BaseModel):
 
 
 class FeatureSpec(_In):
-    """A feature and its public bounds ``[low, high]`` used to scale records."""
+    """A feature and its public bounds ``[low, high]`` used to scale records.
+
+    ``public``: the feature's values are not sensitive (the curator may know them);
+    learners that randomize features locally leave it as is. Part of the public schema
+    a learner reads (``ReleaseContext.market``); default false.
+    """
 
     name: Name
     low: Finite
     high: Finite
+    public: bool = False
 
 
 class TargetSpec(_In):

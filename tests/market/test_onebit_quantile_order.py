@@ -43,11 +43,17 @@ def _draw(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def _quantile_market(env: Env, *, n_sellers: int, eps_avg_max: float) -> int:
+def _quantile_market(
+    env: Env,
+    *,
+    n_sellers: int,
+    eps_avg_max: float,
+    features: list[dict[str, Any]] = FEATURES,
+) -> int:
     body = {
         "name": "turbine",
         "task": "quantile",
-        "features": FEATURES,
+        "features": features,
         "target": TARGET,
         "out_of_bounds": "clip",
         "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
@@ -269,3 +275,19 @@ def test_raw_unit_standard_errors_use_the_markets_own_linear_map(
         assert got["intercept"] == pytest.approx(se[d], rel=1e-12)
     else:
         assert got["intercept"] is None
+
+
+def test_features_declared_public_are_not_privatized(
+    env: Env, stand_in_payments: Any
+) -> None:
+    """A market may declare a feature ``"public": true``; a ``private_x`` order then
+    sends one bit per private feature only (k + 1 = 2 bits here)."""
+    features = [dict(FEATURES[0], public=True), FEATURES[1]]
+    mid = _quantile_market(env, n_sellers=40, eps_avg_max=8.0, features=features)
+    market = env.client.get(f"/v1/markets/{mid}", headers=env.admin).json()
+    assert [f.get("public") for f in market["features"]] == [True, False]
+    model = _order(env, mid, {"alpha": ALPHA, "private_x": True, "scale": SIGMA})
+    stages = model["privacy"]["stages"]
+    assert [s["stage"] for s in stages] == ["response bit", "covariate bit x[1]"]
+    eps = np.asarray(model["_allocated"])
+    assert sum(s["max"] for s in stages) == pytest.approx(eps.max(), rel=1e-12)
