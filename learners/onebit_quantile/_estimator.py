@@ -15,7 +15,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from learners._validation import check_groups, check_nonnegative_vector
+from learners._validation import check_groups
+from learners.onebit_quantile._checks import (
+    check_bounds_X,
+    check_public_features,
+    check_response_interval,
+    check_sample_epsilon,
+    prior_rho,
+)
 from learners.onebit_quantile._model import QuantileWorkingModel
 from learners.onebit_quantile._private_x import CornerPrior
 from learners.onebit_quantile._qmle import (
@@ -24,7 +31,6 @@ from learners.onebit_quantile._qmle import (
     estimate_public_x,
 )
 from learners.onebit_quantile._randomizers import (
-    check_interval,
     randomize_private_x,
     randomize_public_x,
     split_budget,
@@ -231,8 +237,8 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         X_arr, y_arr = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         n, p = X_arr.shape
         check_groups(groups, n_samples=n, one_per_group=True)
-        eps = self._budgets(sample_epsilon, n)
-        low, high = self._interval()
+        eps = check_sample_epsilon(sample_epsilon, n)
+        low, high = check_response_interval(self.interval)
         model = QuantileWorkingModel(
             alpha=float(self.alpha), sigma=float(self.scale), low=low, high=high
         )
@@ -287,7 +293,7 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         intercept_index: int | None,
     ) -> tuple[QMLEResult, FloatArray, list[str]]:
         p = X_arr.shape[1]
-        public = self._public_features(p)
+        public = check_public_features(self.public_features, p)
         private = [j for j in range(p) if j not in public]
         k = len(private)
         if k > MAX_PRIVATE_FEATURES:
@@ -295,7 +301,7 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
                 f"private_x: {k} private features; the exact transform handles at most "
                 f"{MAX_PRIVATE_FEATURES} (declare others in public_features)"
             )
-        lo, hi = self._bounds_X(p)
+        lo, hi = check_bounds_X(self.bounds_X, p)
         public_cols = public + ([p] if intercept_index is not None else [])
         reports = randomize_private_x(
             X_arr[:, private],
@@ -311,7 +317,7 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         prior = CornerPrior(
             center=(lo[private] + hi[private]) / 2.0,
             half_width=(hi[private] - lo[private]) / 2.0,
-            rho=self._rho(k),
+            rho=prior_rho(self.prior, self.prior_rho, k),
         )
         result = estimate_private_x(
             reports,
@@ -327,67 +333,6 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         fractions = split_budget(np.ones(1), n_private=k, split=self.budget_split)[0]
         labels = ["response bit"] + [f"covariate bit x[{j}]" for j in private]
         return result, fractions, labels
-
-    # ---- checks ----
-
-    def _interval(self) -> tuple[float, float]:
-        try:
-            values = np.asarray(self.interval, dtype=float).reshape(-1)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"interval must be two numbers [low, high]: {exc}"
-            ) from exc
-        if values.shape != (2,):
-            raise ValueError(f"interval must be [low, high], got {self.interval!r}")
-        return check_interval(values[0], values[1], name="interval")
-
-    @staticmethod
-    def _budgets(sample_epsilon: ArrayLike, n: int) -> FloatArray:
-        raw = np.asarray(sample_epsilon, dtype=float)
-        if raw.ndim == 0:
-            raw = np.full(n, float(raw))
-        eps = check_nonnegative_vector(raw, name="sample_epsilon", n_samples=n)
-        if not (eps > 0).any():
-            raise ValueError(
-                "sample_epsilon: no record has a budget > 0 (nothing to fit)"
-            )
-        return eps
-
-    def _bounds_X(self, p: int) -> tuple[FloatArray, FloatArray]:
-        if self.bounds_X is None:
-            raise ValueError(
-                "bounds_X: private_x needs public bounds for every private feature "
-                "(never taken from the data)"
-            )
-        try:
-            lo = np.broadcast_to(np.asarray(self.bounds_X[0], dtype=float), (p,))
-            hi = np.broadcast_to(np.asarray(self.bounds_X[1], dtype=float), (p,))
-        except (TypeError, ValueError, IndexError) as exc:
-            raise ValueError(
-                f"bounds_X must be (low, high) per feature: {exc}"
-            ) from exc
-        if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
-            raise ValueError(
-                "bounds_X must be finite with low < high for every feature"
-            )
-        return lo.astype(float), hi.astype(float)
-
-    def _public_features(self, p: int) -> list[int]:
-        if self.public_features is None:
-            return []
-        idx = sorted({int(j) for j in np.asarray(self.public_features).reshape(-1)})
-        if any(j < 0 or j >= p for j in idx):
-            raise ValueError(f"public_features must be feature indices in [0, {p})")
-        return idx
-
-    def _rho(self, k: int) -> FloatArray:
-        if self.prior == "endpoint":
-            return np.ones(k)
-        rho = 1.0 / math.sqrt(3.0) if self.prior_rho is None else self.prior_rho
-        out = np.broadcast_to(np.asarray(rho, dtype=float), (k,)).astype(float)
-        if not ((out > 0) & (out <= 1)).all():
-            raise ValueError("prior_rho must be in (0, 1]")
-        return out
 
     def _set_fitted(self, result: QMLEResult, p: int) -> None:
         beta = result.params
