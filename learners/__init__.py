@@ -5,7 +5,9 @@ Public surface (``__all__``): the registry of orderable learners :data:`LEARNERS
 :class:`LearnerSpec` / :class:`ParamSpec` and :class:`ReleaseContext`; the
 heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; the locally
 private logistic regression with missing covariates
-:class:`LDPMissingLogisticRegression` (subpackage :mod:`learners.ldp_missing`); their
+:class:`LDPMissingLogisticRegression` (subpackage :mod:`learners.ldp_missing`); the
+one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
+:mod:`learners.onebit_quantile`); their
 :class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
@@ -13,6 +15,7 @@ accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 from learners.hetero_dp_logistic import HeteroDPLogisticRegression
 from learners.ldp_missing import LDPMissingLogisticRegression
 from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
+from learners.onebit_quantile import OneBitQuantileRegression
 from learners.privacy import (
     GUARANTEES,
     PrivacyReport,
@@ -33,6 +36,7 @@ from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 LEARNERS.register(HeteroDPLogisticRegression)
 LEARNERS.register(LDPMissingLogisticRegression)
+LEARNERS.register(OneBitQuantileRegression)
 
 __all__ = [
     "GUARANTEES",
@@ -42,6 +46,7 @@ __all__ = [
     "LearnerRegistry",
     "LearnerSpec",
     "LogisticLoss",
+    "OneBitQuantileRegression",
     "OrderableLearner",
     "ParamError",
     "ParamSpec",

@@ -35,7 +35,7 @@ from learners.privacy import curvature_slack
 Task = Literal["classification", "regression", "quantile"]
 PrivacyModel = Literal["central", "local", "user_level_local", "mpc"]
 Overhead = Literal["objective_perturbation", "none"]
-ParamKind = Literal["float", "int", "bool", "choice"]
+ParamKind = Literal["float", "int", "bool", "choice", "interval"]
 
 TASKS: tuple[str, ...] = ("classification", "regression", "quantile")
 PRIVACY_MODELS: tuple[str, ...] = ("central", "local", "user_level_local", "mpc")
@@ -58,11 +58,18 @@ class ParamSpec:
     Attributes
     ----------
     name : str
-    kind : {"float", "int", "bool", "choice"}
+    kind : {"float", "int", "bool", "choice", "interval"}
+        ``interval``: a list ``[low, high]`` of two finite numbers with ``low < high``
+        (returned as a list of two floats).
     default : object
         Used when the order does not give the parameter.
     low, high : float or None
-        Inclusive bounds of a numeric parameter (``None``: unbounded on that side).
+        Bounds of a numeric parameter (``None``: unbounded on that side); inclusive
+        unless ``exclusive_low`` / ``exclusive_high``.
+    exclusive_low, exclusive_high : bool
+        Make the corresponding bound strict (e.g. a level in the open ``(0, 1)``).
+    nullable : bool
+        ``None`` (JSON ``null``) is a valid value, meaning what ``doc`` says.
     choices : tuple of str
         Allowed values of a ``choice`` parameter.
     doc : str
@@ -75,10 +82,17 @@ class ParamSpec:
     doc: str
     low: float | None = None
     high: float | None = None
+    exclusive_low: bool = False
+    exclusive_high: bool = False
+    nullable: bool = False
     choices: tuple[str, ...] = ()
 
     def check(self, value: Any) -> Any:
         """Return ``value`` converted to the parameter's type, or raise :class:`ParamError`."""
+        if value is None and self.nullable:
+            return None
+        if self.kind == "interval":
+            return self._check_interval(value)
         if self.kind == "bool":
             if not isinstance(value, bool):
                 raise ParamError(self.name, f"must be true or false, got {value!r}")
@@ -98,11 +112,39 @@ class ParamSpec:
             )
         if not math.isfinite(float(value)):
             raise ParamError(self.name, f"must be finite, got {value!r}")
-        if self.low is not None and value < self.low:
-            raise ParamError(self.name, f"must be >= {self.low:g}, got {value!r}")
-        if self.high is not None and value > self.high:
-            raise ParamError(self.name, f"must be <= {self.high:g}, got {value!r}")
+        if self.low is not None and (
+            value <= self.low if self.exclusive_low else value < self.low
+        ):
+            op = ">" if self.exclusive_low else ">="
+            raise ParamError(self.name, f"must be {op} {self.low:g}, got {value!r}")
+        if self.high is not None and (
+            value >= self.high if self.exclusive_high else value > self.high
+        ):
+            op = "<" if self.exclusive_high else "<="
+            raise ParamError(self.name, f"must be {op} {self.high:g}, got {value!r}")
         return int(value) if self.kind == "int" else float(value)
+
+    def _check_interval(self, value: Any) -> list[float]:
+        ok = (
+            isinstance(value, list | tuple)
+            and len(value) == 2
+            and all(
+                isinstance(v, int | float) and not isinstance(v, bool) for v in value
+            )
+        )
+        if not ok:
+            raise ParamError(
+                self.name, f"must be a list [low, high] of two numbers, got {value!r}"
+            )
+        low, high = float(value[0]), float(value[1])
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ParamError(self.name, f"must be finite, got {value!r}")
+        if not low < high:
+            raise ParamError(
+                self.name,
+                f"must be a non-empty interval with low < high, got {value!r}",
+            )
+        return [low, high]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe description (``GET /v1/learners``)."""
@@ -112,9 +154,11 @@ class ParamSpec:
             "doc": self.doc,
         }
         if self.low is not None:
-            out["minimum"] = self.low
+            out["exclusiveMinimum" if self.exclusive_low else "minimum"] = self.low
         if self.high is not None:
-            out["maximum"] = self.high
+            out["exclusiveMaximum" if self.exclusive_high else "maximum"] = self.high
+        if self.nullable:
+            out["nullable"] = True
         if self.choices:
             out["choices"] = list(self.choices)
         return out

@@ -64,12 +64,18 @@ class AccountCreated(BaseModel):
 
 class FeatureSpec(_In):
     """A feature and its public bounds ``[low, high]`` used to scale records;
-    ``missable`` features may be ``null`` in a record (a missing covariate)."""
+    ``missable`` features may be ``null`` in a record (a missing covariate).
+
+    ``public``: the feature's values are not sensitive (the curator may know them);
+    learners that randomize features locally leave it as is. Part of the public schema
+    a learner reads (``ReleaseContext.market``); default false.
+    """
 
     name: Name
     low: Finite
     high: Finite
     missable: bool = False
+    public: bool = False
 
 
 class TargetSpec(_In):

@@ -14,6 +14,10 @@ MODULES = [
     "learners.ldp_missing._constants",
     "learners.ldp_missing._randomizer",
     "learners.ldp_missing._estimator",
+    "learners.onebit_quantile._estimator",
+    "learners.onebit_quantile._model",
+    "learners.onebit_quantile._randomizers",
+    "learners.onebit_quantile._transform",
 ]
 
 

@@ -173,3 +173,54 @@ def test_one_record_learner_refuses_grouped_records(rng: np.random.Generator) ->
     est = HeteroDPLogisticRegression(random_state=0)
     with pytest.raises(ValueError, match="groups"):
         est.fit(X, y, sample_epsilon=np.ones(4), groups=np.array([0, 0, 1, 2]))
+
+
+def test_param_spec_interval_kind() -> None:
+    """``interval``: a list ``[low, high]`` of two finite numbers with ``low < high``."""
+    p = ParamSpec(name="interval", kind="interval", default=[0.0, 1.0], doc="i")
+    assert p.check([-1, 2.5]) == [-1.0, 2.5]
+    assert p.check((0, 1)) == [0.0, 1.0]
+    for bad in (
+        [1.0, -1.0],
+        [2.0, 2.0],
+        [0.0],
+        [0.0, 1.0, 2.0],
+        [0.0, float("inf")],
+        [float("nan"), 1.0],
+        [True, 2.0],
+        ["0", "1"],
+        "0,1",
+        None,
+        3.0,
+    ):
+        with pytest.raises(ParamError) as err:
+            p.check(bad)
+        assert err.value.field == "params.interval"
+    assert p.to_dict()["type"] == "interval"
+
+
+def test_param_spec_nullable_and_exclusive_bounds() -> None:
+    level = ParamSpec(
+        name="alpha",
+        kind="float",
+        default=0.5,
+        low=0.0,
+        high=1.0,
+        exclusive_low=True,
+        exclusive_high=True,
+        doc="a",
+    )
+    assert level.check(0.25) == 0.25
+    for bad in (0.0, 1.0, -0.1, 1.1):
+        with pytest.raises(ParamError, match="alpha"):
+            level.check(bad)
+    desc = level.to_dict()
+    assert desc["exclusiveMinimum"] == 0.0
+    assert desc["exclusiveMaximum"] == 1.0
+    assert "minimum" not in desc
+    maybe = ParamSpec(name="iv", kind="interval", default=None, nullable=True, doc="")
+    assert maybe.check(None) is None
+    assert maybe.to_dict()["nullable"] is True
+    strict = ParamSpec(name="iv", kind="interval", default=[0, 1], doc="")
+    with pytest.raises(ParamError):
+        strict.check(None)

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from mechanisms.datasets import WBC_FEATURE_BOUNDS
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, SQLModel, select
 
 import learners.ldp_missing._algorithms as ldp_algorithms
+from market.datasets import WBC_FEATURE_BOUNDS
 from market.models import Allocation, Offer
 from tests.market.pipeline_helpers import NAMES, stand_in_payments, wisconsin_raw
 from tests.market.test_orders_run import Env, env
