@@ -8,14 +8,23 @@ statistics of the (private) data (spec §1).
 from __future__ import annotations
 
 import math
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.utils._param_validation import Interval
 
 # Rounding slack on the unit-ball constraint: rows scaled to norm 1 may land at 1 + ulp.
 ROW_NORM_TOL = 1e-12
 SIMPLEX_TOL = 1e-9
+RANDOM_STATE_CONSTRAINT: list[Any] = [
+    Interval(Integral, 0, None, closed="left"),
+    np.random.Generator,
+    None,
+]
+"""scikit-learn parameter constraint of every learner's ``random_state`` (a seed, a
+Generator, or None for OS entropy)."""
 
 
 def check_unit_rows(X: NDArray[np.float64], *, name: str = "X") -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -19,6 +19,7 @@ from learners._newton import minimize_ridge_risk
 from learners._noise import sample_gamma_direction_noise
 from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
+    RANDOM_STATE_CONSTRAINT,
     check_groups,
     check_nonnegative_vector,
     check_sign_labels,
@@ -129,11 +130,7 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         "fit_intercept": ["boolean"],
         "guarantee": [StrOptions(set(CENTRAL_GUARANTEES))],
         "gtol": [Interval(Real, 0, None, closed="neither")],
-        "random_state": [
-            Interval(Integral, 0, None, closed="left"),
-            np.random.Generator,
-            None,
-        ],
+        "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
     def __init__(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -14,7 +14,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from learners._sign_classifier import SignClassifierMixin
-from learners._validation import check_groups, check_sign_labels
+from learners._validation import (
+    RANDOM_STATE_CONSTRAINT,
+    check_groups,
+    check_sign_labels,
+)
 from learners.ldp_missing._algorithms import dummy_submission, two_phase
 from learners.ldp_missing._report import local_report
 from learners.registry import ReleaseContext
@@ -133,11 +137,7 @@ class LDPMissingLogisticRegression(
         "x_norm_bound": [Interval(Real, 0, None, closed="neither"), None],
         "phase_split": [Interval(Real, 0, 1, closed="neither")],
         "p_floor": [Interval(Real, 0, 1, closed="left")],
-        "random_state": [
-            Interval(Integral, 0, None, closed="left"),
-            np.random.Generator,
-            None,
-        ],
+        "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
     def __init__(

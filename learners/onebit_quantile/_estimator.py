@@ -15,7 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from learners._validation import check_groups
+from learners._validation import RANDOM_STATE_CONSTRAINT, check_groups
 from learners.onebit_quantile._checks import (
     check_bounds_X,
     check_public_features,
@@ -154,11 +154,7 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         "box": [Interval(Real, 0, None, closed="neither"), None],
         "n_restarts": [Interval(Integral, 0, None, closed="left")],
         "report_units": [dict, None],
-        "random_state": [
-            Interval(Integral, 0, None, closed="left"),
-            np.random.Generator,
-            None,
-        ],
+        "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
     def __init__(
