@@ -17,13 +17,19 @@ run an order is declared here, once per learner, as public data:
 - ``missing_values``: whether ``fit`` takes ``np.nan`` for a missing covariate (a
   market with ``missable`` features can only order such learners);
 - ``params``: the buyer-settable parameters with types, defaults and bounds
-  (:class:`ParamSpec`), validated by :func:`check_params` with the field named.
+  (:class:`ParamSpec`), validated by :func:`check_params` with the field named;
+- ``priced_params``: which of those parameters the mechanism prices with, as
+  ``(param, MechanismConfig field)`` pairs (a quantile learner's ``alpha`` is the
+  pinball loss's ``quantile``, so the allocation values the model the buyer ordered);
+- ``market_check``: a check of the params against the market's public feature schema
+  (e.g. how many features a protocol can privatise), run when the order is placed so
+  an order that cannot run is refused with ``422`` instead of failing later.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +42,9 @@ Task = Literal["classification", "regression", "quantile"]
 PrivacyModel = Literal["central", "local", "user_level_local", "mpc"]
 Overhead = Literal["objective_perturbation", "none"]
 ParamKind = Literal["float", "int", "bool", "choice", "interval"]
+MarketCheck = Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], None]
+"""``check(params, features)``: raises :class:`ParamError` when the checked ``params``
+cannot run on a market with these public ``features``."""
 
 TASKS: tuple[str, ...] = ("classification", "regression", "quantile")
 PRIVACY_MODELS: tuple[str, ...] = ("central", "local", "user_level_local", "mpc")
@@ -176,6 +185,8 @@ class LearnerSpec:
     min_records_per_seller: int = 1
     missing_values: bool = False
     params: tuple[ParamSpec, ...] = field(default=())
+    priced_params: tuple[tuple[str, str], ...] = field(default=())
+    market_check: MarketCheck | None = None
     summary: str = ""
 
     def __post_init__(self) -> None:
@@ -201,6 +212,9 @@ class LearnerSpec:
             raise ValueError(f"params of {self.name!r} repeat a name: {names}")
         for p in self.params:
             p.check(p.default)
+        unknown = [name for name, _ in self.priced_params if name not in names]
+        if unknown:
+            raise ValueError(f"priced_params of {self.name!r} name no param: {unknown}")
 
     @property
     def several_records_per_seller(self) -> bool:
@@ -245,6 +259,28 @@ class LearnerSpec:
             name: p.check(given[name]) if name in given else p.default
             for name, p in known.items()
         }
+
+    def mechanism_options(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``MechanismConfig`` fields set by the checked ``params``
+        (``priced_params``), e.g. ``{"quantile": 0.9}`` for ``alpha = 0.9``."""
+        return {
+            config_field: params[name]
+            for name, config_field in self.priced_params
+            if params.get(name) is not None
+        }
+
+    def check_market(
+        self, params: Mapping[str, Any], features: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Run ``market_check`` on checked ``params`` and the market's ``features``.
+
+        Raises
+        ------
+        ParamError
+            The order cannot run on this market (``field`` names the parameter).
+        """
+        if self.market_check is not None:
+            self.market_check(params, features)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe description (``GET /v1/learners`` items)."""

@@ -36,14 +36,16 @@ from learners.onebit_quantile._randomizers import (
     split_budget,
 )
 from learners.onebit_quantile._report import inference_fields, privacy_report
-from learners.onebit_quantile._spec import ONEBIT_QUANTILE_SPEC, for_order_kwargs
+from learners.onebit_quantile._spec import (
+    MAX_PRIVATE_FEATURES,
+    ONEBIT_QUANTILE_SPEC,
+    for_order_kwargs,
+)
 from learners.onebit_quantile._units import MarketUnits
 from learners.registry import ReleaseContext
 from learners.spec import LearnerSpec
 
 FloatArray = NDArray[np.float64]
-MAX_PRIVATE_FEATURES = 20
-"""The exact transform is ``O(k·2^k)``; beyond ``k ≈ 20`` it is out of reach (spec §3.4)."""
 
 
 class OneBitQuantileRegression(RegressorMixin, BaseEstimator):

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from learners.onebit_quantile._units import MarketUnits
 from learners.registry import ReleaseContext
-from learners.spec import LearnerSpec, ParamSpec
+from learners.spec import LearnerSpec, ParamError, ParamSpec
+
+MAX_PRIVATE_FEATURES = 20
+"""The exact transform is ``O(k·2^k)``; beyond ``k ≈ 20`` it is out of reach (spec §3.4)."""
+
+
+def check_private_features(
+    params: Mapping[str, Any], features: Sequence[Mapping[str, Any]]
+) -> None:
+    """Refuse ``private_x`` on a market with more private features than the exact
+    transform handles (the market's features not declared ``"public": true``).
+
+    Raises
+    ------
+    ParamError
+        Field ``params.private_x``.
+    """
+    if not params.get("private_x"):
+        return
+    k = sum(1 for f in features if not bool(f.get("public", False)))
+    if k > MAX_PRIVATE_FEATURES:
+        raise ParamError(
+            "private_x",
+            f"this market has {k} private features; the private-X protocol handles "
+            f"at most {MAX_PRIVATE_FEATURES} (declare features public, or order "
+            "with private_x false)",
+        )
+
 
 ONEBIT_QUANTILE_SPEC = LearnerSpec(
     name="onebit_quantile",
@@ -56,6 +83,8 @@ ONEBIT_QUANTILE_SPEC = LearnerSpec(
             doc="fit a public intercept (never privatized, costs no budget)",
         ),
     ),
+    priced_params=(("alpha", "quantile"),),
+    market_check=check_private_features,
     summary="quantile regression from one-bit LDP reports (quasi-MLE with sandwich "
     "standard errors; each seller randomizes with its own ε_i)",
 )

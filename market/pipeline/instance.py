@@ -69,7 +69,9 @@ class OrderInstance:
 
     def config(self, *, gamma: float | None = None) -> Any:
         """The ``MechanismConfig`` of this run (the learner's loss, ``γ`` if given)."""
-        return numerics.learner_config(self.values, learner=self.learner, gamma=gamma)
+        return numerics.learner_config(
+            self.values, learner=self.learner, gamma=gamma, params=self.params
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,7 +165,7 @@ def load_instance(
     max_eps = np.array(
         [np.inf if o.max_epsilon is None else o.max_epsilon for o in active]
     )
-    cfg = numerics.learner_config(values, learner=learner)
+    cfg = numerics.learner_config(values, learner=learner, params=params)
     included, eps_max = seller_caps(
         remaining, max_eps, k=cfg.k, lam=cfg.lam, learner=learner
     )

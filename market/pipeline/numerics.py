@@ -132,9 +132,11 @@ def check_order_learner(
             f"{name} cannot take missing values; this market has missable features",
         )
     try:
-        return spec.check_params(params)
+        checked = spec.check_params(params)
+        spec.check_market(checked, features or ())
     except ParamError as exc:
         raise InvalidInputError(exc.field, exc.reason) from exc
+    return checked
 
 
 def default_learner(
@@ -231,9 +233,11 @@ def mechanism_config(
     loss: str,
     overhead: str = "auto",
     gamma: float | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Any:
     """Return the ``MechanismConfig`` for stored settings, the learner's loss and
-    release overhead (its ``LearnerSpec``), and ``γ``.
+    release overhead (its ``LearnerSpec``), its priced params (``options``, e.g. the
+    pinball loss's ``quantile``) and ``γ``.
 
     Raises
     ------
@@ -245,6 +249,7 @@ def mechanism_config(
         kwargs["gamma"] = gamma
     kwargs["loss"] = loss
     kwargs["release_overhead"] = overhead
+    kwargs.update(options or {})
     try:
         return mech.MechanismConfig(**kwargs)
     except _NUMERIC_ERRORS as exc:
@@ -254,12 +259,21 @@ def mechanism_config(
 
 
 def learner_config(
-    values: Mapping[str, Any], *, learner: str, gamma: float | None = None
+    values: Mapping[str, Any],
+    *,
+    learner: str,
+    gamma: float | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> Any:
-    """The ``MechanismConfig`` that prices ``learner`` (its loss and overhead)."""
+    """The ``MechanismConfig`` that prices ``learner`` ordered with checked
+    ``params`` (its loss, overhead and ``priced_params``)."""
     spec = learner_spec(learner)
     return mechanism_config(
-        values, loss=spec.mechanism_loss, overhead=spec.overhead, gamma=gamma
+        values,
+        loss=spec.mechanism_loss,
+        overhead=spec.overhead,
+        gamma=gamma,
+        options=spec.mechanism_options(params or {}),
     )
 
 

@@ -153,6 +153,36 @@ def test_spec_rejects_bad_declarations() -> None:
         )
 
 
+def test_priced_params_map_order_params_to_mechanism_fields() -> None:
+    alpha = ParamSpec(name="alpha", kind="float", default=0.5, low=0.0, high=1.0, doc="")
+    with pytest.raises(ValueError, match="priced_params"):
+        LearnerSpec(
+            name="x",
+            tasks=("quantile",),
+            privacy_model="local",
+            mechanism_loss="pinball",
+            params=(alpha,),
+            priced_params=(("level", "quantile"),),
+        )
+    spec = LearnerSpec(
+        name="x",
+        tasks=("quantile",),
+        privacy_model="local",
+        mechanism_loss="pinball",
+        params=(alpha,),
+        priced_params=(("alpha", "quantile"),),
+    )
+    assert spec.mechanism_options(spec.check_params({"alpha": 0.8})) == {
+        "quantile": 0.8
+    }
+    assert spec.mechanism_options(spec.check_params({})) == {"quantile": 0.5}
+    # every registered pinball learner prices its own quantile parameter
+    for name in NAMES:
+        reg = LEARNERS.spec(name)
+        if reg.mechanism_loss == "pinball":
+            assert "quantile" in reg.mechanism_options(reg.check_params({}))
+
+
 def test_registry_refuses_incomplete_or_clashing_classes() -> None:
     class NoSpec:
         pass

@@ -35,11 +35,14 @@ COEF = np.array([1.5, -2.0])
 INTERCEPT = 4.0
 
 
-def _draw(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    low = np.array([f["low"] for f in FEATURES])
-    high = np.array([f["high"] for f in FEATURES])
-    X = rng.uniform(low, high, (n, len(FEATURES)))
-    y = X @ COEF + INTERCEPT + SIGMA * sample_ald_noise(n, alpha=ALPHA, rng=rng)
+def _draw(
+    n: int, rng: np.random.Generator, features: list[dict[str, Any]] = FEATURES
+) -> tuple[np.ndarray, np.ndarray]:
+    low = np.array([f["low"] for f in features])
+    high = np.array([f["high"] for f in features])
+    X = rng.uniform(low, high, (n, len(features)))
+    coef = np.resize(COEF, len(features))
+    y = X @ coef + INTERCEPT + SIGMA * sample_ald_noise(n, alpha=ALPHA, rng=rng)
     return X, y
 
 
@@ -69,7 +72,7 @@ def _quantile_market(
     r = env.client.post("/v1/markets", headers=env.admin, json=body)
     assert r.status_code == 201, r.text
     mid = int(r.json()["id"])
-    X, y = _draw(n_sellers, env.rng)
+    X, y = _draw(n_sellers, env.rng, features)
     for j in range(n_sellers):
         r = env.client.post("/v1/sellers", json={"name": f"q{j}"})
         assert r.status_code == 201, r.text
@@ -291,3 +294,58 @@ def test_features_declared_public_are_not_privatized(
     assert [s["stage"] for s in stages] == ["response bit", "covariate bit x[1]"]
     eps = np.asarray(model["_allocated"])
     assert sum(s["max"] for s in stages) == pytest.approx(eps.max(), rel=1e-12)
+
+
+def _place(env: Env, mid: int, params: dict[str, Any]) -> Any:
+    return env.client.post(
+        f"/v1/markets/{mid}/orders",
+        headers=env.buyer,
+        json={
+            "learner": "onebit_quantile",
+            "budget": 10.0,
+            "gamma": 1.0,
+            "params": params,
+        },
+    )
+
+
+def test_private_x_with_more_private_features_than_the_protocol_handles_is_422(
+    env: Env,
+) -> None:
+    """The private-X transform handles at most 20 private features (spec §3.4): an
+    order that could never run is refused when it is placed, naming
+    ``params.private_x``, and nothing is stored; declaring a feature public (or
+    ordering public X) makes the same market orderable."""
+    wide = [{"name": f"f{j}", "low": 0.0, "high": 1.0} for j in range(21)]
+    mid = _quantile_market(env, n_sellers=2, eps_avg_max=8.0, features=wide)
+    with Session(env.engine) as s:
+        before = s.exec(select(func.count()).select_from(Order)).one()
+    r = _place(env, mid, {"private_x": True})
+    assert r.status_code == 422, r.text
+    assert "params.private_x" in r.text
+    assert "21 private features" in r.text
+    with Session(env.engine) as s:
+        assert s.exec(select(func.count()).select_from(Order)).one() == before
+    assert _place(env, mid, {"private_x": False}).status_code == 202
+    one_public = [dict(wide[0], public=True), *wide[1:]]
+    mid2 = _quantile_market(env, n_sellers=2, eps_avg_max=8.0, features=one_public)
+    assert _place(env, mid2, {"private_x": True}).status_code == 202
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.5, 0.9])
+def test_the_mechanism_prices_the_quantile_the_buyer_ordered(
+    env: Env, alpha: float
+) -> None:
+    """The allocation values the model the buyer ordered: the pinball loss it prices
+    is at the order's ``alpha``, not at the median."""
+    from market.pipeline.instance import load_current
+
+    mid = _quantile_market(env, n_sellers=3, eps_avg_max=8.0)
+    with Session(env.engine) as s:
+        inst = load_current(
+            s, market_id=mid, learner="onebit_quantile", params={"alpha": alpha}
+        )
+    cfg = inst.config()
+    assert cfg.loss == "pinball"
+    assert cfg.quantile == pytest.approx(alpha)
+    assert inst.config(gamma=0.5).quantile == pytest.approx(alpha)
