@@ -48,6 +48,21 @@ def build_learner(inst: OrderInstance) -> Any:
     )
 
 
+def tuning_release(inst: OrderInstance) -> Any:
+    """The ordered learner as the release the tuning code scores (``choose_gamma``,
+    trade-off curves): validation error of the model the buyer would get."""
+    return numerics.learner_release(
+        inst.learner,
+        inst.params,
+        config=inst.config(),
+        task=inst.task,
+        schema=inst.schema(),
+        X=inst.X,
+        y=inst.y,
+        groups=inst.groups,
+    )
+
+
 def priced_rows(inst: OrderInstance, learner: Any) -> tuple[Any, Any]:
     """The rows the mechanism prices (training and validation), by the learner's rule.
 
@@ -86,9 +101,10 @@ def _allocate_and_pay(
             inst.costs,
             config=cfg,
             budget_minor=run.budget_minor,
-            X_val=X_val,
+            X_val=inst.X_val,
             y_val=inst.y_val,
             progress=rep.fraction,
+            release=tuning_release(inst),
             **common,
         )
         if str(getattr(choice, "status", "ok")) != "ok":
@@ -201,10 +217,11 @@ def compute_tradeoff(
         config=inst.config(),
         grids=inst.values.get("grids", {}),
         gammas=gammas,
-        X_val=X_val,
+        X_val=inst.X_val,
         y_val=inst.y_val,
         eps_max=inst.eps_max,
         progress=progress,
+        release=tuning_release(inst),
     )
     for point in points:
         # What the admin sees per γ (api.md: admins see all): sellers used and the

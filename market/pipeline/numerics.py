@@ -12,6 +12,7 @@ units): budgets, settled payments and ``choose_gamma``'s budget check all use it
 """
 
 import concurrent.futures as cf
+import dataclasses
 import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -163,6 +164,17 @@ def default_learner(
     return names[0]
 
 
+def _release_context(
+    config: Any, *, task: str, schema: Mapping[str, Any] | None
+) -> ReleaseContext:
+    return ReleaseContext(
+        lam=float(config.lam),
+        allocation_uses_data=config.mode != "strict",
+        task=task,
+        market=dict(schema or {}),
+    )
+
+
 def build_learner(
     name: str,
     params: Mapping[str, Any],
@@ -173,13 +185,57 @@ def build_learner(
 ) -> Any:
     """The learner of an order, bound to the mechanism's ``λ`` and mode and told the
     market's public ``schema``."""
-    ctx = ReleaseContext(
-        lam=float(config.lam),
-        allocation_uses_data=config.mode != "strict",
-        task=task,
-        market=dict(schema or {}),
-    )
+    ctx = _release_context(config, task=task, schema=schema)
     return LEARNERS[name].for_order(params, context=ctx)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LearnerRelease:
+    """The ordered learner as the tuning code's ``release(X, y, allocation, rng)``.
+
+    ``mechanisms.tuning`` scores a ``(λ, μ, σ, γ)`` grid point by the validation error
+    of the model released at its allocation (spec ``mechanism.md`` §4.3). Left to its
+    default it releases objective-perturbation logistic regression (or, for other
+    losses, scores the noise-free ``w``), which is not what the buyer ordered. This
+    adapter fits the registry learner instead, exactly as the order will: on the raw
+    records ``X``/``y`` with ``groups`` (the priced rows the tuning code passes are
+    ignored), each record spending its seller's allocated ``ε_i``, the learner bound
+    to the grid point's ``λ``; its noise comes from the tuning code's ``rng``. The
+    fitted learner's ``predict`` takes the market's scaled records, so the validation
+    rows given with it are the scaled records, not the priced rows.
+    """
+
+    name: str
+    params: Mapping[str, Any]
+    context: ReleaseContext
+    X: FloatArray
+    y: FloatArray
+    groups: NDArray[np.int64]
+
+    def __call__(
+        self, X: FloatArray, y: FloatArray, allocation: Any, rng: np.random.Generator, /
+    ) -> Any:
+        ctx = dataclasses.replace(self.context, lam=float(allocation.config.lam))
+        learner = LEARNERS[self.name].for_order(self.params, context=ctx)
+        learner.set_params(random_state=rng)  # type: ignore[attr-defined]
+        eps = np.asarray(allocation.epsilon, dtype=float)[self.groups]
+        return learner.fit(self.X, self.y, sample_epsilon=eps, groups=self.groups)
+
+
+def learner_release(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    config: Any,
+    task: str,
+    schema: Mapping[str, Any] | None,
+    X: FloatArray,
+    y: FloatArray,
+    groups: NDArray[np.int64],
+) -> LearnerRelease:
+    """:class:`LearnerRelease` for an order's learner on its raw records."""
+    ctx = _release_context(config, task=task, schema=schema)
+    return LearnerRelease(name, dict(params), ctx, X, y, groups)
 
 
 def release(
@@ -373,9 +429,12 @@ def choose_gamma(
     y_val: FloatArray,
     eps_max: FloatArray,
     progress: Any = None,
+    release: Any = None,
 ) -> Any:
     """Most accurate affordable ``γ`` (spec §4.3) via ``mechanisms.choose_gamma``, with
-    the budget checked in minor units by the market's money rule."""
+    the budget checked in minor units by the market's money rule; ``release`` (a
+    :class:`LearnerRelease`) scores each candidate by the ordered learner's model,
+    then ``X_val`` holds the rows its ``predict`` takes."""
     return _on_payments_pool(
         mech.choose_gamma,
         X,
@@ -389,6 +448,7 @@ def choose_gamma(
         y_val=y_val,
         eps_max=eps_max,
         progress=progress,
+        release=release,
     )
 
 
@@ -405,9 +465,11 @@ def tradeoff(
     y_val: FloatArray,
     eps_max: FloatArray | None = None,
     progress: Callable[[int, int], None] | None = None,
+    release: Any = None,
 ) -> list[dict[str, Any]]:
     """``[{"gamma", "validation_error", "total_payment", ...}]`` over a ``γ`` grid
-    (``mechanisms.tradeoff_curve``, Myerson totals; ``progress(done, total)``).
+    (``mechanisms.tradeoff_curve``, Myerson totals; ``progress(done, total)``), scored
+    by ``release`` as in :func:`choose_gamma`.
 
     The admin's ``(λ, μ, σ)`` grids where the market declares them, else its own
     settings only: each grid point costs one allocation plus Myerson payments.
@@ -431,6 +493,7 @@ def tradeoff(
         select_on_total=True,
         eps_max=eps_max,
         progress=progress,
+        release=release,
     )
     return [dict(p) | {"epsilon_total": p.epsilon_total} for p in points]
 

@@ -296,11 +296,13 @@ def test_tradeoff_job_reports_points_when_done(
     assert status["status"] == "succeeded", status["error"]
     assert len(status["points"]) == len(market_jobs.DEFAULT_GAMMAS)
     assert set(status["points"][0]) == {"gamma", "validation_error", "total_payment"}
-    # The computation saw the rows an order prices: the scaled offers with the
-    # learner's intercept column, and the validation set in the same form.
+    # The computation saw the rows an order prices (the scaled offers with the
+    # learner's intercept column), and the validation set as the ordered learner's
+    # predict takes it (the scaled records): it scores the learner's own release.
     assert seen["X"].shape == (2, 3)  # type: ignore[attr-defined]
     assert list(seen["costs"]) == [0.3, 0.3]  # type: ignore[call-overload]
-    assert seen["X_val"].shape == (2, 3)  # type: ignore[attr-defined]
+    assert seen["X_val"].shape == (2, 2)  # type: ignore[attr-defined]
+    assert seen["release"].name == "hetero_dp_logistic"  # type: ignore[attr-defined]
 
 
 def test_tradeoff_failure_is_recorded_with_a_reason(world: World) -> None:

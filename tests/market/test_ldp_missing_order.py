@@ -206,13 +206,15 @@ def test_tradeoff_job_on_a_missable_market_prices_finite_rows(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The trade-off job's default learner takes missing values, and the rows it
-    prices are finite: missing entries at the public centre 0 (``design_matrix``)."""
+    prices are finite: missing entries at the public centre 0 (``design_matrix``).
+    The validation rows are the ones the ordered learner's ``predict`` takes (it
+    scores the learner's own release), missing entries included."""
     from market.pipeline import numerics
 
     seen: dict[str, Any] = {}
 
     def spy_tradeoff(X: Any, y: Any, costs: Any, **kw: Any) -> Any:
-        seen.update(X=X, X_val=kw["X_val"])
+        seen.update(X=X, X_val=kw["X_val"], release=kw["release"])
         return [
             {"gamma": g, "validation_error": 0.0, "total_payment": 0.0}
             for g in kw["gammas"]
@@ -227,8 +229,10 @@ def test_tradeoff_job_on_a_missable_market_prices_finite_rows(
     env.drain()
     job = env.client.get(f"/v1/jobs/{r.json()['job_id']}", headers=env.admin).json()
     assert job["status"] == "succeeded", job
-    for key in ("X", "X_val"):
-        rows = np.asarray(seen[key])
-        assert np.isfinite(rows).all()
-        assert np.linalg.norm(rows, axis=1).max() <= 1.0 + 1e-12
+    rows = np.asarray(seen["X"])
+    assert np.isfinite(rows).all()
+    assert np.linalg.norm(rows, axis=1).max() <= 1.0 + 1e-12
+    assert seen["release"].name == "ldp_missing_logistic"
+    val = np.nan_to_num(np.asarray(seen["X_val"]), nan=0.0)
+    assert np.linalg.norm(val, axis=1).max() <= 1.0 + 1e-12
     assert (np.asarray(seen["X"])[:, 1] == 0.0).any()  # seller 0's missing entry

@@ -29,7 +29,7 @@ from learners import (
 )
 from market.pipeline import numerics
 from mechanisms import money
-from tests.market.pipeline_helpers import stand_in_payments
+from tests.market.pipeline_helpers import add_sellers, market_body, stand_in_payments
 from tests.market.test_orders_run import Env, env
 
 __all__ = ["env", "stand_in_payments"]
@@ -104,6 +104,55 @@ class RandomizedResponseMean:
 def toy_learner() -> Any:
     with LEARNERS.registered(RandomizedResponseMean) as cls:
         yield cls
+
+
+class AlwaysPositive(RandomizedResponseMean):
+    """The toy learner with a ``predict`` that ignores the fit: every label is +1."""
+
+    learner_spec: ClassVar[LearnerSpec] = LearnerSpec(
+        name="test_always_positive",
+        tasks=("classification",),
+        privacy_model="local",
+        mechanism_loss="logistic",
+        overhead="none",
+    )
+
+    @classmethod
+    def for_order(cls, params: Mapping[str, Any], *, context: ReleaseContext) -> Self:
+        return cls()
+
+    def set_params(self, **params: Any) -> Self:
+        return self
+
+    def predict(self, X: ArrayLike) -> NDArray[np.float64]:
+        return np.ones(np.asarray(X).shape[0])
+
+
+def test_tradeoff_scores_the_ordered_learners_release(
+    env: Env, stand_in_payments: Any
+) -> None:
+    """The trade-off curve's validation error is that of the model the buyer would
+    get (the registry learner, released at each point's allocation), not of the
+    objective-perturbation logistic release: with a learner that always predicts +1
+    it is exactly the validation set's share of −1 labels at every γ."""
+    body = market_body(rng=env.rng, n_val=80)
+    r = env.client.post("/v1/markets", headers=env.admin, json=body)
+    assert r.status_code == 201, r.text
+    mid = int(r.json()["id"])
+    add_sellers(env.client, mid, 15, rng=env.rng)
+    y_val = np.array([v["y"] for v in body["validation"]], dtype=float)
+    with LEARNERS.registered(AlwaysPositive):
+        job = env.client.post(
+            f"/v1/markets/{mid}/tradeoff",
+            headers=env.admin,
+            json={"gammas": [0.1, 1.0], "learner": "test_always_positive"},
+        )
+        assert job.status_code == 202, job.text
+        env.drain()
+    out = env.client.get(f"/v1/jobs/{job.json()['job_id']}", headers=env.admin).json()
+    assert out["status"] == "succeeded", out
+    errors = [p["validation_error"] for p in out["points"]]
+    assert errors == pytest.approx([float(np.mean(y_val != 1.0))] * 2, abs=1e-12)
 
 
 def test_a_learner_registered_in_a_test_is_orderable_end_to_end(
