@@ -165,6 +165,19 @@ def test_private_x_order_reports_k_plus_one_bits_and_the_prior_caveat(
     assert "prior" in model["inference"]["estimand"]
 
 
+def _place(env: Env, mid: int, params: dict[str, Any]) -> Any:
+    return env.client.post(
+        f"/v1/markets/{mid}/orders",
+        headers=env.buyer,
+        json={
+            "learner": "onebit_quantile",
+            "budget": 10.0,
+            "gamma": 1.0,
+            "params": params,
+        },
+    )
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
@@ -184,16 +197,7 @@ def test_bad_params_are_422_naming_the_field_and_store_nothing(
     mid = _quantile_market(env, n_sellers=2, eps_avg_max=8.0)
     with Session(env.engine) as s:
         before = s.exec(select(func.count()).select_from(Order)).one()
-    r = env.client.post(
-        f"/v1/markets/{mid}/orders",
-        headers=env.buyer,
-        json={
-            "learner": "onebit_quantile",
-            "budget": 10.0,
-            "gamma": 1.0,
-            "params": params,
-        },
-    )
+    r = _place(env, mid, params)
     assert r.status_code == 422, r.text
     assert field in r.text
     with Session(env.engine) as s:
@@ -294,19 +298,6 @@ def test_features_declared_public_are_not_privatized(
     assert [s["stage"] for s in stages] == ["response bit", "covariate bit x[1]"]
     eps = np.asarray(model["_allocated"])
     assert sum(s["max"] for s in stages) == pytest.approx(eps.max(), rel=1e-12)
-
-
-def _place(env: Env, mid: int, params: dict[str, Any]) -> Any:
-    return env.client.post(
-        f"/v1/markets/{mid}/orders",
-        headers=env.buyer,
-        json={
-            "learner": "onebit_quantile",
-            "budget": 10.0,
-            "gamma": 1.0,
-            "params": params,
-        },
-    )
 
 
 def test_private_x_with_more_private_features_than_the_protocol_handles_is_422(
