@@ -21,7 +21,12 @@ from tests.learners.secure_vertical._data import SPLITS, pooled_mle, split, v1_d
 def test_registered_under_contract_name() -> None:
     assert LEARNERS["secure_vertical_logistic"] is SecureVerticalLogisticRegression
     est = SecureVerticalLogisticRegression()
-    assert (est.backend, est.imputation, est.lam, est.random_state) == ("plain", "em", 0.0, None)
+    assert (est.backend, est.imputation, est.lam, est.random_state) == (
+        "plain",
+        "em",
+        0.0,
+        None,
+    )
 
 
 @pytest.mark.parametrize("k", [2, 3, 5])
@@ -34,7 +39,9 @@ def test_v1_plain_equals_pooled_mle(rng: np.random.Generator, k: int) -> None:
     np.testing.assert_allclose(est.coef_, ref[1:], atol=1e-8)
 
 
-def test_v1_r2_same_estimate_and_opens_nothing_per_record(rng: np.random.Generator) -> None:
+def test_v1_r2_same_estimate_and_opens_nothing_per_record(
+    rng: np.random.Generator,
+) -> None:
     X, y = v1_data(rng)
     r1 = SecureVerticalLogisticRegression(reveal="R1").fit(split(X, SPLITS[3]), y)
     r2 = SecureVerticalLogisticRegression(reveal="R2").fit(split(X, SPLITS[3]), y)
@@ -60,7 +67,9 @@ def test_v2_block_structure(rng: np.random.Generator) -> None:
     info = assemble(parts, [3, 2, 2])
     np.testing.assert_allclose(info, (Z.T * w) @ Z, atol=1e-12)
     g = rng.standard_normal(7)
-    np.testing.assert_allclose(schur_solve(info, g, 3), cholesky_solve(info, g), atol=1e-10)
+    np.testing.assert_allclose(
+        schur_solve(info, g, 3), cholesky_solve(info, g), atol=1e-10
+    )
     # the paper's eq. (7) orientation (V Dᵀ U in the (1,2) slot) does not even fit
     U, V = blocks[0], blocks[1]
     with pytest.raises(ValueError):
@@ -78,10 +87,16 @@ def test_secure_newton_rejects_unknown_reveal() -> None:
     [
         ([], "non-empty"),
         ([np.ones((3, 1)), np.ones((4, 1))], r"blocks\[1\] has 4 rows"),
-        ([np.ones((3, 1)), np.ones((3, 0))], r"blocks\[1\]: the party holds no feature"),
+        (
+            [np.ones((3, 1)), np.ones((3, 0))],
+            r"blocks\[1\]: the party holds no feature",
+        ),
         ([np.ones((3, 1)), np.array([[1.0, np.nan]] * 3)], "partly missing"),
         ([np.ones((3, 1)), np.full((3, 1), np.inf)], "finite"),
-        ([np.array([[1.0], [np.nan], [1.0]]), np.array([[1.0], [np.nan], [2.0]])], "held by no party"),
+        (
+            [np.array([[1.0], [np.nan], [1.0]]), np.array([[1.0], [np.nan], [2.0]])],
+            "held by no party",
+        ),
     ],
 )
 def test_bad_blocks_name_the_parameter(blocks: list[np.ndarray], match: str) -> None:
