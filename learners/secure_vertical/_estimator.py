@@ -297,6 +297,13 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
             raise ValueError("blocks: no labelled record is complete (complete_case)")
         edges = np.concatenate([[0], np.cumsum(sizes)])
         party_blocks = [Xfull[rows, edges[k] : edges[k + 1]] for k in range(len(sizes))]
+        if self.backend == "mpc":
+            # covariates shared as integers on the public 2^-8 grid (§8.3)
+            from learners.secure_vertical._mpyc_backend import quantise, require_mpc
+
+            require_mpc()
+            party_blocks = [quantise(b) for b in party_blocks]
+            c0 = float(quantise(np.array([c0]))[0])
         party_blocks[0] = np.hstack(
             [np.full((int(rows.sum()), 1), c0), party_blocks[0]]
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 BETA_STAR = np.array([-0.5, 1.0, -1.0, 0.5, 0.5, -0.5, 0.25])
@@ -19,7 +21,7 @@ def v1_data(rng: np.random.Generator, n: int = 1000) -> tuple[np.ndarray, np.nda
 def split(X: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
     """Column blocks of ``X`` of the given sizes."""
     edges = np.cumsum([0, *sizes])
-    return [X[:, a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return [X[:, a:b] for a, b in itertools.pairwise(edges)]
 
 
 def pooled_mle(X: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -72,7 +72,7 @@ def test_v2_block_structure(rng: np.random.Generator) -> None:
     )
     # the paper's eq. (7) orientation (V Dᵀ U in the (1,2) slot) does not even fit
     U, V = blocks[0], blocks[1]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="could not broadcast"):
         assemble({(0, 1): (V.T * w) @ U}, [3, 2])
 
 
