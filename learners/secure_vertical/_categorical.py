@@ -36,7 +36,7 @@ def pattern_tables(W: IntArray, levels: tuple[int, ...]) -> list[Table]:
     if W.ndim != 2 or W.shape[1] != len(levels):
         raise ValueError(f"W must have {len(levels)} columns")
     lv = np.asarray(levels)
-    if np.any((W >= lv) | (W < -1)):
+    if np.any((lv <= W) | (W < -1)):
         raise ValueError("W: a level is out of range")
     obs = W >= 0
     if not obs.any(axis=1).all():

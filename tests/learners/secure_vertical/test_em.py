@@ -16,7 +16,7 @@ from learners.secure_vertical._categorical import (
     pattern_tables,
     saturated_em,
 )
-from learners.secure_vertical._em import m_step, pattern_sums, patterns, e_step
+from learners.secure_vertical._em import e_step, m_step, pattern_sums, patterns
 from tests.learners.secure_vertical._data import v5_data
 
 
