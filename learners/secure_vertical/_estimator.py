@@ -320,6 +320,12 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
                 )
             a, eta, lam, noise = objective_noise(targets, lam, sum(sizes) + 1, rng)
             weights = a
+        design = np.hstack(party_blocks)
+        self.max_row_norm_ = float(np.max(np.linalg.norm(design, axis=1)))
+        self.max_block_norms_ = [
+            float(np.max(np.linalg.norm(b[:, 1:] if k == 0 else b, axis=1)))
+            for k, b in enumerate(party_blocks)
+        ]
         trace = self._run(party_blocks, y01[rows], weights=weights, lam=lam, noise=noise,
                           reveal=reveal, dp=dp, ledger=ledger)  # fmt: skip
         self._set_result(trace, c0=c0, pm=pm, reveal=reveal, ledger=ledger)
