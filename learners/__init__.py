@@ -34,7 +34,7 @@ from learners.registry import (
     ReleaseContext,
     register_learner,
 )
-from learners.secure_vertical import SecureVerticalLogisticRegression
+from learners.secure_vertical import SecureVerticalLogisticRegression, align_by_key
 from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 LEARNERS.register(HeteroDPLogisticRegression)
@@ -61,6 +61,7 @@ __all__ = [
     "SecureVerticalLogisticRegression",
     "SquaredLoss",
     "StageSpend",
+    "align_by_key",
     "curvature_slack",
     "make_loss",
     "register_learner",

@@ -37,7 +37,7 @@ from learners.secure_vertical._em import (
 )
 from learners.secure_vertical._ledger import Ledger
 from learners.secure_vertical._newton import NewtonTrace, secure_newton
-from learners.spec import LearnerSpec, ParamSpec
+from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 FloatArray = NDArray[np.float64]
 BACKENDS: tuple[str, ...] = ("plain", "reference", "mpc")
@@ -118,6 +118,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
         mechanism_loss="logistic",
         overhead="none",
         missing_values=True,
+        partition="vertical",
         params=(
             ParamSpec(
                 name="backend",
@@ -197,6 +198,15 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
         checked = cls.learner_spec.check_params(params)
         parties = 3 if checked["backend"] == "mpc" else 1
         return cls(lam=context.lam, mpc_parties=parties, **checked)
+
+    @classmethod
+    def check_order(cls, params: Mapping[str, Any]) -> None:
+        """Refuse an order this installation cannot run: ``backend="mpc"`` without the
+        optional extra ``mpc`` (:class:`~learners.spec.ParamError` on ``backend``)."""
+        from learners.secure_vertical._mpyc_backend import MISSING_EXTRA, mpc_available
+
+        if params.get("backend") == "mpc" and not mpc_available():
+            raise ParamError("backend", MISSING_EXTRA)
 
     def design_matrix(self, X: Any) -> FloatArray:
         """The rows the mechanism prices: one per party (each party is one seller).
