@@ -65,7 +65,7 @@ def clip_rows(block: FloatArray, radius: float) -> FloatArray:
     """Each row scaled to norm at most ``radius`` (NaN rows stay NaN)."""
     norms = np.linalg.norm(np.nan_to_num(block), axis=1)
     scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
-    return block * scale[:, None]
+    return np.asarray(block * scale[:, None], dtype=float)
 
 
 def discrete_laplace(
@@ -137,7 +137,7 @@ def imputation_scale(
     pat: Pattern,
     radii_obs: float,
     radius_mis: FloatArray,
-    block_of: FloatArray,
+    block_of: NDArray[np.intp],
 ) -> FloatArray:
     """Public per-block factors that keep ``ê = a + B x^O`` inside the radius (docstring).
 

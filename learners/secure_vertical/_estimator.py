@@ -44,7 +44,7 @@ BACKENDS: tuple[str, ...] = ("plain", "reference", "mpc")
 IMPUTATIONS: tuple[str, ...] = ("em", "complete_case")
 
 
-class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
+class SecureVerticalLogisticRegression(BaseEstimator):
     """Logistic regression over vertically partitioned, partially overlapping databases.
 
     Party ``k`` holds the column block ``X_k`` of the records it has (rows aligned on the
@@ -289,7 +289,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
         self.theta_ = None
         if not held.all():
             if self.imputation == "complete_case":
-                keep = held.all(axis=1)
+                keep = np.asarray(held.all(axis=1), dtype=bool)
             elif dp:
                 assert eps_rec is not None
                 eps_theta[:] = float(self.theta_share) * float(eps_rec.min())
@@ -297,7 +297,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
             else:
                 init = default_init(Xfull.shape[1], self.n_components)
                 fit = fit_gaussian_mixture(
-                    Xfull, init, covariance=self.covariance, max_iter=self.em_max_iter,
+                    Xfull, init, covariance=self.covariance, max_iter=self.em_max_iter,  # type: ignore[arg-type]
                     ledger=ledger,
                 )  # fmt: skip
                 self.theta_ = fit.theta
@@ -389,7 +389,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
         record_theta(ledger, theta, iteration=None)
         self.theta_ = theta
         out = impute_conditional_mean(X, theta)
-        block_of = np.repeat(np.arange(len(sizes)), sizes)
+        block_of = np.repeat(np.arange(len(sizes), dtype=np.intp), sizes)
         radius_of = radii[block_of]
         for pat in patterns(X):
             if pat.mis.size == 0:
@@ -472,9 +472,10 @@ class SecureVerticalLogisticRegression(BaseEstimator):  # type: ignore[misc]
 
     def predict(self, X: ArrayLike) -> NDArray[Any]:
         """The class (``classes_[1]`` where the decision is positive)."""
-        return np.where(
+        out = np.where(
             self.decision_function(X) > 0, self.classes_[1], self.classes_[0]
         )
+        return np.asarray(out)
 
     def predict_proba(self, X: ArrayLike) -> FloatArray:
         """``[1 − σ, σ]`` of the decision."""

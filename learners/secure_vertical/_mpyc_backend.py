@@ -149,7 +149,7 @@ class MPyCBackend:
                     data["y"] = np.asarray(y, dtype=float)
                 if noise is not None and pid == m - 1:
                     data["noise"] = np.asarray(noise, dtype=float)
-                np.savez(job / f"data_{pid}.npz", **data)
+                np.savez(job / f"data_{pid}.npz", **data)  # type: ignore[arg-type]
             out = self._run_parties(job)
         ledger.extend(out["ledger"])
         return NewtonTrace(

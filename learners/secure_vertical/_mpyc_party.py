@@ -194,7 +194,7 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
         else None
     )
     trace = secure_newton(
-        ops,  # type: ignore[arg-type]
+        ops,
         X,
         y,
         d=int(meta["d"]),

@@ -139,6 +139,7 @@ def test_vertical_order_end_to_end_three_parties(
         ({"record_key": None}, "record_key"),
         ({"task": "regression", "target": {"low": 0, "high": 1}}, "task"),
         ({"partition": "horizontal"}, "record_key"),
+        ({"mechanism": {"k": 4.0}}, "mechanism.k"),
     ],
 )
 def test_bad_vertical_markets_are_422(

@@ -67,9 +67,8 @@ def test_report_splits_theta_and_beta_and_respects_record_budgets(
     by_stage = np.sum([st.sample_epsilon for st in rep.stages], axis=0)
     np.testing.assert_allclose(by_stage, total, atol=1e-12)
     labels = [s.label for s in rep.spends]
-    assert labels[0].startswith("epsilon_theta") and labels[1].startswith(
-        "epsilon_beta"
-    )
+    assert labels[0].startswith("epsilon_theta")
+    assert labels[1].startswith("epsilon_beta")
     assert sum(s.epsilon for s in rep.spends) == pytest.approx(rep.epsilon_max)
     theta = np.array(rep.stages[0].sample_epsilon)
     np.testing.assert_allclose(theta, 0.2 * budget.min())
@@ -88,7 +87,7 @@ def test_clipping_holds_for_every_record_and_imputed_block(
         blocks, y, party_epsilon=[1.0, 1.0, 1.0]
     )
     assert est.max_row_norm_ <= 1 + 1e-12
-    c0, radii = clip_radii([2, 2, 2])
+    _, radii = clip_radii([2, 2, 2])
     for k, r in enumerate(radii):
         assert est.max_block_norms_[k] <= r + 1e-12
 
