@@ -165,7 +165,7 @@ def main(argv: list[str]) -> None:
         "Spec §8.2: 80–105 s for a straightforward MPyC version; issue target: under 20 s.",
         "",
         markdown_table(
-            ["backend", "processes", "wall s", "× plain", "max |β − β_plain|"],
+            ["backend", "processes", "wall s", "× plain", "max abs(β − β_plain)"],
             step_rows,
         )
         if step_rows
@@ -176,6 +176,18 @@ def main(argv: list[str]) -> None:
             ["K", "mode", "EM s", "EM iters", "Newton s", "Newton iters"], scale_rows
         ),
         f"Fitted exponents of total time vs K: plain {slope['plain']:.2f}, reference {slope['reference']:.2f}.",
+        "",
+        "Reading: the secure step is exact to 2e-11 against the float64 step on the same "
+        "quantised covariates, but the issue's target (< 20 s for one step with three "
+        "processes) is **not met** on this shared machine: the batched sigmoid (clamp: two "
+        "secure comparisons; degree-6 Taylor + 7 squarings; one secure fixed-point "
+        "reciprocal, the single most expensive operation) dominates; the Hessian and "
+        "gradient on integral covariates are cheap. Newton iteration counts of 25 at "
+        "K = 25 and 45 are the iteration cap (p = 50 and 90 imputed covariates, near "
+        "separation), not convergence. The plain EM + Newton grows with exponent ≈ 1.5 in "
+        "K (the EM's per-pattern d×d algebra), the paper's reference protocol with ≈ 2.8 "
+        "(one Z-matrix product per pair of parties per iteration, each with an n×g "
+        "orthonormalisation).",
     ]
     write_section("Secure vertical logistic (issue 13)", "\n".join(body))
 

@@ -27,7 +27,7 @@ Noise comes from ``numpy.random.default_rng(random_state)``: OS entropy when
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -165,6 +165,26 @@ def objective_noise(
     b = sample_gamma_direction_noise(d, rng=rng)
     c = np.round((2.0 / eta) * b / GRID) * GRID
     return a, eta, lam_eff, c
+
+
+def expand_report(report: PrivacyReport, active: NDArray[np.bool_]) -> PrivacyReport:
+    """``report`` over all records: zeros for the records left out (``ε_i = 0``)."""
+    if active.all():
+        return report
+
+    def full(values: tuple[float, ...]) -> tuple[float, ...]:
+        out = np.zeros(active.size)
+        out[active] = values
+        return tuple(float(v) for v in out)
+
+    return replace(
+        report,
+        sample_epsilon=full(report.sample_epsilon),
+        sample_epsilon_total=full(report.sample_epsilon_total),
+        stages=tuple(
+            StageSpend(st.label, full(st.sample_epsilon)) for st in report.stages
+        ),
+    )
 
 
 def mpc_dp_report(

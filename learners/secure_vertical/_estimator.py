@@ -21,6 +21,7 @@ from learners.secure_vertical._dp import (
     clip_radii,
     clip_rows,
     em_from_moments,
+    expand_report,
     imputation_scale,
     mpc_dp_report,
     noisy_pattern_moments,
@@ -264,6 +265,15 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         y01, labelled, pm = check_labels(y, held[:, 0])
         eps_rec = self._record_epsilon(held, sample_epsilon, party_epsilon)
         dp = eps_rec is not None
+        n_all = held.shape[0]
+        active = np.ones(n_all, dtype=bool) if eps_rec is None else eps_rec > 0
+        if not active.any():
+            raise ValueError("sample_epsilon: every record has ε = 0 (nothing to fit)")
+        if not active.all():  # records with ε_i = 0 are not used at all
+            assert eps_rec is not None
+            blocks = [b[active] for b in blocks]
+            held, y01, labelled = held[active], y01[active], labelled[active]
+            eps_rec = eps_rec[active]
         if dp and not self.lam > 0:
             raise ValueError("lam must be > 0 for a DP fit (objective perturbation)")
         if self.backend == "reference" and (dp or not held.all()):
@@ -342,10 +352,10 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         self.privacy_report_: PrivacyReport | None = None
         if dp:
             grad = self._grad_norm(party_blocks, y01[rows], a, lam, noise, trace.beta)
-            self.privacy_report_ = mpc_dp_report(
+            self.privacy_report_ = expand_report(mpc_dp_report(
                 eps_theta=eps_theta, a=a, eta=eta, lam=lam, labelled=rows,
                 grad_norm=grad, gtol=self._tol(),
-            )  # fmt: skip
+            ), active)  # fmt: skip
             self.lam_effective_ = lam
         return self
 
@@ -360,8 +370,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 raise ValueError(
                     f"party_epsilon needs one ε per party ({held.shape[1]})"
                 )
-            if not np.all(np.isfinite(pe) & (pe > 0)):
-                raise ValueError("party_epsilon must be finite and > 0")
+            if not np.all(np.isfinite(pe) & (pe >= 0)):
+                raise ValueError("party_epsilon must be finite and >= 0")
             return record_epsilon(held, pe)
         if sample_epsilon is not None:
             se = np.asarray(sample_epsilon, dtype=float).reshape(-1)
@@ -369,8 +379,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 raise ValueError(
                     f"sample_epsilon needs one ε per record ({held.shape[0]})"
                 )
-            if not np.all(np.isfinite(se) & (se > 0)):
-                raise ValueError("sample_epsilon must be finite and > 0")
+            if not np.all(np.isfinite(se) & (se >= 0)):
+                raise ValueError("sample_epsilon must be finite and >= 0")
             return se
         return None
 
