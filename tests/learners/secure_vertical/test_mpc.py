@@ -129,3 +129,21 @@ def test_three_processes_on_loopback(rng: np.random.Generator) -> None:
     for pid in runner.last_pids:  # every party was stopped and reaped
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_dp_fit_in_mpc_matches_plain_with_the_same_noise(
+    rng: np.random.Generator,
+) -> None:
+    X, y = v1_data(rng, n=100)
+    blocks = [quantise(b) for b in split(X / 6.0, [2, 2, 2])]
+    eps = [2.0, 1.0, 3.0]
+    kw = {"lam": 0.05, "random_state": 7, "dp_iterations": 8}
+    plain = SecureVerticalLogisticRegression(**kw).fit(blocks, y, party_epsilon=eps)
+    mpc = SecureVerticalLogisticRegression(backend="mpc", mpc_timeout=900, **kw).fit(
+        blocks, y, party_epsilon=eps
+    )
+    # same noise (seeded), same weights; covariates and c_0 on the 2^-8 grid in MPC
+    np.testing.assert_allclose(mpc.coef_, plain.coef_, atol=5e-3)
+    assert mpc.privacy_report_ is not None
+    assert mpc.privacy_report_.guarantee == "mpc_plus_dp"
+    assert mpc.ledger_.labels() == {"beta"}  # fixed iterations: only β̂ is opened
