@@ -149,11 +149,14 @@ def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-mpc", action="store_true")
+    ap.add_argument("--step-only", action="store_true", help="print the MPC step rows only")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     Ks = [3, 5, 10] if args.quick else [3, 5, 10, 15, 25, 45]
     ref_Ks = [3, 5] if args.quick else [3, 5, 8]
     step_rows = [] if args.skip_mpc else newton_step(1000, [3, 1], rng)
+    if args.step_only:
+        return
     scale_rows, slope = scaling(Ks, ref_Ks, rng)
     body = [
         f"Command: `PYTHONPATH=. python benchmarks/secure_vertical.py{' --quick' if args.quick else ''}` "

@@ -13,10 +13,12 @@ metadata from ``JOB_DIR/meta.json``, and writes ``JOB_DIR/out_PID.json`` (the op
 Numerics (§8.3): secure fixed point with 64 bits / 32 fractional bits; covariates on
 the public ``2^{-8}`` grid are shared as *integers* ``X·2^8`` with the integral flag
 passed explicitly and identically at every party (non-senders pass zeros, which would
-otherwise look integral); the sigmoid clamps ``η`` to ``[−16, 16]``, takes ``e^{−η/2^7}``
-by a degree-6 Taylor polynomial and squares 7 times (the spec's degree 4 with 8
-squarings left errors of 1.2e-8: each squaring doubles the truncation error) and ends with one secure reciprocal;
-R2 solves ``I Δ = g`` by Gauss–Jordan with secure reciprocals.
+otherwise look integral). The sigmoid (``MPyCOps.sigmoid``) takes the sign bit and
+clamps ``|η|`` to 16 (two secure comparisons), ``e^{−|η|/2^7}`` by a degree-6 Taylor
+polynomial squared 7 times (the spec's degree 4 with 8 squarings left errors of 1.2e-8:
+each squaring doubles the truncation error), and replaces the secure fixed-point
+division by 4 Newton steps for ``1/(1 + e)`` on ``[1, 2]`` (37 s instead of 61 s for a
+one-process step at ``n = 1000`` on the shared machine). R2 solves ``I Δ = g`` by Gauss–Jordan with secure reciprocals.
 """
 
 from __future__ import annotations
@@ -123,15 +125,26 @@ class MPyCOps:
         return X @ (beta * (1.0 / self.scale))
 
     def sigmoid(self, eta: Any) -> Any:
+        """``σ(η)`` without a secure division: with ``s = [η ≥ 0]`` and
+        ``u = min(|η|, 16)``, ``e = e^{−u} ∈ [e^{−16}, 1]`` (Taylor + squarings), so
+        ``1 + e ∈ [1, 2]`` and its reciprocal ``r`` takes a public linear start
+        ``24/17 − 8/17·x`` (relative error ≤ 1/17) and 4 Newton steps
+        ``r ← r(2 − x r)`` (error ≤ 17^{−16}); ``σ(η) = (1 − s) + (2s − 1) r``."""
         mpc = self.mpc
-        e = mpc.np_minimum(mpc.np_maximum(eta, -CLAMP), CLAMP)
-        t = e * (-(2.0**-SQUARINGS))
+        s = eta >= 0
+        sign = 2 * s - 1
+        u = mpc.np_minimum(sign * eta, CLAMP)
+        t = u * (-(2.0**-SQUARINGS))
         p = 1 + t * (
             1 + t * (0.5 + t * (1.0 / 6 + t * (1.0 / 24 + t * (1.0 / 120 + t / 720))))
         )
         for _ in range(SQUARINGS):
             p = p * p
-        return 1 / (1 + p)
+        x = 1 + p
+        r = 24.0 / 17.0 - (8.0 / 17.0) * x
+        for _ in range(4):
+            r = r * (2 - x * r)
+        return (1 - s) + sign * r
 
     def score_information(
         self, X: Any, y: Any, pi: Any, weights: FloatArray | None
