@@ -182,9 +182,9 @@ def main(argv: list[str]) -> None:
         "",
         "Reading: the secure step is exact to 2e-11 against the float64 step on the same "
         "quantised covariates, but the issue's target (< 20 s for one step with three "
-        "processes) is **not met** on this shared machine: the batched sigmoid (clamp: two "
-        "secure comparisons; degree-6 Taylor + 7 squarings; one secure fixed-point "
-        "reciprocal, the single most expensive operation) dominates; the Hessian and "
+        "processes) is **not met** on this shared machine: the batched sigmoid (two "
+        "secure comparisons, degree-6 Taylor + 7 squarings, 4 Newton steps for the "
+        "reciprocal) dominates; the Hessian and "
         "gradient on integral covariates are cheap. Newton iteration counts of 25 at "
         "K = 25 and 45 are the iteration cap (p = 50 and 90 imputed covariates, near "
         "separation), not convergence. The plain EM + Newton grows with exponent ≈ 1.5 in "
