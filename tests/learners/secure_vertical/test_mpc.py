@@ -131,6 +131,7 @@ def test_three_processes_on_loopback(rng: np.random.Generator) -> None:
             os.kill(pid, 0)
 
 
+@pytest.mark.slow
 def test_dp_fit_in_mpc_matches_plain_with_the_same_noise(
     rng: np.random.Generator,
 ) -> None:
