@@ -149,7 +149,9 @@ def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-mpc", action="store_true")
-    ap.add_argument("--step-only", action="store_true", help="print the MPC step rows only")
+    ap.add_argument(
+        "--step-only", action="store_true", help="print the MPC step rows only"
+    )
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     Ks = [3, 5, 10] if args.quick else [3, 5, 10, 15, 25, 45]
