@@ -7,7 +7,9 @@ heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; the local
 private logistic regression with missing covariates
 :class:`LDPMissingLogisticRegression` (subpackage :mod:`learners.ldp_missing`); the
 one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
-:mod:`learners.onebit_quantile`); their
+:mod:`learners.onebit_quantile`); the secure vertical (multi-party) logistic
+regression :class:`SecureVerticalLogisticRegression` (subpackage
+:mod:`learners.secure_vertical`); their
 :class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
@@ -32,11 +34,13 @@ from learners.registry import (
     ReleaseContext,
     register_learner,
 )
+from learners.secure_vertical import SecureVerticalLogisticRegression, align_by_key
 from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 LEARNERS.register(HeteroDPLogisticRegression)
 LEARNERS.register(LDPMissingLogisticRegression)
 LEARNERS.register(OneBitQuantileRegression)
+LEARNERS.register(SecureVerticalLogisticRegression)
 
 __all__ = [
     "GUARANTEES",
@@ -54,8 +58,10 @@ __all__ = [
     "PrivacyReport",
     "PrivacySpend",
     "ReleaseContext",
+    "SecureVerticalLogisticRegression",
     "SquaredLoss",
     "StageSpend",
+    "align_by_key",
     "curvature_slack",
     "make_loss",
     "register_learner",

@@ -16,6 +16,9 @@ run an order is declared here, once per learner, as public data:
   learners, whose randomizers spend exactly the ``ε_i`` they are given);
 - ``missing_values``: whether ``fit`` takes ``np.nan`` for a missing covariate (a
   market with ``missable`` features can only order such learners);
+- ``partition``: ``horizontal`` (``fit(X, y)`` on whole records) or ``vertical``
+  (``fit(blocks, y)`` on per-party column blocks keyed by record; markets declared
+  ``partition: "vertical"`` take only such learners);
 - ``params``: the buyer-settable parameters with types, defaults and bounds
   (:class:`ParamSpec`), validated by :func:`check_params` with the field named;
 - ``priced_params``: which of those parameters the mechanism prices with, as
@@ -184,6 +187,7 @@ class LearnerSpec:
     overhead: Overhead = "none"
     min_records_per_seller: int = 1
     missing_values: bool = False
+    partition: Literal["horizontal", "vertical"] = "horizontal"
     params: tuple[ParamSpec, ...] = field(default=())
     priced_params: tuple[tuple[str, str], ...] = field(default=())
     market_check: MarketCheck | None = None
@@ -204,6 +208,10 @@ class LearnerSpec:
         if self.overhead not in OVERHEADS:
             raise ValueError(
                 f"overhead must be one of {OVERHEADS}, got {self.overhead!r}"
+            )
+        if self.partition not in ("horizontal", "vertical"):
+            raise ValueError(
+                f"partition must be horizontal or vertical, got {self.partition!r}"
             )
         if self.min_records_per_seller < 1:
             raise ValueError("min_records_per_seller must be >= 1")
@@ -291,6 +299,7 @@ class LearnerSpec:
             "min_records_per_seller": self.min_records_per_seller,
             "mechanism_loss": self.mechanism_loss,
             "missing_values": self.missing_values,
+            "partition": self.partition,
             "summary": self.summary,
             "params": {p.name: p.to_dict() for p in self.params},
         }

@@ -40,6 +40,7 @@ def create_tradeoff_job(
         (body.params if body else None) or {},
         task=market.task,
         features=market.features,
+        partition=market.partition,
     )
     job = Job(
         kind=TRADEOFF,

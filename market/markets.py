@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import db, records
+from market import db, records, vertical
 from market.errors import ConflictError, InvalidInputError, NotFoundError
 from market.models import Account, Market, MarketParameters
 from market.pipeline import numerics
@@ -65,8 +65,13 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
         Bad bounds, prior, mechanism settings or validation records (field named).
     """
     _check_features(body)
+    vertical.check_market(body)
     numerics.build_prior(body.cost_prior.model_dump())
     values = body.mechanism.model_dump()
+    if body.partition == "vertical":
+        if "k" in body.mechanism.model_fields_set and values["k"] != 1.0:
+            raise InvalidInputError("mechanism.k", vertical.K_RULE)
+        values["k"] = 1.0
     _check_mechanism(values, task=body.task)
     features = [f.model_dump() for f in body.features]
     target = body.target.model_dump() if body.target else None
@@ -91,6 +96,9 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
         cost_prior=body.cost_prior.model_dump(),
         lifetime_epsilon_cap=body.lifetime_epsilon_cap,
         validation=validation,
+        partition=body.partition,
+        record_key=body.record_key,
+        parties=[p.model_dump() for p in body.parties] if body.parties else None,
         created_by=admin.id,  # type: ignore[arg-type]
     )
     session.add(market)
@@ -156,6 +164,8 @@ def update_market(
         values = MechanismSettings.model_validate(
             {**current.values, **changes}
         ).model_dump()
+        if vertical.is_vertical(market) and values["k"] != 1.0:
+            raise InvalidInputError("mechanism.k", vertical.K_RULE)
         _check_mechanism(values, task=market.task)
         session.add(
             _parameters(market, version=current.version + 1, values=values, admin=admin)
@@ -196,5 +206,8 @@ def to_public(session: Session, market: Market) -> MarketPublic:
         parameters_version=params.version,
         lifetime_epsilon_cap=market.lifetime_epsilon_cap,
         validation_size=len(market.validation or []),
+        partition=market.partition,
+        record_key=market.record_key,
+        parties=market.parties,
         created_at=market.created_at,
     )

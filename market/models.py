@@ -94,6 +94,16 @@ class Market(SQLModel, table=True):
     cost_prior: dict[str, Any] = _json()
     lifetime_epsilon_cap: float
     validation: list[dict[str, Any]] | None = _json(nullable=True)
+    partition: str = Field(
+        default="horizontal",
+        max_length=16,
+        sa_column_kwargs={"server_default": "horizontal"},
+    )
+    """``horizontal`` (each seller offers whole records) or ``vertical`` (each seller is
+    a party offering its column block keyed by ``record_key``)."""
+    record_key: str | None = Field(default=None, max_length=200)
+    parties: list[dict[str, Any]] | None = _json(nullable=True)
+    """Vertical markets: ``[{"name", "features": [...]}]``; the first holds the label."""
     created_by: int = Field(foreign_key="account.id")
     created_at: datetime = _ts()
 
@@ -137,6 +147,8 @@ class Offer(SQLModel, table=True):
     max_epsilon: float | None = None
     status: str = Field(default=OfferStatus.ACTIVE, max_length=16)
     replaces_id: int | None = Field(default=None, foreign_key="offer.id")
+    party: str | None = Field(default=None, max_length=200)
+    """The party (column block) a vertical market's offer is for; None otherwise."""
     created_at: datetime = _ts()
     updated_at: datetime = _ts()
 

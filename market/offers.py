@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import records
+from market import records, vertical
 from market.errors import (
     ConflictError,
     InvalidInputError,
@@ -20,7 +20,13 @@ from market.errors import (
 )
 from market.models import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
 from market.pipeline import numerics
-from market.schemas import OfferCreate, OfferPublic, OfferSummaries, OfferSummary
+from market.schemas import (
+    OfferCreate,
+    OfferPublic,
+    OfferSummaries,
+    OfferSummary,
+    RecordIn,
+)
 
 _DUPLICATE = (
     "you already have an active offer in this market; PUT /v1/offers/{id} replaces it"
@@ -35,6 +41,17 @@ mechanism prices one record per seller, so ``ε_i`` is then the seller's whole l
 def _validated(
     market: Market, body: OfferCreate
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if vertical.is_vertical(market):
+        raw_v, scaled_v = vertical.validate_offer(market, body)
+        numerics.check_reported_cost(market.cost_prior, body.reported_cost)
+        return raw_v, scaled_v
+    if body.party is not None:
+        raise InvalidInputError("party", "only vertical markets have parties")
+    for i, rec in enumerate(body.records):
+        if not isinstance(rec, RecordIn):
+            raise InvalidInputError(
+                f"records[{i}].key", "only vertical markets take record keys"
+            )
     raw = [r.model_dump() for r in body.records]
     per_seller = RECORDS_PER_SELLER.get(market.task)
     if per_seller is not None and len(raw) != per_seller:
@@ -70,6 +87,7 @@ def _new_offer(
         reported_cost=body.reported_cost,
         max_epsilon=body.max_epsilon,
         replaces_id=replaces_id,
+        party=body.party,
     )
 
 
@@ -101,6 +119,7 @@ def create_offer(
         is not None
     ):
         raise ConflictError(_DUPLICATE)
+    _require_party_free(session, offer)
     session.add(offer)
     try:
         session.commit()
@@ -109,6 +128,24 @@ def create_offer(
         raise ConflictError(_DUPLICATE) from exc
     session.refresh(offer)
     return offer
+
+
+def _require_party_free(
+    session: Session, offer: Offer, *, replacing: int | None = None
+) -> None:
+    """One active offer per party of a vertical market (each party is one seller)."""
+    if offer.party is None:
+        return
+    stmt = select(Offer).where(
+        Offer.market_id == offer.market_id,
+        Offer.party == offer.party,
+        Offer.status == OfferStatus.ACTIVE,
+    )
+    other = session.exec(stmt).first()
+    if other is not None and other.id != replacing:
+        raise ConflictError(
+            f"party {offer.party!r} already has an active offer in this market"
+        )
 
 
 def get_own_offer_or_raise(
@@ -166,6 +203,7 @@ def replace_offer(
     assert market is not None
     new = _new_offer(market, seller, body, replaces_id=old.id)
     _require_replaceable(session, old)
+    _require_party_free(session, new, replacing=old.id)
     old.status = OfferStatus.REPLACED
     old.updated_at = utcnow()
     session.add(old)
@@ -235,5 +273,6 @@ def to_public(offer: Offer) -> OfferPublic:
         n_records=offer.n_records,
         records=offer.records,
         replaces_id=offer.replaces_id,
+        party=offer.party,
         created_at=offer.created_at,
     )

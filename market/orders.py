@@ -54,7 +54,11 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
     the noise could remove it).
     """
     params = numerics.check_order_learner(
-        body.learner, body.params, task=market.task, features=market.features
+        body.learner,
+        body.params,
+        task=market.task,
+        features=market.features,
+        partition=market.partition,
     )
     budget_minor = ledgers.to_minor(body.budget)
     if budget_minor < 1:

@@ -141,7 +141,29 @@ class RecordIn(_In):
     y: float
 
 
+class KeyedRecordIn(_In):
+    """One record of a vertical market's offer: the public record ``key`` (a
+    pseudonymous string), the party's own feature values ``x`` and, from the label
+    holder (the market's first party) only, the label ``y``."""
+
+    key: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+    x: Annotated[list[float | None], Field(max_length=10_000)]
+    y: float | None = None
+
+
+class PartySpec(_In):
+    """A party of a vertical market and the features (by name) it holds."""
+
+    name: Name
+    features: Annotated[list[Name], Field(max_length=1000)]
+
+
 class MarketCreate(_In):
+    """``partition: "vertical"`` declares a market whose sellers are parties holding
+    column blocks of the same records, linked by the public ``record_key``; ``parties``
+    lists each party's features (every feature in exactly one party; the first party
+    holds the label)."""
+
     name: Name
     task: Task
     features: Annotated[list[FeatureSpec], Field(min_length=1, max_length=1000)]
@@ -151,6 +173,9 @@ class MarketCreate(_In):
     lifetime_epsilon_cap: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     target: TargetSpec | None = None
     out_of_bounds: Literal["reject", "clip"] = "reject"
+    partition: Literal["horizontal", "vertical"] = "horizontal"
+    record_key: Name | None = None
+    parties: Annotated[list[PartySpec], Field(max_length=100)] | None = None
 
 
 class MarketUpdate(_In):
@@ -173,6 +198,9 @@ class MarketPublic(BaseModel):
     parameters_version: int
     lifetime_epsilon_cap: float
     validation_size: int
+    partition: str = "horizontal"
+    record_key: str | None = None
+    parties: list[dict[str, Any]] | None = None
     created_at: UtcDatetime
 
 
@@ -180,7 +208,12 @@ class MarketPublic(BaseModel):
 
 
 class OfferCreate(_In):
-    records: Annotated[list[RecordIn], Field(min_length=1, max_length=100_000)]
+    """``party`` and keyed records (``{"key", "x", "y"?}``) in vertical markets only."""
+
+    records: Annotated[
+        list[RecordIn | KeyedRecordIn], Field(min_length=1, max_length=100_000)
+    ]
+    party: Name | None = None
     reported_cost: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     max_epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
@@ -197,6 +230,7 @@ class OfferPublic(BaseModel):
     n_records: int
     records: list[dict[str, Any]]
     replaces_id: int | None
+    party: str | None = None
     created_at: UtcDatetime
 
 
@@ -243,6 +277,7 @@ class OrderCreate(_In):
 class LearnerPublic(BaseModel):
     name: str
     tasks: list[str]
+    partition: str = "horizontal"
     privacy_model: str
     min_records_per_seller: int
     missing_values: bool = False

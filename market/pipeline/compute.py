@@ -11,6 +11,7 @@ the reason (``γ`` is never changed behind the buyer's back). The paper's ``Ψ·
 never paid.
 """
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -83,9 +84,10 @@ def priced_rows(inst: OrderInstance, learner: Any) -> tuple[Any, Any]:
 
 
 def _allocate_and_pay(
-    run: OrderRun, X: Any, X_val: Any, rep: Progress
+    run: OrderRun, X: Any, X_val: Any, rep: Progress, y: Any = None
 ) -> tuple[Any, Any, float, str]:
     inst = run.instance
+    y = inst.y if y is None else y
     cfg = inst.config(gamma=run.gamma)
     common = {"prior": inst.prior, "eps_max": inst.eps_max}
     if run.gamma is None:
@@ -97,7 +99,7 @@ def _allocate_and_pay(
         rep.stage("choosing_gamma")
         choice = numerics.choose_gamma(
             X,
-            inst.y,
+            y,
             inst.costs,
             config=cfg,
             budget_minor=run.budget_minor,
@@ -114,13 +116,13 @@ def _allocate_and_pay(
             )
         return choice.allocation, choice.payments, float(choice.gamma), "chosen"
     rep.stage("allocating")
-    alloc = numerics.allocate(X, inst.y, inst.costs, config=cfg, **common)
+    alloc = numerics.allocate(X, y, inst.costs, config=cfg, **common)
     if not alloc.success:
         raise OrderFailedError(f"the allocation did not solve ({alloc.status})")
     rep.stage("payments")
     pay = numerics.myerson_payments(
         X,
-        inst.y,
+        y,
         inst.costs,
         config=cfg,
         allocation=alloc,
@@ -156,12 +158,7 @@ def _validation_error(learner: Any, X_val: Any, y_val: Any, task: str) -> float 
     return float(np.mean((pred - y_val) ** 2))
 
 
-def compute_order(run: OrderRun, rep: Progress) -> Outcome:
-    """Run the numerics for one order (no database writes except progress)."""
-    inst = run.instance
-    learner = build_learner(inst)
-    X, X_val = priced_rows(inst, learner)
-    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep)
+def _payments_within_budget(run: OrderRun, pay: Any, gamma: float) -> list[int]:
     minor = numerics.payments_to_minor(getattr(pay, "payments", pay))
     if sum(minor) > run.budget_minor:
         raise OrderFailedError(
@@ -170,6 +167,74 @@ def compute_order(run: OrderRun, rep: Progress) -> Outcome:
             f"{numerics.to_major(run.budget_minor):.2f}; place the order with "
             "gamma=null to choose gamma for the budget"
         )
+    return minor
+
+
+def compute_vertical_order(run: OrderRun, rep: Progress) -> Outcome:
+    """A vertical market's order (README "Vertical markets"): each party is one seller.
+
+    The mechanism prices one public row per party (``learner.design_matrix`` of the
+    blocks), allocates each party an ``ε_k`` and pays its Myerson threshold payment;
+    the learner fits with ``ε_k`` applying to all of party ``k``'s records (record
+    ``i`` at ``min_k ε_k`` over its holders); each party's ledger is charged the
+    largest ε any of its records spent (never more than ``ε_k``).
+    """
+    inst = run.instance
+    assert inst.party_sizes is not None
+    if run.gamma is None:
+        raise OrderFailedError(
+            "vertical markets have no public validation set to choose gamma on; "
+            "give gamma in the order"
+        )
+    learner = build_learner(inst)
+    edges = np.cumsum([0, *inst.party_sizes])
+    blocks = [inst.X[:, a:b] for a, b in itertools.pairwise(edges)]
+    X = learner.design_matrix(blocks)
+    alloc, pay, gamma, source = _allocate_and_pay(
+        run, X, None, rep, y=np.ones(len(blocks))
+    )
+    minor = _payments_within_budget(run, pay, gamma)
+    eps = np.asarray(alloc.epsilon, dtype=float)
+    if np.any(eps <= 0):
+        raise OrderFailedError(
+            "the mechanism allocated no privacy to some party; a vertical fit needs "
+            "every party (raise the budget or gamma)"
+        )
+    rep.stage("releasing")
+    numerics.release_vertical(learner, blocks, inst.y, party_epsilon=eps)
+    report = learner.privacy_report_
+    held = ~np.isnan(inst.X[:, edges[:-1]])
+    per_record = np.asarray(report.sample_epsilon_total, dtype=float)
+    spent = np.array([per_record[held[:, k]].max() for k in range(len(blocks))])
+    allocated = np.asarray(alloc.epsilon_total, dtype=float)
+    if np.any(spent > allocated * (1 + EPS_RTOL) + EPS_RTOL):
+        raise OrderFailedError(
+            "internal inconsistency: a party spent more ε than allocated"
+        )
+    return Outcome(
+        gamma=gamma,
+        gamma_source=source,
+        eta=float(alloc.eta),
+        epsilon_total=spent,
+        payments_minor=minor,
+        model=learner.export_model(),
+        guarantee=str(report.guarantee),
+        stages=report.stage_summary(),
+        validation_error=None,
+        timings={},
+        certificates=numerics.payment_certificates(pay),
+    )
+
+
+def compute_order(run: OrderRun, rep: Progress) -> Outcome:
+    """Run the numerics for one order (no database writes except progress)."""
+    inst = run.instance
+    if inst.party_sizes is not None:
+        return compute_vertical_order(run, rep)
+    learner = build_learner(inst)
+    X, X_val = priced_rows(inst, learner)
+    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep)
+    minor = _payments_within_budget(run, pay, gamma)
     rep.stage("releasing")
     eps = np.asarray(alloc.epsilon, dtype=float)[inst.groups]
     numerics.release(learner, inst.X, inst.y, sample_epsilon=eps, groups=inst.groups)

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlmodel import Session
 
-from market import ledgers, markets, offers, records
+from market import ledgers, markets, offers, records, vertical
 from market.models import Job, Market, MarketParameters, Order
 from market.pipeline import numerics
 
@@ -61,6 +61,10 @@ class OrderInstance:
     n_offers: int
     X_val: FloatArray | None
     y_val: FloatArray | None
+    party_sizes: list[int] | None = None
+    """Vertical markets: the parties' block widths (``X`` holds the blocks side by
+    side, rows aligned on the record key, NaN where a party lacks the record; ``y``
+    NaN where the label holder does); ``None`` for horizontal markets."""
 
     def schema(self) -> dict[str, Any]:
         """The market's public schema a learner may read (features with their public
@@ -172,6 +176,17 @@ def load_instance(
     chosen = [o for o, keep in zip(active, included, strict=True) if keep]
     if not chosen:
         raise ValueError("no seller in this market has privacy budget left")
+    if vertical.is_vertical(market):
+        return _vertical_instance(
+            market,
+            chosen,
+            eps_max=eps_max[included],
+            values=values,
+            parameters_version=parameters_version,
+            learner=learner,
+            params=params,
+            n_offers=len(active),
+        )
     _check_records_per_seller(learner, [o.n_records for o in chosen])
     X, y = records.from_json(
         [r for o in chosen for r in o.records_scaled], d=len(market.features)
@@ -201,6 +216,63 @@ def load_instance(
     )
 
 
+def _vertical_instance(
+    market: Market,
+    chosen: list[Any],
+    *,
+    eps_max: FloatArray,
+    values: dict[str, Any],
+    parameters_version: int,
+    learner: str,
+    params: dict[str, Any],
+    n_offers: int,
+) -> OrderInstance:
+    """The instance of a vertical market: one seller per party (label holder first),
+    blocks aligned on the record key (:mod:`market.vertical`).
+
+    Raises
+    ------
+    ValueError
+        A party has no active offer with privacy budget left.
+    """
+    by_party = {o.party: (o, cap) for o, cap in zip(chosen, eps_max, strict=True)}
+    names = vertical.party_names(market)
+    missing = [p for p in names if p not in by_party]
+    if missing:
+        raise ValueError(
+            f"parties {missing} have no active offer with privacy budget left; a "
+            "vertical fit needs every party"
+        )
+    ordered = [by_party[p][0] for p in names]
+    keys, blocks_raw, label_keys, labels = vertical.blocks_of(
+        market, {p: by_party[p][0] for p in names}
+    )
+    universe, blocks = numerics.align_blocks(keys, blocks_raw)
+    y = vertical.aligned_labels(universe, label_keys, labels)
+    return OrderInstance(
+        market_id=market.id,  # type: ignore[arg-type]
+        task=market.task,
+        learner=learner,
+        params=params,
+        values=values,
+        parameters_version=parameters_version,
+        prior=numerics.build_prior(market.cost_prior),
+        features=vertical.ordered_features(market),
+        target=None,
+        offer_ids=[o.id for o in ordered],
+        seller_ids=[o.seller_id for o in ordered],
+        X=np.hstack(blocks),
+        y=y,
+        groups=np.arange(len(names), dtype=np.int64),
+        costs=np.array([o.reported_cost for o in ordered], dtype=float),
+        eps_max=np.array([by_party[p][1] for p in names], dtype=float),
+        n_offers=n_offers,
+        X_val=None,
+        y_val=None,
+        party_sizes=[b.shape[1] for b in blocks],
+    )
+
+
 def load_order(session: Session, order: Order) -> OrderRun:
     """The instance an order runs on (its market's settings version, its learner)."""
     market = session.get(Market, order.market_id)
@@ -208,7 +280,11 @@ def load_order(session: Session, order: Order) -> OrderRun:
     assert market is not None
     assert params is not None
     checked = numerics.check_order_learner(
-        order.learner, order.params, task=market.task, features=market.features
+        order.learner,
+        order.params,
+        task=market.task,
+        features=market.features,
+        partition=market.partition,
     )
     inst = load_instance(
         session,
@@ -242,7 +318,11 @@ def load_current(
     market = markets.get_market_or_raise(session, market_id)
     current = markets.current_parameters(session, market_id)
     checked = numerics.check_order_learner(
-        learner, params, task=market.task, features=market.features
+        learner,
+        params,
+        task=market.task,
+        features=market.features,
+        partition=market.partition,
     )
     return load_instance(
         session,
@@ -259,7 +339,7 @@ def load_tradeoff(session: Session, job: Job) -> OrderInstance:
     (default: the first registered learner of the market's task)."""
     market = markets.get_market_or_raise(session, job.market_id)  # type: ignore[arg-type]
     learner = job.params.get("learner") or numerics.default_learner(
-        market.task, market.features
+        market.task, market.features, market.partition
     )
     return load_current(
         session,

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 import mechanisms as mech
-from learners import LEARNERS, LearnerSpec, ParamError, ReleaseContext
+from learners import LEARNERS, LearnerSpec, ParamError, ReleaseContext, align_by_key
 from market.errors import InvalidInputError
 from market.models import MINOR_UNITS
 from mechanisms import money
@@ -110,6 +110,7 @@ def check_order_learner(
     *,
     task: str,
     features: Sequence[Mapping[str, Any]] | None = None,
+    partition: str = "horizontal",
 ) -> dict[str, Any]:
     """Validate an order's ``learner`` against the registry, the market's task and
     ``features`` (a market with ``missable`` ones needs a learner that takes missing
@@ -127,6 +128,11 @@ def check_order_learner(
             "learner",
             f"{name} cannot train a {task} market (it serves {list(spec.tasks)})",
         )
+    if spec.partition != partition:
+        raise InvalidInputError(
+            "learner",
+            f"{name} trains {spec.partition} data; this market is {partition}",
+        )
     if _has_missable(features) and not spec.missing_values:
         raise InvalidInputError(
             "learner",
@@ -141,7 +147,9 @@ def check_order_learner(
 
 
 def default_learner(
-    task: str, features: Sequence[Mapping[str, Any]] | None = None
+    task: str,
+    features: Sequence[Mapping[str, Any]] | None = None,
+    partition: str = "horizontal",
 ) -> str:
     """The registered learner a trade-off job uses for ``task`` (first by name; one
     that takes missing values when ``features`` has a missable one).
@@ -155,7 +163,9 @@ def default_learner(
     names = [
         s.name
         for s in LEARNERS.specs()
-        if task in s.tasks and (s.missing_values or not missable)
+        if task in s.tasks
+        and (s.missing_values or not missable)
+        and s.partition == partition
     ]
     if not names:
         raise InvalidInputError(
@@ -236,6 +246,27 @@ def learner_release(
     """:class:`LearnerRelease` for an order's learner on its raw records."""
     ctx = _release_context(config, task=task, schema=schema)
     return LearnerRelease(name, dict(params), ctx, X, y, groups)
+
+
+def release_vertical(
+    learner: Any, blocks: list[FloatArray], y: FloatArray, *, party_epsilon: FloatArray
+) -> Any:
+    """Fit a vertical learner on the parties' aligned blocks, each party's ``ε``
+    applying to all its records (noise from OS entropy)."""
+    return learner.fit(blocks, y, party_epsilon=party_epsilon)
+
+
+def align_blocks(
+    keys: Sequence[Sequence[str]], values: Sequence[FloatArray]
+) -> tuple[list[str], list[FloatArray]]:
+    """Align per-party blocks on the record key (``learners.secure_vertical.align_by_key``).
+
+    Raises
+    ------
+    ValueError
+        A duplicate or malformed key (``keys[k]`` named).
+    """
+    return align_by_key(keys, values)
 
 
 def release(

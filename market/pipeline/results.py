@@ -156,7 +156,11 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
             "epsilon": eps_stats(out.epsilon_total),
             "stages": out.stages,
             "sellers_used": int(np.sum(out.epsilon_total > 0)),
-            "unit": "seller",
+            "unit": (
+                "record: ε_i = the minimum over the parties (sellers) holding it"
+                if inp.party_sizes is not None
+                else "seller"
+            ),
         },
         "payments": {"total": to_major(total), "budget": to_major(run.budget_minor)},
     }

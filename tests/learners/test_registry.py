@@ -88,14 +88,16 @@ def test_fit_never_reports_more_than_allocated_plus_overhead(
     X, y = _tiny(spec.tasks[0], n=groups.size, d=d, rng=rng)
     ctx = ReleaseContext(lam=lam, allocation_uses_data=uses_data, task=spec.tasks[0])
     est = cls.for_order({}, context=ctx)
-    Z = est.design_matrix(X)
-    assert Z.shape[0] == X.shape[0]
+    # vertical learners take per-party column blocks and price one row per party
+    X_in: Any = [X[:, :1], X[:, 1:]] if spec.partition == "vertical" else X
+    Z = est.design_matrix(X_in)
+    assert Z.shape[0] == (2 if spec.partition == "vertical" else X.shape[0])
     assert np.linalg.norm(Z, axis=1).max() <= 1.0 + 1e-12
     seller_eps = rng.uniform(0.0, 3.0, n_sellers)
     seller_eps[0] = 0.0  # an excluded seller spends nothing beyond its overhead
     eps = seller_eps[groups]
     kwargs = {"groups": groups} if spec.several_records_per_seller else {}
-    est.fit(X, y, sample_epsilon=eps, **kwargs)
+    est.fit(X_in, y, sample_epsilon=eps, **kwargs)
     assert isinstance(est, OrderableLearner)  # every protocol member, once fitted
     rep = est.privacy_report_
     assert rep.guarantee in GUARANTEES

@@ -1,0 +1,506 @@
+"""The orderable estimator :class:`SecureVerticalLogisticRegression` (spec §2–§7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar, Self
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from learners._validation import RANDOM_STATE_CONSTRAINT
+from learners.privacy import PrivacyReport
+from learners.registry import ReleaseContext
+from learners.secure_vertical._backend import PlainBackend
+from learners.secure_vertical._blocks import check_blocks, check_labels
+from learners.secure_vertical._dp import (
+    clip_radii,
+    clip_rows,
+    em_from_moments,
+    expand_report,
+    imputation_scale,
+    mpc_dp_report,
+    noisy_pattern_moments,
+    objective_noise,
+    record_epsilon,
+)
+from learners.secure_vertical._em import (
+    COVARIANCES,
+    default_init,
+    fit_gaussian_mixture,
+    impute_conditional_mean,
+    patterns,
+    record_theta,
+)
+from learners.secure_vertical._ledger import Ledger
+from learners.secure_vertical._newton import NewtonTrace, secure_newton
+from learners.spec import LearnerSpec, ParamError, ParamSpec
+
+FloatArray = NDArray[np.float64]
+BACKENDS: tuple[str, ...] = ("plain", "reference", "mpc")
+IMPUTATIONS: tuple[str, ...] = ("em", "complete_case")
+
+
+def check_installation(
+    params: Mapping[str, Any], features: Sequence[Mapping[str, Any]]
+) -> None:
+    """Refuse an order this installation cannot run: ``backend="mpc"`` without the
+    optional extra ``mpc`` (:class:`~learners.spec.ParamError` on ``backend``)."""
+    from learners.secure_vertical._mpyc_backend import MISSING_EXTRA, mpc_available
+
+    if params.get("backend") == "mpc" and not mpc_available():
+        raise ParamError("backend", MISSING_EXTRA)
+
+
+class SecureVerticalLogisticRegression(BaseEstimator):
+    """Logistic regression over vertically partitioned, partially overlapping databases.
+
+    Party ``k`` holds the column block ``X_k`` of the records it has (rows aligned on the
+    public record key; a NaN row: the party does not hold the record); the first party
+    holds ``y`` and the intercept. The fit is the pooled maximum-likelihood Newton–Raphson
+    of spec §2 computed by a backend (§8.4): ``"plain"`` (float64, one process, with a
+    ledger of what MPC mode opens), ``"reference"`` (the paper's protocols with
+    simulated parties, §4.1: **not private**, for reproduction only) or ``"mpc"``
+    (MPyC, the optional extra ``mpc``). Missing blocks are imputed by EM (Gaussian
+    mixture, §5) or the records dropped (``complete_case``). With ``sample_epsilon`` or
+    ``party_epsilon`` the release is DP (§7): ``ε_θ`` for the imputation model, then the
+    heterogeneous objective perturbation for ``β`` (reveal level R2, fixed iterations),
+    labelled ``mpc_plus_dp``.
+
+    Parameters
+    ----------
+    backend : {"plain", "reference", "mpc"}, default="plain"
+    imputation : {"em", "complete_case"}, default="em"
+    lam : float, default=0.0
+        Ridge ``λ ≥ 0`` (``> 0`` for a DP fit).
+    random_state : int, Generator or None, default=None
+        DP noise; None draws from OS entropy.
+    n_components : int, default=2
+        Mixture components ``J`` of a non-DP imputation (a DP fit uses ``J = 1``, §7.3).
+    covariance : {"full", "fixed_identity", "diagonal", "tied"}, default="full"
+    reveal : {"R1", "R2"} or None, default=None
+        None: R1 for a non-DP fit, R2 for a DP fit (which requires R2).
+    tol : float or None, default=None
+        Newton stop ``max|Δ| < tol``; None: 1e-8 (plain/reference), 1e-6 (mpc).
+    max_iter : int, default=25
+    dp_iterations : int, default=12
+        Newton steps of a DP fit (a fixed count: nothing is opened per iteration).
+    theta_share : float, default=0.2
+        Fraction of the smallest record ε spent on the imputation model (DP, missing
+        blocks, ``imputation="em"``).
+    em_max_iter : int, default=2000
+    mpc_parties : int, default=1
+        MPyC processes (1: single process; ≥ 3 for secrecy).
+    mpc_timeout : float, default=600
+        Seconds before the MPyC parties are stopped.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (p,)
+        In the order of the concatenated blocks (in the units given to ``fit``; a DP fit
+        clips rows first).
+    intercept_ : float
+    n_iter_ : int
+    ledger_ : Ledger
+        What was opened to whom (§6); ``leakage_rows_`` the table rows that applied.
+    privacy_report_ : PrivacyReport or None
+        None for a non-DP fit.
+    theta_ : Theta or None
+        The imputation model (public: opened at E2, or released with DP).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 3))
+    >>> y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=200) > 0).astype(float)
+    >>> est = SecureVerticalLogisticRegression().fit([X[:, :1], X[:, 1:]], y)
+    >>> est.coef_.shape
+    (3,)
+    """
+
+    learner_spec: ClassVar[LearnerSpec] = LearnerSpec(
+        name="secure_vertical_logistic",
+        tasks=("classification",),
+        privacy_model="mpc",
+        mechanism_loss="logistic",
+        overhead="none",
+        missing_values=True,
+        partition="vertical",
+        params=(
+            ParamSpec(
+                name="backend",
+                kind="choice",
+                default="plain",
+                choices=("plain", "mpc"),
+                doc="plain: float64 in the market's worker; mpc: MPyC (needs the 'mpc' extra)",
+            ),
+            ParamSpec(
+                name="imputation",
+                kind="choice",
+                default="em",
+                choices=IMPUTATIONS,
+                doc="em: Gaussian imputation model released with DP; complete_case: drop records some party lacks",
+            ),
+        ),
+        market_check=check_installation,
+        summary="secure logistic regression over vertically partitioned databases "
+        "(parties as sellers; MPC + DP; ε_i = min over the parties holding the record)",
+    )
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "backend": [StrOptions(set(BACKENDS))],
+        "imputation": [StrOptions(set(IMPUTATIONS))],
+        "lam": [Interval(Real, 0, None, closed="left")],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "covariance": [StrOptions(set(COVARIANCES))],
+        "reveal": [StrOptions({"R1", "R2"}), None],
+        "tol": [Interval(Real, 0, None, closed="neither"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "dp_iterations": [Interval(Integral, 1, None, closed="left")],
+        "theta_share": [Interval(Real, 0, 1, closed="neither")],
+        "em_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "mpc_parties": [Interval(Integral, 1, None, closed="left")],
+        "mpc_timeout": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        *,
+        backend: str = "plain",
+        imputation: str = "em",
+        lam: float = 0.0,
+        random_state: int | np.random.Generator | None = None,
+        n_components: int = 2,
+        covariance: str = "full",
+        reveal: str | None = None,
+        tol: float | None = None,
+        max_iter: int = 25,
+        dp_iterations: int = 12,
+        theta_share: float = 0.2,
+        em_max_iter: int = 2000,
+        mpc_parties: int = 1,
+        mpc_timeout: float = 600.0,
+    ) -> None:
+        self.backend = backend
+        self.imputation = imputation
+        self.lam = lam
+        self.random_state = random_state
+        self.n_components = n_components
+        self.covariance = covariance
+        self.reveal = reveal
+        self.tol = tol
+        self.max_iter = max_iter
+        self.dp_iterations = dp_iterations
+        self.theta_share = theta_share
+        self.em_max_iter = em_max_iter
+        self.mpc_parties = mpc_parties
+        self.mpc_timeout = mpc_timeout
+
+    # ---- the order protocol ------------------------------------------------------
+
+    @classmethod
+    def for_order(cls, params: Mapping[str, Any], *, context: ReleaseContext) -> Self:
+        """An order: the buyer's backend and imputation, the mechanism's ``λ``, three
+        MPyC processes for ``backend="mpc"``."""
+        checked = cls.learner_spec.check_params(params)
+        parties = 3 if checked["backend"] == "mpc" else 1
+        return cls(lam=context.lam, mpc_parties=parties, **checked)
+
+    def design_matrix(self, X: Any) -> FloatArray:
+        """The rows the mechanism prices: one per party (each party is one seller).
+
+        Row ``k`` is ``√(n_k/n)·e_k``: the party's coverage of the record universe, a
+        function of the public key lists only (no covariate value), label ``+1``.
+        """
+        _, held = check_blocks(X)
+        cover = held.mean(axis=0)
+        return np.diag(np.sqrt(cover))
+
+    def export_model(self) -> dict[str, Any]:
+        """Coefficients (concatenated block order), intercept, the backend and reveal
+        level, and what was opened (§6 rows and quantities)."""
+        check_is_fitted(self)
+        return {
+            "coef": [float(v) for v in self.coef_],
+            "intercept": float(self.intercept_),
+            "classes": [int(c) for c in self.classes_],
+            "decision": "sign(coefficients·x + intercept)",
+            "backend": self.backend,
+            "reveal_level": self.reveal_,
+            "imputation": self.imputation,
+            "n_iter": int(self.n_iter_),
+            "opened": self.ledger_.summary(),
+            "leakage_rows": sorted(self.leakage_rows_),
+        }
+
+    # ---- fitting -----------------------------------------------------------------
+
+    def fit(
+        self,
+        X: Any,
+        y: ArrayLike,
+        *,
+        sample_epsilon: ArrayLike | None = None,
+        party_epsilon: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
+    ) -> Self:
+        """Fit on ``X = blocks`` (list of per-party arrays, rows aligned) and ``y``
+        (held by the first party; NaN for unlabelled records).
+
+        ``party_epsilon`` (one ε per party: it applies to all its records) or
+        ``sample_epsilon`` (one ε per record) make the release DP (§7); record ``i``
+        then spends at most ``min_{k∈s_i} ε_k`` (or its ``sample_epsilon``).
+
+        Raises
+        ------
+        ValueError
+            Bad blocks or labels (see :func:`check_blocks`), both or malformed privacy
+            budgets, ``lam = 0`` with DP, or ``backend="mpc"`` without the extra.
+        """
+        self._validate_params()
+        blocks, held = check_blocks(X)
+        y01, labelled, pm = check_labels(y, held[:, 0])
+        eps_rec = self._record_epsilon(held, sample_epsilon, party_epsilon)
+        dp = eps_rec is not None
+        n_all = held.shape[0]
+        active = np.ones(n_all, dtype=bool) if eps_rec is None else eps_rec > 0
+        if not active.any():
+            raise ValueError("sample_epsilon: every record has ε = 0 (nothing to fit)")
+        if not active.all():  # records with ε_i = 0 are not used at all
+            assert eps_rec is not None
+            blocks = [b[active] for b in blocks]
+            held, y01, labelled = held[active], y01[active], labelled[active]
+            eps_rec = eps_rec[active]
+        if dp and not self.lam > 0:
+            raise ValueError("lam must be > 0 for a DP fit (objective perturbation)")
+        if self.backend == "reference" and (dp or not held.all()):
+            raise ValueError(
+                "backend='reference' runs the paper's protocol on complete, non-DP data only"
+            )
+        reveal = self.reveal or ("R2" if dp else "R1")
+        if dp and reveal != "R2":
+            raise ValueError(
+                "reveal: a DP fit requires R2 (nothing opened per iteration)"
+            )
+        rng = np.random.default_rng(self.random_state)
+        sizes = [b.shape[1] for b in blocks]
+        ledger = Ledger()
+        c0 = 1.0
+        if dp:
+            c0, radii = clip_radii(sizes)
+            blocks = [clip_rows(b, r) for b, r in zip(blocks, radii, strict=True)]
+        Xfull = np.hstack(blocks)
+        n = Xfull.shape[0]
+        eps_theta = np.zeros(n)
+        keep = np.ones(n, dtype=bool)
+        self.theta_ = None
+        if not held.all():
+            if self.imputation == "complete_case":
+                keep = np.asarray(held.all(axis=1), dtype=bool)
+            elif dp:
+                assert eps_rec is not None
+                eps_theta[:] = float(self.theta_share) * float(eps_rec.min())
+                Xfull = self._dp_impute(Xfull, sizes, radii, eps_theta[0], rng, ledger)
+            else:
+                init = default_init(Xfull.shape[1], self.n_components)
+                fit = fit_gaussian_mixture(
+                    Xfull, init, covariance=self.covariance, max_iter=self.em_max_iter,  # type: ignore[arg-type]
+                    ledger=ledger,
+                )  # fmt: skip
+                self.theta_ = fit.theta
+                Xfull = impute_conditional_mean(Xfull, fit.theta)
+        rows = keep & labelled
+        if not rows.any():
+            raise ValueError("blocks: no labelled record is complete (complete_case)")
+        edges = np.concatenate([[0], np.cumsum(sizes)])
+        party_blocks = [Xfull[rows, edges[k] : edges[k + 1]] for k in range(len(sizes))]
+        if self.backend == "mpc":
+            # covariates shared as integers on the public 2^-8 grid (§8.3)
+            from learners.secure_vertical._mpyc_backend import quantise, require_mpc
+
+            require_mpc()
+            party_blocks = [quantise(b) for b in party_blocks]
+            c0 = float(quantise(np.array([c0]))[0])
+        party_blocks[0] = np.hstack(
+            [np.full((int(rows.sum()), 1), c0), party_blocks[0]]
+        )
+        weights = noise = None
+        lam = float(self.lam)
+        a = np.zeros(0)
+        eta = 0.0
+        if dp:
+            assert eps_rec is not None
+            targets = eps_rec[rows] - eps_theta[rows]
+            if np.any(targets <= 0):
+                raise ValueError(
+                    "sample_epsilon: nothing left for β after ε_θ; raise ε"
+                )
+            a, eta, lam, noise = objective_noise(targets, lam, sum(sizes) + 1, rng)
+            weights = a
+        design = np.hstack(party_blocks)
+        self.max_row_norm_ = float(np.max(np.linalg.norm(design, axis=1)))
+        self.max_block_norms_ = [
+            float(np.max(np.linalg.norm(b[:, 1:] if k == 0 else b, axis=1)))
+            for k, b in enumerate(party_blocks)
+        ]
+        trace = self._run(party_blocks, y01[rows], weights=weights, lam=lam, noise=noise,
+                          reveal=reveal, dp=dp, ledger=ledger)  # fmt: skip
+        self._set_result(trace, c0=c0, pm=pm, reveal=reveal, ledger=ledger)
+        self.privacy_report_: PrivacyReport | None = None
+        if dp:
+            grad = self._grad_norm(party_blocks, y01[rows], a, lam, noise, trace.beta)
+            self.privacy_report_ = expand_report(mpc_dp_report(
+                eps_theta=eps_theta, a=a, eta=eta, lam=lam, labelled=rows,
+                grad_norm=grad, gtol=self._tol(),
+            ), active)  # fmt: skip
+            self.lam_effective_ = lam
+        return self
+
+    def _record_epsilon(
+        self, held: NDArray[np.bool_], sample_epsilon: Any, party_epsilon: Any
+    ) -> FloatArray | None:
+        if sample_epsilon is not None and party_epsilon is not None:
+            raise ValueError("give sample_epsilon or party_epsilon, not both")
+        if party_epsilon is not None:
+            pe = np.asarray(party_epsilon, dtype=float).reshape(-1)
+            if pe.size != held.shape[1]:
+                raise ValueError(
+                    f"party_epsilon needs one ε per party ({held.shape[1]})"
+                )
+            if not np.all(np.isfinite(pe) & (pe >= 0)):
+                raise ValueError("party_epsilon must be finite and >= 0")
+            return record_epsilon(held, pe)
+        if sample_epsilon is not None:
+            se = np.asarray(sample_epsilon, dtype=float).reshape(-1)
+            if se.size != held.shape[0]:
+                raise ValueError(
+                    f"sample_epsilon needs one ε per record ({held.shape[0]})"
+                )
+            if not np.all(np.isfinite(se) & (se >= 0)):
+                raise ValueError("sample_epsilon must be finite and >= 0")
+            return se
+        return None
+
+    def _dp_impute(
+        self, X: FloatArray, sizes: list[int], radii: FloatArray, eps_theta: float,
+        rng: np.random.Generator, ledger: Ledger,
+    ) -> FloatArray:  # fmt: skip
+        """§7.3: noisy pattern moments → EM (post-processing) → imputation, clipped
+        with a public factor."""
+        moments = noisy_pattern_moments(X, eps_theta, rng)
+        for pat in moments.pats:
+            ledger.record(
+                "pattern moments + DP noise (s_m, Q_m)", (pat.obs.size,), row=10
+            )
+        theta = em_from_moments(moments, X.shape[1], n=X.shape[0])
+        record_theta(ledger, theta, iteration=None)
+        self.theta_ = theta
+        out = impute_conditional_mean(X, theta)
+        block_of = np.repeat(np.arange(len(sizes), dtype=np.intp), sizes)
+        radius_of = radii[block_of]
+        for pat in patterns(X):
+            if pat.mis.size == 0:
+                continue
+            r_obs = float(
+                np.sqrt(sum(radii[k] ** 2 for k in np.unique(block_of[pat.obs])))
+            )
+            scale = imputation_scale(
+                theta, pat, r_obs, radius_of[pat.mis], block_of[pat.mis]
+            )
+            out[np.ix_(pat.rows, pat.mis)] *= scale[None, :]
+        return out
+
+    def _tol(self) -> float:
+        if self.tol is not None:
+            return float(self.tol)
+        return 1e-6 if self.backend == "mpc" else 1e-8
+
+    def _run(
+        self, party_blocks: list[FloatArray], y: FloatArray, *, weights: Any, lam: float,
+        noise: Any, reveal: str, dp: bool, ledger: Ledger,
+    ) -> NewtonTrace:  # fmt: skip
+        d = sum(b.shape[1] for b in party_blocks)
+        max_iter = self.dp_iterations if dp else self.max_iter
+        if self.backend == "reference":
+            from learners.secure_vertical._reference import reference_newton
+
+            return reference_newton(party_blocks, y, tol=self._tol(), max_iter=max_iter,
+                                    ledger=ledger, random_state=self.random_state)  # fmt: skip
+        if self.backend == "mpc":
+            from learners.secure_vertical._mpyc_backend import MPyCBackend
+
+            runner = MPyCBackend(
+                n_parties=self.mpc_parties, timeout=float(self.mpc_timeout)
+            )
+            return runner.newton(party_blocks, y, weights=weights, lam=lam, noise=noise,
+                                 reveal=reveal, tol=self._tol(), max_iter=max_iter,
+                                 fixed_iterations=dp, ledger=ledger)  # fmt: skip
+        ops = PlainBackend(ledger)
+        Xs = ops.hstack(
+            [ops.share(k, b, integral=False) for k, b in enumerate(party_blocks)]
+        )
+        ys = ops.share(0, y, integral=True)
+        return secure_newton(ops, Xs, ys, d=d, weights=weights, lam=lam, noise=noise,
+                             reveal=reveal, tol=self._tol(), max_iter=max_iter,  # type: ignore[arg-type]
+                             fixed_iterations=dp)  # fmt: skip
+
+    @staticmethod
+    def _grad_norm(
+        party_blocks: list[FloatArray], y: FloatArray, a: FloatArray, lam: float,
+        noise: Any, beta: FloatArray,
+    ) -> float:  # fmt: skip
+        """``‖∇F(β̂)‖`` of the perturbed objective (a diagnostic kept in the market)."""
+        Z = np.hstack(party_blocks)
+        pi = 1.0 / (1.0 + np.exp(-(Z @ beta)))
+        g = Z.T @ (a * (y - pi)) - lam * beta - np.asarray(noise)
+        return float(np.linalg.norm(g))
+
+    def _set_result(
+        self, trace: NewtonTrace, *, c0: float, pm: bool, reveal: str, ledger: Ledger
+    ) -> None:
+        beta = trace.beta
+        self.intercept_ = float(beta[0] * c0)
+        self.coef_ = np.asarray(beta[1:], dtype=float)
+        self.n_iter_ = trace.n_iter
+        self.converged_ = trace.converged
+        self.reveal_ = reveal
+        self.ledger_ = ledger
+        self.leakage_rows_ = ledger.rows() | {1}
+        self.classes_ = np.array([-1, 1]) if pm else np.array([0, 1])
+        self.n_features_in_ = int(self.coef_.size)
+
+    # ---- prediction --------------------------------------------------------------
+
+    def decision_function(self, X: ArrayLike) -> FloatArray:
+        """``x·coef_ + intercept_`` for rows of the concatenated blocks."""
+        check_is_fitted(self)
+        Z = _as_matrix(X, self.n_features_in_)
+        return np.asarray(Z @ self.coef_ + self.intercept_, dtype=float)
+
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
+        """The class (``classes_[1]`` where the decision is positive)."""
+        out = np.where(
+            self.decision_function(X) > 0, self.classes_[1], self.classes_[0]
+        )
+        return np.asarray(out)
+
+    def predict_proba(self, X: ArrayLike) -> FloatArray:
+        """``[1 − σ, σ]`` of the decision."""
+        z = self.decision_function(X)
+        p1 = 1.0 / (1.0 + np.exp(-z))
+        return np.column_stack([1.0 - p1, p1])
+
+
+def _as_matrix(X: Any, p: int) -> FloatArray:
+    if isinstance(X, list | tuple) and X and np.ndim(X[0]) == 2:
+        X = np.hstack([np.asarray(b, dtype=float) for b in X])
+    Z = np.asarray(X, dtype=float)
+    if Z.ndim != 2 or Z.shape[1] != p or not np.isfinite(Z).all():
+        raise ValueError(f"X must be finite with {p} columns (the concatenated blocks)")
+    return Z

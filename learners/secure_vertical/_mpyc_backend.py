@@ -1,0 +1,215 @@
+"""``MPyCBackend``: real MPC with MPyC (spec §3.6, §4.3, §8.3–§8.4; optional extra ``mpc``).
+
+The runner writes each party's input slice and the public metadata to a private
+temporary directory, starts ``m`` party processes
+(:mod:`learners.secure_vertical._mpyc_party`) on 127.0.0.1 with ports chosen at run
+time, waits with a timeout and stops every process it started by pid. ``m = 1`` runs
+one process (no secrecy, but the same fixed-point protocol: the default tests);
+``m ≥ 3`` gives Shamir sharing with threshold ``t = ⌊(m−1)/2⌋``. Data provider ``k``
+inputs from process ``k mod m``; the DP perturbation comes from the last process (the
+market operator's compute node).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners.secure_vertical._ledger import Ledger
+from learners.secure_vertical._newton import NewtonTrace
+
+FloatArray = NDArray[np.float64]
+MISSING_EXTRA = (
+    "backend='mpc' needs the optional extra 'mpc' (MPyC and gmpy2): "
+    "pip install 'privmarket[mpc]'"
+)
+GRID_BITS = 8
+
+
+def mpc_available() -> bool:
+    """Whether MPyC is installed (the ``mpc`` extra)."""
+    return importlib.util.find_spec("mpyc") is not None
+
+
+def require_mpc() -> None:
+    """Raise ``ValueError`` naming the missing extra when MPyC is absent."""
+    if not mpc_available():
+        raise ValueError(MISSING_EXTRA)
+
+
+def quantise(block: FloatArray, grid_bits: int = GRID_BITS) -> FloatArray:
+    """Values on the public grid ``2^{−grid_bits}``, truncated toward zero (so no norm
+    grows: the DP bound ``‖x‖ ≤ 1`` survives)."""
+    s = 2.0**grid_bits
+    return np.trunc(np.asarray(block, dtype=float) * s) / s
+
+
+def check_integral_flags(
+    views: list[list[bool]], blocks: list[FloatArray] | None = None
+) -> None:
+    """Refuse a run whose parties disagree on the public ``integral`` flags, or whose
+    block declared integral is off the grid, before any protocol runs (§8.3, V11).
+
+    Raises
+    ------
+    ValueError
+        Naming ``integral``.
+    """
+    if any(v != views[0] for v in views[1:]):
+        raise ValueError(f"integral: the parties' fixed-point flags differ: {views}")
+    if blocks is not None:
+        for k, (flag, b) in enumerate(zip(views[0], blocks, strict=True)):
+            if flag and not np.array_equal(quantise(b), b):
+                raise ValueError(
+                    f"integral: blocks[{k}] is declared integral but is off the 2^-{GRID_BITS} grid"
+                )
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (chosen at run time)."""
+    socks, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(int(s.getsockname()[1]))
+    for s in socks:
+        s.close()
+    return ports
+
+
+class MPyCBackend:
+    """Run the secure Newton–Raphson in ``n_parties`` MPyC processes.
+
+    Parameters
+    ----------
+    n_parties : int
+        MPyC processes ``m`` (1, or ≥ 3 for secrecy; 2 is refused: ``t`` would be 0).
+    timeout : float
+        Seconds before every party is stopped and ``RuntimeError`` raised.
+    integral : bool
+        Share covariates as integers on the ``2^{-8}`` grid (blocks must be on it).
+    """
+
+    def __init__(self, n_parties: int = 1, *, timeout: float = 600.0, integral: bool = True,
+                 bit_length: int = 64, frac_bits: int = 32) -> None:  # fmt: skip
+        require_mpc()
+        if n_parties == 2 or n_parties < 1:
+            raise ValueError(
+                "n_parties must be 1 or >= 3 (with 2, MPyC's threshold t is 0: nothing is secret)"
+            )
+        self.n_parties = n_parties
+        self.timeout = timeout
+        self.integral = integral
+        self.bit_length = bit_length
+        self.frac_bits = frac_bits
+        self.last_pids: list[int] = []
+        self.last_ports: list[int] = []
+
+    def newton(
+        self, party_blocks: list[FloatArray], y: FloatArray, *, weights: FloatArray | None,
+        lam: float, noise: FloatArray | None, reveal: str, tol: float, max_iter: int,
+        fixed_iterations: bool, ledger: Ledger,
+    ) -> NewtonTrace:  # fmt: skip
+        """Secure Newton (§4.3) on the providers' blocks; ``ledger`` gets the openings."""
+        m = self.n_parties
+        flags = [self.integral] * len(party_blocks)
+        check_integral_flags([flags] * m, party_blocks)
+        n = int(y.shape[0])
+        d = sum(b.shape[1] for b in party_blocks)
+        meta = {
+            "n_parties": m, "n": n, "d": d, "block_shapes": [list(b.shape) for b in party_blocks],
+            "integral": self.integral, "grid_bits": GRID_BITS, "bit_length": self.bit_length,
+            "frac_bits": self.frac_bits, "lam": lam, "reveal": reveal, "tol": tol,
+            "max_iter": max_iter, "fixed_iterations": fixed_iterations,
+            "weights": None if weights is None else [float(v) for v in weights],
+            "has_noise": noise is not None, "noise_host": m - 1,
+        }  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="privmarket-mpc-") as tmp:
+            job = Path(tmp)
+            (job / "meta.json").write_text(json.dumps(meta))
+            for pid in range(m):
+                data: dict[str, FloatArray] = {}
+                for k, b in enumerate(party_blocks):
+                    if k % m == pid:
+                        data[f"block_{k}"] = b
+                if pid == 0:
+                    data["y"] = np.asarray(y, dtype=float)
+                if noise is not None and pid == m - 1:
+                    data["noise"] = np.asarray(noise, dtype=float)
+                np.savez(job / f"data_{pid}.npz", **data)  # type: ignore[arg-type]
+            out = self._run_parties(job)
+        ledger.extend(out["ledger"])
+        return NewtonTrace(
+            np.asarray(out["beta"], dtype=float),
+            int(out["n_iter"]),
+            bool(out["converged"]),
+        )
+
+    def _commands(self, job: Path) -> list[list[str]]:
+        base = [sys.executable, "-m", "learners.secure_vertical._mpyc_party", str(job)]
+        m = self.n_parties
+        if m == 1:
+            return [[*base, "0", "--", "--no-log"]]
+        ports = free_ports(m)
+        self.last_ports = ports
+        addrs = [a for p in ports for a in ("-P", f"127.0.0.1:{p}")]
+        return [
+            [*base, str(i), "--", "-M", str(m), "-I", str(i), *addrs, "--no-log"]
+            for i in range(m)
+        ]
+
+    def _run_parties(self, job: Path) -> dict[str, Any]:
+        procs: list[subprocess.Popen[bytes]] = []
+        logs = []
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(
+            [root, *filter(None, [env.get("PYTHONPATH")])]
+        )
+        try:
+            for i, cmd in enumerate(self._commands(job)):
+                log = open(job / f"party_{i}.log", "wb")  # noqa: SIM115
+                logs.append(log)
+                procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                              start_new_session=True))  # fmt: skip
+            self.last_pids = [p.pid for p in procs]
+            deadline = time.monotonic() + self.timeout
+            for p in procs:
+                remaining = deadline - time.monotonic()
+                p.wait(timeout=max(remaining, 0.01))
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(
+                f"MPyC parties did not finish within {self.timeout:g} s"
+            ) from exc
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait()
+            for log in logs:
+                log.close()
+        bad = [i for i, p in enumerate(procs) if p.returncode != 0]
+        if bad:
+            tail = (job / f"party_{bad[0]}.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"MPyC party {bad[0]} failed:\n{tail}")
+        outs = [
+            json.loads((job / f"out_{i}.json").read_text())
+            for i in range(self.n_parties)
+        ]
+        if any(o["beta"] != outs[0]["beta"] for o in outs[1:]):
+            raise RuntimeError("MPyC parties opened different estimates")
+        result: dict[str, Any] = outs[0]
+        return result

@@ -1,0 +1,109 @@
+"""Spec §10 V10: DP on top of the secure fit (ε → ∞ limit, clipping, ε_θ + ε_β report,
+record ε = min over the parties holding the record, noise norm distribution)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import gamma, kstest
+
+from learners._newton import minimize_ridge_risk
+from learners.losses import LogisticLoss
+from learners.secure_vertical import SecureVerticalLogisticRegression
+from learners.secure_vertical._dp import clip_radii, objective_noise, record_epsilon
+from tests.learners.secure_vertical._data import split, v1_data
+
+
+def _masked(
+    rng: np.random.Generator, n: int = 300
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    X, y = v1_data(rng, n=n)
+    X = X / 6.0
+    Xm = X.copy()
+    Xm[: n // 5, 2:4] = np.nan
+    Xm[n // 5 : 2 * n // 5, 4:] = np.nan
+    return split(Xm, [2, 2, 2]), y, X
+
+
+def test_eps_to_infinity_equals_nonprivate_regularised_fit(
+    rng: np.random.Generator,
+) -> None:
+    X, y = v1_data(rng, n=400)
+    X = X / 6.0
+    blocks = split(X, [2, 2, 2])
+    lam = 0.05
+    est = SecureVerticalLogisticRegression(
+        lam=lam, random_state=0, dp_iterations=20
+    ).fit(blocks, y, party_epsilon=[1e12, 1e12, 1e12])
+    # independent solver: learners._newton on the clipped design, ±1 labels, a = 1/n
+    c0, radii = clip_radii([2, 2, 2])
+    rows = [b * np.minimum(1, r / np.maximum(np.linalg.norm(b, axis=1), 1e-300))[:, None]
+            for b, r in zip(blocks, radii, strict=True)]  # fmt: skip
+    Z = np.hstack([np.full((400, 1), c0), *rows])
+    assert np.max(np.linalg.norm(Z, axis=1)) <= 1 + 1e-12
+    res = minimize_ridge_risk(
+        LogisticLoss(), Z, 2 * y - 1, np.full(400, 1 / 400), lam, gtol=1e-13
+    )
+    np.testing.assert_allclose(np.r_[est.intercept_ / c0, est.coef_], res.w, atol=1e-7)
+    assert est.privacy_report_ is not None
+    assert est.privacy_report_.guarantee == "mpc_plus_dp"
+
+
+def test_report_splits_theta_and_beta_and_respects_record_budgets(
+    rng: np.random.Generator,
+) -> None:
+    blocks, y, _ = _masked(rng)
+    party_eps = np.array([2.0, 1.0, 4.0])
+    est = SecureVerticalLogisticRegression(lam=0.05, random_state=1).fit(
+        blocks, y, party_epsilon=party_eps
+    )
+    rep = est.privacy_report_
+    assert rep is not None
+    held = np.column_stack([~np.isnan(b[:, 0]) for b in blocks])
+    budget = record_epsilon(held, party_eps)
+    total = np.array(rep.sample_epsilon_total)
+    assert np.all(total <= budget + 1e-9)
+    np.testing.assert_allclose(np.max(total / budget), 1.0, rtol=1e-9)  # binding record
+    by_stage = np.sum([st.sample_epsilon for st in rep.stages], axis=0)
+    np.testing.assert_allclose(by_stage, total, atol=1e-12)
+    labels = [s.label for s in rep.spends]
+    assert labels[0].startswith("epsilon_theta")
+    assert labels[1].startswith("epsilon_beta")
+    assert sum(s.epsilon for s in rep.spends) == pytest.approx(rep.epsilon_max)
+    theta = np.array(rep.stages[0].sample_epsilon)
+    np.testing.assert_allclose(theta, 0.2 * budget.min())
+    # the imputation model was released once with DP (row 8, no per-iteration θ)
+    assert [o.label for o in est.ledger_.openings].count("theta.means") == 1
+    assert est.ledger_.labels() >= {"beta"}
+    assert "converged" not in est.ledger_.labels()  # fixed iteration count (§6 row 14)
+
+
+def test_clipping_holds_for_every_record_and_imputed_block(
+    rng: np.random.Generator,
+) -> None:
+    blocks, y, _ = _masked(rng)
+    blocks = [b * 10 for b in blocks]  # rows far outside the radii: clipping must act
+    est = SecureVerticalLogisticRegression(lam=0.05, random_state=2).fit(
+        blocks, y, party_epsilon=[1.0, 1.0, 1.0]
+    )
+    assert est.max_row_norm_ <= 1 + 1e-12
+    _, radii = clip_radii([2, 2, 2])
+    for k, r in enumerate(radii):
+        assert est.max_block_norms_[k] <= r + 1e-12
+
+
+def test_noise_norm_is_gamma_d(rng: np.random.Generator) -> None:
+    d = 7
+    T = np.full(50, 1.0)
+    norms = []
+    for _ in range(2000):
+        _, eta, _, c = objective_noise(T, 0.1, d, rng)
+        norms.append(np.linalg.norm(c) * eta / 2)
+    assert kstest(norms, gamma(d).cdf).pvalue > 1e-3
+
+
+def test_record_epsilon_is_min_over_holders() -> None:
+    held = np.array([[True, True, False], [True, False, True], [False, True, True]])
+    np.testing.assert_array_equal(
+        record_epsilon(held, np.array([1.0, 2.0, 3.0])), [1.0, 1.0, 2.0]
+    )

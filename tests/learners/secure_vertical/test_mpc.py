@@ -1,0 +1,150 @@
+"""MPyC backend: spec §10 V1 (one process), V9 and V11; three processes as a slow test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from learners.secure_vertical import (
+    Ledger,
+    PlainBackend,
+    SecureVerticalLogisticRegression,
+    _mpyc_backend,
+    secure_newton,
+)
+from learners.secure_vertical._mpyc_backend import (
+    MPyCBackend,
+    check_integral_flags,
+    quantise,
+)
+from tests.learners.secure_vertical._data import split, v1_data
+
+pytest.importorskip("mpyc")
+ROOT = Path(__file__).resolve().parents[3]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _quantised_reference(
+    blocks: list[np.ndarray], y: np.ndarray, max_iter: int = 25
+) -> np.ndarray:
+    ops = PlainBackend()
+    q = [quantise(b) for b in blocks]
+    q[0] = np.hstack([np.ones((y.size, 1)), q[0]])
+    return secure_newton(
+        ops, ops.hstack(q), y, d=sum(b.shape[1] for b in q), max_iter=max_iter
+    ).beta
+
+
+def test_v1_mpc_one_process_matches_float_fit_on_quantised_x(
+    rng: np.random.Generator,
+) -> None:
+    X, y = v1_data(rng, n=100)
+    blocks = split(X, [2, 2, 2])
+    est = SecureVerticalLogisticRegression(
+        backend="mpc", reveal="R2", mpc_timeout=900
+    ).fit(blocks, y)
+    ref = _quantised_reference(blocks, y)
+    np.testing.assert_allclose(np.r_[est.intercept_, est.coef_], ref, atol=1e-6)
+    # V9: at R2 MPC opens one bit per iteration and the final β̂, nothing of size n
+    assert est.ledger_.labels() == {"converged", "beta"}
+    assert not est.ledger_.opens_dimension(100)
+
+
+def test_v11_sigmoid_and_secret_solve() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "learners.secure_vertical._mpyc_party", "--selftest"],
+        capture_output=True, text=True, env=ENV, timeout=600, check=True,
+    )  # fmt: skip
+    d = json.loads(out.stdout)
+    x, sig = np.array(d["x"]), np.array(d["sigmoid"])
+    exact = 1.0 / (1.0 + np.exp(-x))
+    inside = np.abs(x) <= 16
+    assert np.max(np.abs(sig - exact)[inside]) < 1e-8
+    clamped = 1.0 / (1.0 + np.exp(-np.clip(x, -16, 16)))
+    assert np.max(np.abs(sig - clamped)[~inside]) < 2e-8  # clamped beyond ±16
+    solve = np.linalg.solve(np.array(d["info"]), np.array(d["g"]))
+    assert np.max(np.abs(np.array(d["solve"]) - solve)) < 1e-7
+
+
+def test_v11_mismatched_integral_flags_rejected_before_running() -> None:
+    with pytest.raises(
+        ValueError, match="integral: the parties' fixed-point flags differ"
+    ):
+        check_integral_flags([[True, True], [True, False]])
+    with pytest.raises(ValueError, match=r"integral: blocks\[1\]"):
+        check_integral_flags([[True, True]], [np.zeros((3, 1)), np.full((3, 1), 0.1)])
+    check_integral_flags([[True]], [np.full((3, 1), 0.25)])
+
+
+def test_v11_listener_binds_loopback_only() -> None:
+    code = (
+        "import asyncio\n"
+        "from learners.secure_vertical._mpyc_party import bind_loopback\n"
+        "bind_loopback()\n"
+        "async def main():\n"
+        "    srv = await asyncio.get_running_loop().create_server(asyncio.Protocol, port=0)\n"
+        "    print(sorted({s.getsockname()[0] for s in srv.sockets}))\n"
+        "    srv.close()\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                         timeout=60, check=True)  # fmt: skip
+    assert out.stdout.strip() == "['127.0.0.1']"
+
+
+def test_missing_extra_is_a_value_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, rng: np.random.Generator
+) -> None:
+    monkeypatch.setattr(_mpyc_backend, "mpc_available", lambda: False)
+    X, y = v1_data(rng, n=30)
+    with pytest.raises(ValueError, match="optional extra 'mpc'"):
+        SecureVerticalLogisticRegression(backend="mpc").fit(split(X, [3, 3]), y)
+
+
+def test_two_processes_refused() -> None:
+    with pytest.raises(ValueError, match="n_parties"):
+        MPyCBackend(2)
+
+
+@pytest.mark.slow
+def test_three_processes_on_loopback(rng: np.random.Generator) -> None:
+    X, y = v1_data(rng, n=150)
+    blocks = split(X, [2, 2, 2])
+    q = [quantise(b) for b in blocks]
+    q[0] = np.hstack([np.ones((150, 1)), q[0]])
+    runner = MPyCBackend(3, timeout=900)
+    ledger = Ledger()
+    trace = runner.newton(q, y, weights=None, lam=0.0, noise=None, reveal="R1", tol=1e-6,
+                          max_iter=2, fixed_iterations=False, ledger=ledger)  # fmt: skip
+    ref = _quantised_reference(blocks, y, max_iter=2)
+    np.testing.assert_allclose(trace.beta, ref, atol=1e-6)
+    assert len(runner.last_pids) == 3
+    assert len(set(runner.last_ports)) == 3
+    for pid in runner.last_pids:  # every party was stopped and reaped
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+@pytest.mark.slow
+def test_dp_fit_in_mpc_matches_plain_with_the_same_noise(
+    rng: np.random.Generator,
+) -> None:
+    X, y = v1_data(rng, n=100)
+    blocks = [quantise(b) for b in split(X / 6.0, [2, 2, 2])]
+    eps = [2.0, 1.0, 3.0]
+    kw = {"lam": 0.05, "random_state": 7, "dp_iterations": 8}
+    plain = SecureVerticalLogisticRegression(**kw).fit(blocks, y, party_epsilon=eps)
+    mpc = SecureVerticalLogisticRegression(backend="mpc", mpc_timeout=900, **kw).fit(
+        blocks, y, party_epsilon=eps
+    )
+    # same noise (seeded), same weights; covariates and c_0 on the 2^-8 grid in MPC
+    np.testing.assert_allclose(mpc.coef_, plain.coef_, atol=5e-3)
+    assert mpc.privacy_report_ is not None
+    assert mpc.privacy_report_.guarantee == "mpc_plus_dp"
+    assert mpc.ledger_.labels() == {"beta"}  # fixed iterations: only β̂ is opened
