@@ -98,9 +98,7 @@ def _check_cap(
     )
 
 
-def _merged_settings(
-    stored: dict[str, Any], changes: dict[str, Any]
-) -> dict[str, Any]:
+def _merged_settings(stored: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """The stored settings with ``changes`` applied, validated as a whole (settings
     stored before a rule was tightened must meet it once they are changed)."""
     try:

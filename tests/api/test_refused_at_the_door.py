@@ -150,7 +150,7 @@ def test_cap_below_the_release_overhead_is_refused_with_the_smallest_usable_cap(
     api: Api,
 ) -> None:
     # the market: k = 4, λ = 0.01, cap 6; the overhead at two sellers is
-    # 2·ln(26) ≈ 6.5165, so the smallest usable cap (rounded up to cents) is 6.52
+    # 2·ln(26) ≈ 6.5162, so the smallest usable cap (rounded up to cents) is 6.52
     smallest = math.ceil((_overhead(4.0, 0.01, 2) + 1e-3) * 100) / 100
     assert smallest == 6.52
     body = {"mechanism": {"k": 4.0, "lam": 0.01}}
@@ -255,7 +255,7 @@ def test_openapi_names_each_prior_family_with_its_parameters(api: Api) -> None:
     "raw",
     [
         b'{"records": [{"x": [true, 0.0], "y": 1}], "reported_cost": 0.1}',
-        b'{"records": [{"x": [1.0, 0.0], "y": false}], "reported_cost": 0.1}',
+        b'{"records": [{"x": [1.0, 0.0], "y": true}], "reported_cost": 0.1}',
         b'{"records": [{"x": ["1.0", 0.0], "y": 1}], "reported_cost": 0.1}',
         b'{"records": [{"x": [1.0, 0.0], "y": 1}], "reported_cost": true}',
     ],
