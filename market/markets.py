@@ -105,8 +105,8 @@ def _merged_settings(stored: dict[str, Any], changes: dict[str, Any]) -> dict[st
         return MechanismSettings.model_validate({**stored, **changes}).model_dump()
     except ValidationError as exc:
         err = exc.errors()[0]
-        path = ".".join(str(p) for p in err["loc"])
-        raise InvalidInputError(f"mechanism.{path}", err["msg"]) from exc
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        raise InvalidInputError(f"mechanism{path}", err["msg"]) from exc
 
 
 def _check_mechanism(values: dict[str, Any], *, task: str) -> None:

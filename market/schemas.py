@@ -39,7 +39,6 @@ SETTING_MAX = 1e6
 """Largest value of the other positive mechanism settings (``λ``, ``μ``, ``σ``, ``k``,
 ``eps_avg_max``)."""
 
-Finite = Annotated[float, Field(allow_inf_nan=False)]
 Bound = Annotated[float, Field(ge=-BOUND_MAX, le=BOUND_MAX, allow_inf_nan=False)]
 Gamma = Annotated[float, Field(ge=0, le=GAMMA_MAX, allow_inf_nan=False)]
 GridGamma = Annotated[float, Field(gt=0, le=GAMMA_MAX, allow_inf_nan=False)]

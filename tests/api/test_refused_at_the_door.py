@@ -303,3 +303,22 @@ def test_405_lists_every_allowed_method(
     r = api.client.request(method, path, headers=api.admin())
     assert r.status_code == 405
     assert r.headers["allow"] == allow
+
+
+def test_patch_of_settings_stored_before_the_rules_is_422_not_500(
+    world: World,
+) -> None:
+    """Settings stored before a rule was tightened (here γ = 10³⁰⁸, written directly)
+    must meet it once they are changed: 422 naming the field, not a server error."""
+    with Session(world.api.client.app.state.engine) as s:  # type: ignore[attr-defined]
+        params = current_parameters(s, world.market_id)
+        params.values = {**params.values, "gamma": 1e308}
+        s.add(params)
+        s.commit()
+    r = world.api.client.patch(
+        f"/v1/markets/{world.market_id}",
+        headers=world.admin,
+        json={"mechanism": {"mu": 0.5}},
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "mechanism.gamma"

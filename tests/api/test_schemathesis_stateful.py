@@ -88,13 +88,16 @@ def _fitting_offer(api: Api, market_id: str, headers: dict[str, str]) -> Any:
 
 def _fitting_order(api: Api, market_id: str, body: Any, headers: dict[str, str]) -> Any:
     """The generated order body with a learner that serves the market's task and its
-    default parameters (``None`` when the market cannot be read)."""
+    default parameters (``None`` when the market cannot be read; the generated learner
+    when none serves the task)."""
     r = api.client.get(f"/v1/markets/{market_id}", headers=headers)
     if r.status_code != 200 or not isinstance(body, dict):
         return None
     task = r.json()["task"]
     learners = api.client.get("/v1/learners", headers=headers).json()["items"]
-    name = next(s["name"] for s in learners if task in s["tasks"])
+    name = next(
+        (s["name"] for s in learners if task in s["tasks"]), body.get("learner")
+    )
     return {**body, "learner": name, "params": {}}
 
 
