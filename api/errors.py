@@ -121,7 +121,7 @@ async def validation_error_handler(_request: Request, exc: Exception) -> JSONRes
     return JSONResponse(body, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
 
 
-UNDECODABLE = (UnicodeDecodeError, RecursionError, ValueError)
+UNDECODABLE = (UnicodeDecodeError, RecursionError)
 """Why FastAPI fails to parse a JSON body (other than a ``JSONDecodeError``, which it
 already reports as ``422``): bytes that are not UTF-8, nesting beyond the recursion
 limit."""

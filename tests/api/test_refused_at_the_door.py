@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from market.markets import current_parameters
 from market.models import Market
+from market.pipeline import numerics
 from market.runtime import worker
 from tests.api.conftest import Api, World, count_rows, market_body, offer_body
 
@@ -141,6 +142,27 @@ def test_order_on_a_single_offer_fails_with_the_true_reason(world: World) -> Non
     assert order["status"] == "failed"
     assert "at least 2 sellers" in order["error"], order["error"]
     assert "Error" not in order["error"]  # not an exception class name
+
+
+def test_a_failed_job_never_shows_a_bare_exception_class_name(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's trade-off job failed with the text ``ValueError``: a numerics error
+    without a message. Such a failure now reads as an internal error of the job."""
+    c, mid = world.api.client, world.market_id
+    for headers, x in ((world.seller_a, [1.0, 0.0]), (world.seller_b, [9.0, 0.5])):
+        r = c.post(f"/v1/markets/{mid}/offers", headers=headers, json=offer_body(x=x))
+        assert r.status_code == 201
+
+    def silent_failure(*_a: Any, **_k: Any) -> None:
+        raise ValueError
+
+    monkeypatch.setattr(numerics, "tradeoff", silent_failure)
+    job_id = c.post(f"/v1/markets/{mid}/tradeoff", headers=world.admin).json()["job_id"]
+    _drain(world.api)
+    job = c.get(f"/v1/jobs/{job_id}", headers=world.admin).json()
+    assert job["status"] == "failed"
+    assert job["error"] == "internal error computing the job (ValueError)"
 
 
 # --- item 3: a cap below the release overhead -----------------------------------
