@@ -1,11 +1,23 @@
-"""Map domain errors to HTTP: ``{"detail": str, "code": str}`` bodies, never a 500."""
+"""Map errors to HTTP: ``{"detail", "code"}`` bodies (plus ``"field"`` on ``422``),
+never a 500 for bad input.
+
+- Domain errors (:mod:`market.errors`) by class (:data:`STATUS_BY_ERROR`).
+- Request validation: ``422`` with the pydantic details and ``field``, the first bad
+  field as a path like ``records[3].x[1]`` (the same form as domain errors).
+- A body that cannot be decoded (invalid UTF-8, JSON nested deeper than the parser's
+  recursion limit): ``422`` with ``field = "body"``, not Starlette's bare ``400``.
+- ``405``: the ``Allow`` header lists every method the path serves.
+"""
 
 from typing import Any
 
 from fastapi import FastAPI, Request, status
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from market import errors
 
@@ -59,6 +71,42 @@ async def market_error_handler(_request: Request, exc: Exception) -> JSONRespons
     return JSONResponse(body, status_code=status_for(exc), headers=headers)
 
 
+def field_path(loc: tuple[Any, ...] | list[Any], body: Any = None) -> str:
+    """``("body", "records", 3, "x", 1)`` → ``"records[3].x[1]"``: the location's
+    first element (``body``/``query``/``path``) dropped unless it is all there is, and
+    the tags pydantic inserts for a discriminated union (``cost_prior.uniform.params``)
+    left out where ``body`` shows they are not keys of the request."""
+    parts = list(loc[1:]) if len(loc) > 1 else list(loc)
+    node, out = body, ""
+    for part in parts:
+        if _is_tag(node, part):
+            continue
+        node = _child(node, part)
+        out += (
+            f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+        )
+    return out
+
+
+def _is_tag(node: Any, part: Any) -> bool:
+    """``part`` is the tag of the union member ``node`` was read as: not a key of
+    ``node`` but one of its values (``{"family": "uniform", ...}`` and ``"uniform"``)."""
+    return (
+        isinstance(node, dict)
+        and isinstance(part, str)
+        and part not in node
+        and part in [v for v in node.values() if isinstance(v, str)]
+    )
+
+
+def _child(node: Any, part: Any) -> Any:
+    if isinstance(node, dict):
+        return node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        return node[part]
+    return None
+
+
 async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
     """422 with field paths; the offending input is not echoed back (no data leaks)."""
     assert isinstance(exc, RequestValidationError)
@@ -66,13 +114,64 @@ async def validation_error_handler(_request: Request, exc: Exception) -> JSONRes
         {k: v for k, v in err.items() if k in ("loc", "msg", "type")}
         for err in exc.errors()
     ]
-    return JSONResponse(
-        {"detail": jsonable_encoder(detail), "code": "invalid_input"},
-        status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
-    )
+    body: dict[str, Any] = {"detail": jsonable_encoder(detail), "code": "invalid_input"}
+    if detail:
+        request_body = exc.body if isinstance(exc.body, dict | list) else None
+        body["field"] = field_path(detail[0]["loc"], request_body)
+    return JSONResponse(body, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+UNDECODABLE = (UnicodeDecodeError, RecursionError)
+"""Why FastAPI fails to parse a JSON body (other than a ``JSONDecodeError``, which it
+already reports as ``422``): bytes that are not UTF-8, nesting beyond the recursion
+limit."""
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Any:
+    """Starlette's HTTP errors, with an undecodable body as ``422`` and a complete
+    ``Allow`` header on ``405``; everything else as FastAPI renders it."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == status.HTTP_400_BAD_REQUEST and isinstance(
+        exc.__cause__, UNDECODABLE
+    ):
+        why = (
+            "JSON nested too deeply"
+            if isinstance(exc.__cause__, RecursionError)
+            else "not valid UTF-8 JSON"
+        )
+        return JSONResponse(
+            {
+                "detail": [{"loc": ["body"], "msg": why, "type": "json_invalid"}],
+                "code": "invalid_input",
+                "field": "body",
+            },
+            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        )
+    if exc.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
+        exc.headers = {**(exc.headers or {}), "Allow": allowed_methods(request)}
+    return await http_exception_handler(request, exc)
+
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route serves at the request's path, comma-separated
+    (Starlette names only the first matching route's)."""
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in routes
+        )
+    ]
+    return ", ".join(allowed)
 
 
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
     app.add_exception_handler(errors.MarketError, market_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)

@@ -6,8 +6,10 @@ Defaults (documented in ``market.schemas.MechanismSettings``): ``gamma=1``,
 ``lifetime_epsilon_cap=10``, ``out_of_bounds="reject"``.
 """
 
+import math
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -23,14 +25,22 @@ from market.schemas import (
     Page,
 )
 
-GRID_KEYS = ("gamma", "lam", "mu", "sigma")
+CAP_MARGIN = 1e-3
+"""ε a cap must leave above the release overhead to count as usable (far above the
+pipeline's ``EPS_MAX_FLOOR``); the smallest usable cap is rounded up to cents of ε."""
+
+
+def _check_span(low: float, high: float, field: str) -> None:
+    if not low < high:
+        raise InvalidInputError(f"{field}.high", "must be greater than low")
+    if not math.isfinite(high - low):
+        raise InvalidInputError(f"{field}.high", "high − low must be finite")
 
 
 def _check_features(body: MarketCreate) -> None:
     seen: set[str] = set()
     for i, f in enumerate(body.features):
-        if not f.low < f.high:
-            raise InvalidInputError(f"features[{i}].high", "must be greater than low")
+        _check_span(f.low, f.high, f"features[{i}]")
         if f.name in seen:
             raise InvalidInputError(f"features[{i}].name", f"duplicate name {f.name!r}")
         seen.add(f.name)
@@ -43,16 +53,63 @@ def _check_features(body: MarketCreate) -> None:
         raise InvalidInputError(
             "target", "only regression and quantile markets have targets"
         )
-    if body.target is not None and not body.target.low < body.target.high:
-        raise InvalidInputError("target.high", "must be greater than low")
+    if body.target is not None:
+        _check_span(body.target.low, body.target.high, "target")
+
+
+def smallest_usable_cap(
+    values: dict[str, Any], *, task: str, features: list[dict[str, Any]]
+) -> tuple[float, float, str | None]:
+    """``(cap, overhead, learner)``: the smallest lifetime cap with which a seller who
+    has spent nothing is never left out of an order for the release overhead alone,
+    the overhead itself (``numerics.release_overhead_floor``) and the learner charging
+    it (``None`` and cap 0 when no learner serving the market charges one)."""
+    overhead, learner = numerics.release_overhead_floor(
+        values, task=task, features=features
+    )
+    if learner is None:
+        return 0.0, 0.0, None
+    return math.ceil((overhead + CAP_MARGIN) * 100) / 100, overhead, learner
+
+
+def _check_cap(
+    cap: float, values: dict[str, Any], *, task: str, features: list[dict[str, Any]]
+) -> None:
+    """Refuse a lifetime cap at or below the mechanism's release overhead.
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``lifetime_epsilon_cap``, stating the smallest usable cap.
+    """
+    smallest, overhead, learner = smallest_usable_cap(
+        values, task=task, features=features
+    )
+    if cap >= smallest:
+        return
+    raise InvalidInputError(
+        "lifetime_epsilon_cap",
+        f"{cap:g} is below the smallest usable cap {smallest:.2f}: with k = "
+        f"{values['k']:g} and lam = {values['lam']:g}, an order of {learner} spends up "
+        f"to {overhead:.4f} of each seller's ε on its release alone (2·ln(1 + "
+        f"min(k/m, 1)/(4·lam)) at m = {numerics.SMALLEST_ORDER} sellers), so sellers "
+        "under this cap could be left out of an order although they spent nothing; "
+        "raise lifetime_epsilon_cap or mechanism.lam",
+    )
+
+
+def _merged_settings(stored: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """The stored settings with ``changes`` applied, validated as a whole (settings
+    stored before a rule was tightened must meet it once they are changed)."""
+    try:
+        return MechanismSettings.model_validate({**stored, **changes}).model_dump()
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        raise InvalidInputError(f"mechanism{path}", err["msg"]) from exc
 
 
 def _check_mechanism(values: dict[str, Any], *, task: str) -> None:
-    for key in values.get("grids", {}):
-        if key not in GRID_KEYS:
-            raise InvalidInputError(
-                f"mechanism.grids.{key}", f"must be one of {GRID_KEYS}"
-            )
     numerics.check_settings(values, task=task)
 
 
@@ -66,7 +123,8 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
     """
     _check_features(body)
     vertical.check_market(body)
-    numerics.build_prior(body.cost_prior.model_dump())
+    cost_prior = body.cost_prior.model_dump(exclude_none=True)
+    numerics.check_prior(cost_prior)
     values = body.mechanism.model_dump()
     if body.partition == "vertical":
         if "k" in body.mechanism.model_fields_set and values["k"] != 1.0:
@@ -74,6 +132,7 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
         values["k"] = 1.0
     _check_mechanism(values, task=body.task)
     features = [f.model_dump() for f in body.features]
+    _check_cap(body.lifetime_epsilon_cap, values, task=body.task, features=features)
     target = body.target.model_dump() if body.target else None
     validation = None
     if body.validation is not None:
@@ -93,7 +152,7 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
         features=features,
         target=target,
         out_of_bounds=body.out_of_bounds,
-        cost_prior=body.cost_prior.model_dump(),
+        cost_prior=cost_prior,
         lifetime_epsilon_cap=body.lifetime_epsilon_cap,
         validation=validation,
         partition=body.partition,
@@ -154,19 +213,22 @@ def update_market(
         Another update created the same version concurrently (retry).
     """
     market = get_market_or_raise(session, market_id)
+    current = current_parameters(session, market_id)
+    values = current.values
+    if body.mechanism is not None:
+        changes = body.mechanism.model_dump(exclude_none=True)
+        values = _merged_settings(current.values, changes)
+        if vertical.is_vertical(market) and values["k"] != 1.0:
+            raise InvalidInputError("mechanism.k", vertical.K_RULE)
+        _check_mechanism(values, task=market.task)
+    if body.mechanism is not None or body.lifetime_epsilon_cap is not None:
+        cap = body.lifetime_epsilon_cap or market.lifetime_epsilon_cap
+        _check_cap(cap, values, task=market.task, features=market.features)
     if body.name is not None:
         market.name = body.name
     if body.lifetime_epsilon_cap is not None:
         market.lifetime_epsilon_cap = body.lifetime_epsilon_cap
     if body.mechanism is not None:
-        current = current_parameters(session, market_id)
-        changes = body.mechanism.model_dump(exclude_none=True)
-        values = MechanismSettings.model_validate(
-            {**current.values, **changes}
-        ).model_dump()
-        if vertical.is_vertical(market) and values["k"] != 1.0:
-            raise InvalidInputError("mechanism.k", vertical.K_RULE)
-        _check_mechanism(values, task=market.task)
         session.add(
             _parameters(market, version=current.version + 1, values=values, admin=admin)
         )

@@ -2,11 +2,20 @@
 server-owned fields are rejected) and responses (``*Public``), per ``api.md``.
 """
 
-import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+from market.pipeline.numerics import list_learners
+from market.prior_schemas import CostPriorSpec
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -17,23 +26,44 @@ def _as_utc(value: datetime) -> datetime:
 UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
 
 
-def _no_nul(value: str) -> str:
-    # PostgreSQL text cannot hold NUL; refuse it as bad input rather than fail later.
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    return value
+NO_NUL = r"^[^\x00]*$"
+"""PostgreSQL text cannot hold NUL: names refuse it (in the published schema too)."""
+BOUND_MAX = 1e150
+"""Largest ``|low|``, ``|high|`` of a public bound: spans ``high − low`` and scaled
+values ``2(x − low)/(high − low) − 1`` stay finite."""
+GAMMA_MAX = 1e6
+"""Largest trade-off weight ``γ``: far beyond any useful weight of the payment term
+(an 8-seller allocation with payments at ``γ = 10⁶`` solves in seconds; at
+``γ = 10³⁰⁸`` it did not finish in two minutes, and a trade-off job failed)."""
+SETTING_MAX = 1e6
+"""Largest value of the other positive mechanism settings (``λ``, ``μ``, ``σ``, ``k``,
+``eps_avg_max``)."""
 
-
-Finite = Annotated[float, Field(allow_inf_nan=False)]
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+Bound = Annotated[float, Field(ge=-BOUND_MAX, le=BOUND_MAX, allow_inf_nan=False)]
+Gamma = Annotated[float, Field(ge=0, le=GAMMA_MAX, allow_inf_nan=False)]
+GridGamma = Annotated[float, Field(gt=0, le=GAMMA_MAX, allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
 Task = Literal["classification", "regression", "quantile"]
+LearnerName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        json_schema_extra={"enum": [spec["name"] for spec in list_learners()]},
+        description="a registered learner (GET /v1/learners) serving the market's task",
+    ),
+]
+"""A registered learner's name; the published schema lists them (checked against the
+registry and the market by ``numerics.check_order_learner``)."""
 
 
 T = TypeVar("T")
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, numbers strict (``true`` is not 1)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Page(BaseModel, Generic[T]):
@@ -72,8 +102,8 @@ class FeatureSpec(_In):
     """
 
     name: Name
-    low: Finite
-    high: Finite
+    low: Bound
+    high: Bound
     missable: bool = False
     public: bool = False
 
@@ -81,17 +111,30 @@ class FeatureSpec(_In):
 class TargetSpec(_In):
     """Public bounds of a regression/quantile target, used to scale ``y`` to [-1, 1]."""
 
-    low: Finite
-    high: Finite
+    low: Bound
+    high: Bound
 
 
-class CostPriorSpec(_In):
-    """``{"family": "uniform", "params": {"low", "high"}}``, ``{"family":
-    "exponential", "params": {"rate"}}`` or another family of
-    ``mechanisms.prior_from_dict`` with its own parameter names."""
+Positive = Annotated[float, Field(gt=0, le=SETTING_MAX, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, le=SETTING_MAX, allow_inf_nan=False)]
+GridList = Annotated[list[Positive], Field(min_length=1, max_length=100)]
 
-    family: Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_no_nul)]
-    params: dict[str, Any]
+
+class MechanismGrids(_In):
+    """Optional hyperparameter grids: ``gamma`` for the trade-off job, ``lam``, ``mu``,
+    ``sigma`` for its model selection (finite; ``gamma`` and ``lam`` positive)."""
+
+    gamma: Annotated[list[GridGamma], Field(min_length=1, max_length=100)] | None = None
+    lam: GridList | None = None
+    mu: Annotated[list[NonNegative], Field(min_length=1, max_length=100)] | None = None
+    sigma: Annotated[list[NonNegative], Field(min_length=1, max_length=100)] | None = (
+        None
+    )
+
+    @model_serializer(mode="wrap")
+    def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Stored and shown as before: only the grids that were given.
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class MechanismSettings(_In):
@@ -104,38 +147,38 @@ class MechanismSettings(_In):
     optional hyperparameter grids (e.g. ``{"gamma": [...]}`` for the trade-off job).
     """
 
-    gamma: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
-    eps_avg_max: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 5.0
-    k: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 4.0
+    gamma: Gamma = 1.0
+    eps_avg_max: Positive = 5.0
+    k: Annotated[float, Field(ge=1, le=SETTING_MAX, allow_inf_nan=False)] = 4.0
     u: Literal["linear", "power"] = "linear"
-    u_power: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 2.0
-    lam: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1e-2
-    mu: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
-    sigma: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    u_power: Annotated[float, Field(ge=1, le=10, allow_inf_nan=False)] = 2.0
+    lam: Positive = 1e-2
+    mu: NonNegative = 0.1
+    sigma: NonNegative = 1.0
     mode: Literal["default", "strict"] = "default"
-    grids: dict[str, Annotated[list[Finite], Field(max_length=100)]] = Field(
-        default_factory=dict
-    )
+    grids: MechanismGrids = Field(default_factory=MechanismGrids)
 
 
 class MechanismUpdate(_In):
     """Partial mechanism settings for ``PATCH``; given fields replace current ones."""
 
-    gamma: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    eps_avg_max: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    k: Annotated[float, Field(ge=1, allow_inf_nan=False)] | None = None
+    gamma: Gamma | None = None
+    eps_avg_max: Positive | None = None
+    k: Annotated[float, Field(ge=1, le=SETTING_MAX, allow_inf_nan=False)] | None = None
     u: Literal["linear", "power"] | None = None
-    u_power: Annotated[float, Field(ge=1, allow_inf_nan=False)] | None = None
-    lam: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    mu: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    sigma: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    u_power: Annotated[float, Field(ge=1, le=10, allow_inf_nan=False)] | None = None
+    lam: Positive | None = None
+    mu: NonNegative | None = None
+    sigma: NonNegative | None = None
     mode: Literal["default", "strict"] | None = None
-    grids: dict[str, Annotated[list[Finite], Field(max_length=100)]] | None = None
+    grids: MechanismGrids | None = None
 
 
 class RecordIn(_In):
-    """One record; finiteness, length and bounds are checked against the market
-    (``null`` only for a feature the market declares ``missable``)."""
+    """One record: JSON numbers only (``true``/``false`` and strings are refused, not
+    read as 1/0); finiteness, length and bounds are checked against the market, naming
+    the record and index (``null`` only for a feature the market declares
+    ``missable``)."""
 
     x: Annotated[list[float | None], Field(max_length=10_000)]
     y: float
@@ -146,7 +189,7 @@ class KeyedRecordIn(_In):
     pseudonymous string), the party's own feature values ``x`` and, from the label
     holder (the market's first party) only, the label ``y``."""
 
-    key: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+    key: Name
     x: Annotated[list[float | None], Field(max_length=10_000)]
     y: float | None = None
 
@@ -254,24 +297,10 @@ class OfferSummaries(BaseModel):
 
 
 class OrderCreate(_In):
-    learner: Annotated[
-        str,
-        Field(
-            min_length=1,
-            max_length=64,
-            description="a registered learner (GET /v1/learners) serving the market's task",
-        ),
-    ]
+    learner: LearnerName
     budget: Annotated[float, Field(gt=0, allow_inf_nan=False, le=1e12)]
-    gamma: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    gamma: Gamma | None = None
     params: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("budget")
-    @classmethod
-    def _budget_finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("budget must be finite")
-        return v
 
 
 class LearnerPublic(BaseModel):
@@ -335,14 +364,8 @@ class TradeoffRequest(_In):
     or 8 points log-spaced over ``[10⁻², 10²]``), and the learner whose pricing the
     curve uses (default: the first registered learner of the market's task)."""
 
-    gammas: (
-        Annotated[
-            list[Annotated[float, Field(ge=0, allow_inf_nan=False)]],
-            Field(min_length=1, max_length=50),
-        ]
-        | None
-    ) = None
-    learner: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    gammas: Annotated[list[GridGamma], Field(min_length=1, max_length=50)] | None = None
+    learner: LearnerName | None = None
     params: dict[str, Any] | None = None
 
 

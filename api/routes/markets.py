@@ -6,6 +6,7 @@ from fastapi import APIRouter, Query, status
 
 from api.deps import AdminAccount, CurrentAccount, MarketId, SessionDep
 from api.errors import ERROR_RESPONSES
+from api.links import MARKET_CREATED, MARKETS_LISTED, TRADEOFF_ACCEPTED
 from market import jobs, markets
 from market.schemas import (
     JobAccepted,
@@ -23,7 +24,7 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=MARKET_CREATED)
 def create_market(
     session: SessionDep, admin: AdminAccount, body: MarketCreate
 ) -> MarketPublic:
@@ -33,7 +34,7 @@ def create_market(
     )
 
 
-@router.get("")
+@router.get("", responses=MARKETS_LISTED)
 def list_markets(
     session: SessionDep,
     _account: CurrentAccount,
@@ -61,7 +62,11 @@ def patch_market(
     return markets.to_public(session, market)
 
 
-@router.post("/{market_id}/tradeoff", status_code=status.HTTP_202_ACCEPTED)
+@router.post(
+    "/{market_id}/tradeoff",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=TRADEOFF_ACCEPTED,
+)
 def start_tradeoff(
     session: SessionDep,
     admin: AdminAccount,

@@ -4,6 +4,7 @@ from fastapi import APIRouter, Response, status
 
 from api.deps import MarketId, OfferId, SellerAccount, SessionDep
 from api.errors import ERROR_RESPONSES
+from api.links import OFFER_CREATED, OFFER_REPLACED
 from market import markets, offers
 from market.schemas import OfferCreate, OfferPublic
 
@@ -16,7 +17,7 @@ router = APIRouter(
 @router.post(
     "/markets/{market_id}/offers",
     status_code=status.HTTP_201_CREATED,
-    responses={409: ERROR_RESPONSES[409]},
+    responses={409: ERROR_RESPONSES[409], **OFFER_CREATED},
 )
 def create_offer(
     session: SessionDep, seller: SellerAccount, market_id: MarketId, body: OfferCreate
@@ -38,7 +39,9 @@ def get_offer(
     )
 
 
-@router.put("/offers/{offer_id}", responses={409: ERROR_RESPONSES[409]})
+@router.put(
+    "/offers/{offer_id}", responses={409: ERROR_RESPONSES[409], **OFFER_REPLACED}
+)
 def replace_offer(
     session: SessionDep, seller: SellerAccount, offer_id: OfferId, body: OfferCreate
 ) -> OfferPublic:

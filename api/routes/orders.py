@@ -14,6 +14,7 @@ from api.deps import (
     SessionDep,
 )
 from api.errors import ERROR_RESPONSES
+from api.links import ORDER_ACCEPTED
 from market import orders
 from market.schemas import (
     AllocationsPublic,
@@ -34,7 +35,7 @@ IdempotencyKey = Annotated[
 @router.post(
     "/markets/{market_id}/orders",
     status_code=status.HTTP_202_ACCEPTED,
-    responses={409: ERROR_RESPONSES[409]},
+    responses={409: ERROR_RESPONSES[409], **ORDER_ACCEPTED},
 )
 def create_order(
     session: SessionDep,

@@ -117,6 +117,40 @@ def seller_caps(
     return included, np.where(included, eps_max, 0.0)
 
 
+def too_few_sellers(
+    limit: FloatArray,
+    *,
+    n_included: int,
+    cap: float,
+    k: float,
+    lam: float,
+    learner: str,
+) -> str:
+    """Why fewer than two sellers can be included (``limit``: each seller's
+    ``min(remaining, max_epsilon)``): too few have budget left at all, or the release
+    overhead of :func:`seller_caps` is larger than what they have left."""
+    need = numerics.SMALLEST_ORDER
+    n_left = int(np.sum(limit > EPS_MAX_FLOOR))
+    if n_left < need:
+        return (
+            f"only {n_left} of the {limit.size} sellers with active offers "
+            f"{'has' if n_left == 1 else 'have'} privacy budget left (the others "
+            f"reached the market's lifetime cap of {cap:g} or their own max_epsilon); "
+            f"an order needs at least {need}"
+        )
+    bound = numerics.learner_spec(learner).overhead_bound(
+        k=k, n_sellers=n_left, lam=lam
+    )
+    return (
+        f"{n_left} sellers have privacy budget left, but {learner}'s release alone "
+        f"costs each included seller up to {bound:.2f} of ε with {n_left} sellers "
+        f"(2·ln(1 + min(k/m, 1)/(4·lam)) with k = {k:g}, lam = {lam:g}, more with "
+        f"fewer), so only {n_included} could be included and an order needs at least "
+        f"{need}; the lifetime cap of {cap:g} is too small for these settings (an "
+        "admin can raise it or mechanism.lam)"
+    )
+
+
 def _validation(market: Market) -> tuple[FloatArray | None, FloatArray | None]:
     if not market.validation:
         return None, None
@@ -156,12 +190,17 @@ def load_instance(
     Raises
     ------
     ValueError
-        No active offers, no seller with privacy budget left, or records per seller
-        that the learner cannot take (the reason says which).
+        Fewer than two active offers, fewer than two sellers that can be included
+        (no budget left, or less left than the release overhead:
+        :func:`too_few_sellers` says which), or records per seller that the learner
+        cannot take.
     """
     active = offers.list_active_offers(session, market_id=market.id)  # type: ignore[arg-type]
-    if not active:
-        raise ValueError("the market has no active offers")
+    if len(active) < numerics.SMALLEST_ORDER:
+        raise ValueError(
+            f"an order needs active offers from at least {numerics.SMALLEST_ORDER} "
+            f"sellers; the market has {len(active)}"
+        )
     remaining_by = ledgers.remaining_epsilon(
         session, market=market, seller_ids=[o.seller_id for o in active]
     )
@@ -174,8 +213,17 @@ def load_instance(
         remaining, max_eps, k=cfg.k, lam=cfg.lam, learner=learner
     )
     chosen = [o for o, keep in zip(active, included, strict=True) if keep]
-    if not chosen:
-        raise ValueError("no seller in this market has privacy budget left")
+    if len(chosen) < numerics.SMALLEST_ORDER:
+        raise ValueError(
+            too_few_sellers(
+                np.minimum(remaining, max_eps),
+                n_included=len(chosen),
+                cap=market.lifetime_epsilon_cap,
+                k=cfg.k,
+                lam=cfg.lam,
+                learner=learner,
+            )
+        )
     if vertical.is_vertical(market):
         return _vertical_instance(
             market,

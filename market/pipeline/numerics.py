@@ -26,6 +26,7 @@ from learners import LEARNERS, LearnerSpec, ParamError, ReleaseContext, align_by
 from market.errors import InvalidInputError
 from market.models import MINOR_UNITS
 from mechanisms import money
+from mechanisms.priors import check_usable as check_prior_usable
 
 FloatArray = NDArray[np.float64]
 _NUMERIC_ERRORS = (ValueError, TypeError, ArithmeticError, KeyError)
@@ -297,6 +298,58 @@ def build_prior(spec: Mapping[str, Any]) -> Any:
         return mech.prior_from_dict(dict(spec))
     except _NUMERIC_ERRORS as exc:
         raise InvalidInputError("cost_prior", str(exc)) from exc
+
+
+def check_prior(spec: Mapping[str, Any]) -> None:
+    """Check that the prior ``{"family", "params"}`` builds and is numerically usable
+    (``mechanisms.priors.check_usable``: finite ``f > 0``, ``Ψ``, ``Ψ'`` on its
+    central quantiles).
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``cost_prior.params``, with the reason.
+    """
+    prior = build_prior(spec)
+    try:
+        check_prior_usable(prior)
+    except _NUMERIC_ERRORS as exc:
+        raise InvalidInputError("cost_prior.params", str(exc)) from exc
+
+
+SMALLEST_ORDER = 2
+"""Sellers in the smallest order the mechanism can run (it needs two rows)."""
+
+
+def release_overhead_floor(
+    values: Mapping[str, Any],
+    *,
+    task: str,
+    features: Sequence[Mapping[str, Any]] | None = None,
+) -> tuple[float, str | None]:
+    """The largest release overhead ``Δ`` one seller can be charged in an order on a
+    market of ``task`` with these mechanism ``values``, and the learner charging it.
+
+    Over the registered learners that can serve the market (its task; missing values
+    when a feature is ``missable``), ``LearnerSpec.overhead_bound`` at
+    ``m = SMALLEST_ORDER`` sellers: ``2 ln(1 + min(k/2, 1)/(4λ))`` for objective
+    perturbation, 0 for local learners (spec ``mechanism.md`` §3). A seller is
+    included in an order only while its remaining budget exceeds ``Δ``
+    (``market.pipeline.instance.seller_caps``), so a lifetime cap at or below this
+    floor lets an order with few sellers leave out sellers that spent nothing.
+    Returns ``(0.0, None)`` when no learner charges an overhead.
+    """
+    missable = _has_missable(features)
+    worst, by = 0.0, None
+    for spec in LEARNERS.specs():
+        if task not in spec.tasks or (missable and not spec.missing_values):
+            continue
+        bound = spec.overhead_bound(
+            k=float(values["k"]), n_sellers=SMALLEST_ORDER, lam=float(values["lam"])
+        )
+        if bound > worst:
+            worst, by = bound, spec.name
+    return worst, by
 
 
 def check_reported_cost(prior_spec: Mapping[str, Any], cost: float) -> None:

@@ -23,7 +23,8 @@ from market.runtime import leases
 log = logging.getLogger(__name__)
 
 _EXPLAINED = (InvalidInputError, OrderFailedError, ValueError)
-"""Failures whose message is the reason shown to the admin (else the type name)."""
+"""Failures whose message is the reason shown to the admin (else, or when the message
+is empty, "internal error" with the type name: never a bare class name)."""
 
 
 def _compute(
@@ -77,7 +78,8 @@ def run_claimed_job(
     try:
         result = _compute(db_engine, job_id, _progress(touch, job_id))
     except Exception as exc:  # recorded on the job, not lost
-        reason = str(exc) if isinstance(exc, _EXPLAINED) else type(exc).__name__
+        explained = str(exc) if isinstance(exc, _EXPLAINED) else ""
+        reason = explained or f"internal error computing the job ({type(exc).__name__})"
         ok = touch(
             status=RunStatus.FAILED,
             error=reason,

@@ -13,6 +13,7 @@ which :func:`ensure_regular` secures by ironing. The pieces live in private modu
 * ``_ironing``: :class:`IronedPrior`;
 * ``_virtual_costs``: :func:`virtual_costs`, :func:`ensure_regular`;
 * ``_codec``: :func:`prior_from_dict`;
+* ``_usable``: :func:`check_usable` (finite ``f > 0``, ``Ψ``, ``Ψ'`` on the central quantiles);
 * ``_log_space``: log-space helpers of the Gaussian families.
 """
 
@@ -27,6 +28,7 @@ from mechanisms.priors._parametric import (
     LogNormalPrior,
     TruncatedNormalPrior,
 )
+from mechanisms.priors._usable import check_usable
 from mechanisms.priors._virtual_costs import ensure_regular, virtual_costs
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "RegularityReport",
     "TruncatedNormalPrior",
     "UniformPrior",
+    "check_usable",
     "ensure_regular",
     "prior_from_dict",
     "virtual_costs",

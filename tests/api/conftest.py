@@ -96,6 +96,9 @@ def market_body(**overrides: object) -> dict[str, object]:
         ],
         "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
         "validation": [{"x": [1.0, 0.0], "y": 1}, {"x": [9.0, -0.5], "y": -1}],
+        # λ = 1: hetero_dp_logistic's release overhead (2·ln(1.25) ≈ 0.45 at two
+        # sellers) fits under the cap, so the market is usable by every learner.
+        "mechanism": {"lam": 1.0},
         "lifetime_epsilon_cap": 3.0,
     }
     body.update(overrides)

@@ -92,7 +92,10 @@ def test_market_list_pages(api: Api) -> None:
             {"cost_prior": {"family": "uniform", "params": {"low": 2.0, "high": 1.0}}},
             "cost_prior",
         ),
-        ({"cost_prior": {"family": "exponential", "params": {}}}, "cost_prior"),
+        (
+            {"cost_prior": {"family": "exponential", "params": {}}},
+            "cost_prior.params.rate",
+        ),
         ({"task": "regression"}, "target"),
         ({"target": {"low": 0, "high": 1}}, "target"),
         (

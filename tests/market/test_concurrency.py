@@ -21,6 +21,9 @@ from tests.market.test_orders_run import Env, env
 
 __all__ = ["env", "stand_in_payments"]
 CAP = 2.0
+LAM = 0.3
+"""λ with which the cap is usable: the release overhead 2·ln(1 + 1/(4λ)) ≈ 1.21 at two
+sellers fits under it (markets with a smaller cap are refused)."""
 
 
 def _spent(env: Env) -> dict[int, float]:
@@ -65,7 +68,7 @@ def _force_overlap(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
 
 
 def _race(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    mid = env.market(n_sellers=16, cap=CAP, sigma=50.0)
+    mid = env.market(n_sellers=16, cap=CAP, sigma=50.0, lam=LAM)
     ids = [env.order(mid, budget=100.0) for _ in range(2)]
     _force_overlap(monkeypatch, 2)
     _run_parallel(env, 2)
@@ -103,7 +106,7 @@ def test_planted_bug_without_recheck_overdebits(
 def test_many_orders_racing_keep_caps_and_budgets(
     env: Env, stand_in_payments: Any
 ) -> None:
-    mid = env.market(n_sellers=16, cap=CAP, sigma=50.0)
+    mid = env.market(n_sellers=16, cap=CAP, sigma=50.0, lam=LAM)
     ids = [env.order(mid, budget=3.0 + i) for i in range(6)]
     _run_parallel(env, 3)
     spent = _spent(env)

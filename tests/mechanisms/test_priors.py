@@ -24,6 +24,7 @@ from mechanisms.priors import (
     LogNormalPrior,
     TruncatedNormalPrior,
     UniformPrior,
+    check_usable,
     ensure_regular,
     prior_from_dict,
     virtual_costs,
@@ -528,3 +529,23 @@ def test_exponential_psi_monotone_and_above_cost(
     psi = prior.virtual_cost(c)
     assert np.all(np.diff(psi) >= 0)
     assert np.all(psi >= c)
+
+
+@pytest.mark.parametrize(("prior", "_law", "_costs"), FAMILIES)
+def test_standard_families_are_usable(
+    prior: CostPrior, _law: object, _costs: object
+) -> None:
+    check_usable(prior)  # no error
+
+
+@pytest.mark.parametrize(
+    "prior",
+    # each parameter in a sane range, the density underflows to 0 (or overflows)
+    # inside the support
+    [BetaPrior(1000.0, 0.01), BetaPrior(0.01, 0.01)],
+)
+def test_check_usable_refuses_priors_the_mechanism_cannot_compute_with(
+    prior: CostPrior,
+) -> None:
+    with pytest.raises(ValueError, match=r"density f\(c\) .* is not usable"):
+        check_usable(prior)
