@@ -68,7 +68,11 @@ def priced_rows(inst: OrderInstance, learner: Any) -> tuple[Any, Any]:
 
 
 def _allocate_and_pay(
-    run: OrderRun, X: Any, X_val: Any, rep: Progress
+    run: OrderRun,
+    X: Any,
+    X_val: Any,
+    rep: Progress,
+    checkpoint: Callable[[], None] | None,
 ) -> tuple[Any, Any, float, str]:
     inst = run.instance
     cfg = inst.config(gamma=run.gamma)
@@ -109,6 +113,7 @@ def _allocate_and_pay(
         config=cfg,
         allocation=alloc,
         progress=rep.fraction,
+        checkpoint=checkpoint,
         **common,
     )
     return alloc, pay, float(cfg.gamma), "order"
@@ -140,12 +145,18 @@ def _validation_error(learner: Any, X_val: Any, y_val: Any, task: str) -> float 
     return float(np.mean((pred - y_val) ** 2))
 
 
-def compute_order(run: OrderRun, rep: Progress) -> Outcome:
-    """Run the numerics for one order (no database writes except progress)."""
+def compute_order(
+    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
+) -> Outcome:
+    """Run the numerics for one order (no database writes except progress).
+
+    ``checkpoint`` is called before every payment re-solve; what it raises stops the
+    run (``market.pipeline.deadline``: the order's time budget, a worker's shutdown).
+    """
     inst = run.instance
     learner = build_learner(inst)
     X, X_val = priced_rows(inst, learner)
-    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep)
+    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep, checkpoint)
     minor = numerics.payments_to_minor(getattr(pay, "payments", pay))
     if sum(minor) > run.budget_minor:
         raise OrderFailedError(
