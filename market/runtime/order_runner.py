@@ -106,7 +106,15 @@ class Reporter:
             hook(self.order_id, name)
         spec = os.environ.get(SLEEP_ENV, "")
         if spec.partition(":")[0] == name:
-            time.sleep(float(spec.partition(":")[2]))
+            self._sleep(float(spec.partition(":")[2]))
+
+    def _sleep(self, seconds: float) -> None:
+        """The test hook's sleep, as long work would: checking the deadline (time
+        budget, stop requests) every 0.1 s."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self.deadline.check()
+            time.sleep(min(0.1, left))
 
     def fraction(self, done: int, total: int) -> None:
         """Progress callback ``(done, total)``; writes at most twice a second. Checks
