@@ -121,8 +121,9 @@ def test_buyer_places_an_order_and_watches_it_succeed(page: Any, live: Live) -> 
     page.wait_for_selector("#model:not([hidden])", timeout=120_000)
     assert page.inner_text("#order-status") == "succeeded"
     assert page.locator("#stages li").count() >= 2  # progress was seen by stage
-    assert page.inner_text("#guarantee") == "conditional_on_allocation"
-    assert "given the allocation" in page.inner_text("#guarantee-text")
+    # new markets run the strict mode by default (issue 14)
+    assert page.inner_text("#guarantee") == "end_to_end"
+    assert "saw only costs and public data" in page.inner_text("#guarantee-text")
     rows = page.locator("#coefficients tbody tr")
     assert rows.count() == 31  # 30 Wisconsin features and the intercept
     assert "validation_error" in page.inner_text("#metrics")
