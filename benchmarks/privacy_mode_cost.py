@@ -75,7 +75,9 @@ def _run_mode(
         LEARNER, params, config=cfg, task="classification", schema=schema
     )
     Xd = learner.design_matrix(X)
-    prior = numerics.build_prior({"family": "uniform", "params": {"low": 0, "high": 0.1}})
+    prior = numerics.build_prior(
+        {"family": "uniform", "params": {"low": 0, "high": 0.1}}
+    )
     t0 = time.perf_counter()
     alloc = numerics.allocate(Xd, y, costs, prior=prior, config=cfg, eps_max=eps_max)
     seconds = time.perf_counter() - t0
@@ -117,7 +119,10 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
     diff = np.array(
-        [s["error"] - t["error"] for s, t in zip(rows["strict"], rows["default"])]
+        [
+            s["error"] - t["error"]
+            for s, t in zip(rows["strict"], rows["default"], strict=True)
+        ]
     )
     half = 1.96 * float(diff.std(ddof=1)) / np.sqrt(len(diff)) if len(diff) > 1 else 0
     table = [
@@ -141,10 +146,17 @@ def main(argv: list[str] | None = None) -> None:
         f"one-record sellers, {args.reps} splits × {args.draws} noise draws; test "
         "misclassification of the released model on the held-out records.\n\n"
         + markdown_table(
-            ["mode", "guarantee", "test error", "sd over splits", "sellers used",
-             "mean ε_i (used)", "allocation s"],
+            [
+                "mode",
+                "guarantee",
+                "test error",
+                "sd over splits",
+                "sellers used",
+                "mean ε_i (used)",
+                "allocation s",
+            ],
             table,
-        )  # fmt: skip
+        )
         + f"\nPaired difference strict − default: {diff.mean():+.4f} "
         f"(95% CI ± {half:.4f}) in test error.\n"
     )

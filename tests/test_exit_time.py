@@ -8,4 +8,3 @@ import gc
 def test_collected_heap_is_frozen() -> None:
     # well over the imported stack's container objects (~10^5), not a handful
     assert gc.get_freeze_count() > 50_000
-
