@@ -188,7 +188,9 @@ def _audit(
         return "skipped (--audit-sellers 0)"
     from market import audits
 
-    m = int(summary["sellers_eligible"])
+    m = audits.eligible_sellers(
+        db_engine, market_id=market_id, learner="hetero_dp_logistic"
+    )
     sellers = np.sort(rng.choice(m, size=min(n_audit, m), replace=False))
     fields = audits.audit_market(
         db_engine,

@@ -13,28 +13,33 @@ def run_worker(settings: Settings, *, once: bool = False, threads: int = 1) -> N
     """Run the recovery sweep, then claim and run orders and jobs.
 
     ``once``: at most one order or job, then return (tests). Otherwise ``threads``
-    claim loops run until SIGINT or SIGTERM; the running item finishes first (its lease
-    lets another worker take over if this process is killed instead).
+    claim loops run until SIGINT or SIGTERM: a running order is then handed back to
+    the queue at its next cooperative check (well under a second; ``Worker.stop``) and
+    the process exits; a trade-off job finishes first (its lease lets another worker
+    take over if this process is killed instead).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     engine = make_engine(settings.database_url)
     try:
         recover(engine)
         if once:
-            Worker(engine, lease_seconds=settings.job_lease_seconds).run_once()
+            Worker.from_settings(engine, settings).run_once()
             return
         stop = threading.Event()
+        workers = [Worker.from_settings(engine, settings) for _ in range(threads)]
+
+        def on_signal(*_: object) -> None:
+            stop.set()
+            for w in workers:
+                w.stop()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, on_signal)
         loops = [
             threading.Thread(
-                target=Worker(
-                    engine, lease_seconds=settings.job_lease_seconds
-                ).run_forever,
-                args=(stop,),
-                name=f"privmarket-worker-{i}",
+                target=w.run_forever, args=(stop,), name=f"privmarket-worker-{i}"
             )
-            for i in range(threads)
+            for i, w in enumerate(workers)
         ]
         for t in loops:
             t.start()

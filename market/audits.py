@@ -51,6 +51,14 @@ def audit_market(
     return dict(report.to_dict())
 
 
+def eligible_sellers(db_engine: Engine, *, market_id: int, learner: str) -> int:
+    """How many sellers an order on the market placed now would price (an admin's
+    figure: the buyer's summary does not show it)."""
+    with session_scope(db_engine) as session:
+        inst = load_current(session, market_id=market_id, learner=learner, params={})
+    return len(inst.seller_ids)
+
+
 def sample_costs(
     prior_spec: Mapping[str, Any], n: int, *, rng: np.random.Generator
 ) -> FloatArray:

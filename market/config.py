@@ -25,6 +25,10 @@ class Settings(BaseSettings):
         CORS origins (empty: no cross-origin access).
     job_lease_seconds : float
         How long a worker's claim on an order or job lasts without a heartbeat.
+    order_time_limit_seconds : float
+        Time budget of one run of an order (default 900 s): over it the order fails
+        with that reason, nothing charged; also how long an order keeps retrying a
+        settlement that loses races against other orders.
     argon2_time_cost, argon2_memory_kib, argon2_parallelism : int
         Argon2id parameters for API-key hashes; defaults are the OWASP minimum
         (m = 19 MiB, t = 2, p = 1).
@@ -47,6 +51,7 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=0)
     allowed_origins: list[str] = Field(default_factory=list)
     job_lease_seconds: float = Field(default=60.0, gt=0)
+    order_time_limit_seconds: float = Field(default=900.0, gt=0, allow_inf_nan=False)
     argon2_time_cost: int = Field(default=2, ge=1)
     argon2_memory_kib: int = Field(default=19 * 1024, ge=8)
     argon2_parallelism: int = Field(default=1, ge=1)

@@ -84,7 +84,12 @@ def priced_rows(inst: OrderInstance, learner: Any) -> tuple[Any, Any]:
 
 
 def _allocate_and_pay(
-    run: OrderRun, X: Any, X_val: Any, rep: Progress, y: Any = None
+    run: OrderRun,
+    X: Any,
+    X_val: Any,
+    rep: Progress,
+    checkpoint: Callable[[], None] | None = None,
+    y: Any = None,
 ) -> tuple[Any, Any, float, str]:
     inst = run.instance
     y = inst.y if y is None else y
@@ -127,6 +132,7 @@ def _allocate_and_pay(
         config=cfg,
         allocation=alloc,
         progress=rep.fraction,
+        checkpoint=checkpoint,
         **common,
     )
     return alloc, pay, float(cfg.gamma), "order"
@@ -170,7 +176,9 @@ def _payments_within_budget(run: OrderRun, pay: Any, gamma: float) -> list[int]:
     return minor
 
 
-def compute_vertical_order(run: OrderRun, rep: Progress) -> Outcome:
+def compute_vertical_order(
+    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
+) -> Outcome:
     """A vertical market's order (README "Vertical markets"): each party is one seller.
 
     The mechanism prices one public row per party (``learner.design_matrix`` of the
@@ -191,7 +199,7 @@ def compute_vertical_order(run: OrderRun, rep: Progress) -> Outcome:
     blocks = [inst.X[:, a:b] for a, b in itertools.pairwise(edges)]
     X = learner.design_matrix(blocks)
     alloc, pay, gamma, source = _allocate_and_pay(
-        run, X, None, rep, y=np.ones(len(blocks))
+        run, X, None, rep, checkpoint, y=np.ones(len(blocks))
     )
     minor = _payments_within_budget(run, pay, gamma)
     eps = np.asarray(alloc.epsilon, dtype=float)
@@ -226,14 +234,20 @@ def compute_vertical_order(run: OrderRun, rep: Progress) -> Outcome:
     )
 
 
-def compute_order(run: OrderRun, rep: Progress) -> Outcome:
-    """Run the numerics for one order (no database writes except progress)."""
+def compute_order(
+    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
+) -> Outcome:
+    """Run the numerics for one order (no database writes except progress).
+
+    ``checkpoint`` is called before every payment re-solve; what it raises stops the
+    run (``market.pipeline.deadline``: the order's time budget, a worker's shutdown).
+    """
     inst = run.instance
     if inst.party_sizes is not None:
-        return compute_vertical_order(run, rep)
+        return compute_vertical_order(run, rep, checkpoint=checkpoint)
     learner = build_learner(inst)
     X, X_val = priced_rows(inst, learner)
-    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep)
+    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep, checkpoint)
     minor = _payments_within_budget(run, pay, gamma)
     rep.stage("releasing")
     eps = np.asarray(alloc.epsilon, dtype=float)[inst.groups]

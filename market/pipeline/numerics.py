@@ -479,13 +479,20 @@ def myerson_payments(
     eps_max: FloatArray,
     allocation: Any = None,
     progress: Any = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> Any:
     """Myerson payments (spec §5) via ``mechanisms.myerson_payments`` (``.payments``,
-    ``.epsilon``); an order never falls back to the paper's non-IC ``Ψ·ε`` rule."""
+    ``.epsilon``); an order never falls back to the paper's non-IC ``Ψ·ε`` rule.
+    ``checkpoint()`` runs before every re-solve (cooperative stop)."""
     instance = mech.Instance(X, y, costs, prior, eps_max)
     with payments_executor(len(costs)) as pool:
         return mech.myerson_payments(
-            instance, config, executor=pool, base=allocation, progress=progress
+            instance,
+            config,
+            executor=pool,
+            base=allocation,
+            progress=progress,
+            checkpoint=checkpoint,
         )
 
 

@@ -101,13 +101,37 @@ def eps_stats(eps: FloatArray) -> dict[str, float]:
     }
 
 
-def summary(run: OrderRun, out: Outcome, *, attempts: int) -> dict[str, Any]:
-    """The buyer-visible summary: aggregates only."""
+SUMMARY_FIELDS = {
+    "sellers_used": "sellers whose ε > 0 (allocation)",
+    "epsilon": "min / median / max of the sellers' ε > 0 (allocation)",
+    "total_paid": "what the buyer is charged, Σ of the per-seller payments",
+    "total_paid_minor": "the same in minor units (cents)",
+    "budget": "the order's budget (the buyer's own input)",
+    "validation_error": "the released model's error on the public validation set",
+    "gamma": "the γ the order ran with (fixed or chosen for the budget)",
+    "gamma_source": '"order" (the buyer gave γ) or "chosen" (chosen for the budget)',
+    "parameters_version": "the market settings version the order ran with",
+    "guarantee": "the guarantee label of the release (privacy mode)",
+    "learner": "the learner of the order",
+}
+"""Every field of the buyer's order summary (documented in the README, "What a buyer
+sees"). Deliberately absent: how many sellers offered or were eligible (eligibility
+depends on sellers' remaining budgets, hence on earlier orders' data-dependent
+allocations), per-stage timings (a timing side channel on the records), settlement
+retries (other orders' activity)."""
+
+
+def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
+    """The buyer-visible summary: aggregates only, the fields of :data:`SUMMARY_FIELDS`.
+
+    The allocation-derived fields (``sellers_used``, ``epsilon``, ``total_paid``)
+    depend only on reported costs and public settings in ``strict`` mode; in
+    ``default`` mode they also depend on the records, and the release's guarantee
+    (``conditional_on_allocation``) holds given them, not for them.
+    """
     inp = run.instance
     total = sum(out.payments_minor)
     return {
-        "sellers_offered": inp.n_offers,
-        "sellers_eligible": len(inp.seller_ids),
         "sellers_used": int(np.sum(out.epsilon_total > 0)),
         "epsilon": eps_stats(out.epsilon_total),
         "total_paid": to_major(total),
@@ -119,8 +143,6 @@ def summary(run: OrderRun, out: Outcome, *, attempts: int) -> dict[str, Any]:
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
         "learner": inp.learner,
-        "settlement_attempts": attempts,
-        "timings": out.timings,
     }
 
 

@@ -7,13 +7,24 @@ the payments' progress callback), ``releasing``, ``settling``, ``done``.
 
 Settlement is one transaction (``db.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
 row locks on PostgreSQL): fence on the lease, lock the sellers, re-check the remaining
-budgets against ``ε_total``; if another order used a seller's budget meanwhile the run
-starts over from loading with the new caps (at most ``MAX_RUNS`` times), never
-over-debiting. A released model that is not settled is discarded unseen.
+budgets against ``ε_total``; if another order used a seller's budget meanwhile nothing
+is written and the order goes **back to the queue** with a jittered backoff that grows
+with how long it has waited (:func:`settle_backoff`), to start over from loading with
+the new caps; it fails only when that has gone on for longer than its time budget since
+it first started (sellers' budgets kept changing under it). A released model that is
+not settled is discarded unseen.
+
+Each run has a time budget (``Settings.order_time_limit_seconds``,
+:class:`market.pipeline.deadline.Deadline`), checked at every stage, progress report and
+payment re-solve: over it the order fails with that reason, nothing settled. A worker
+that is stopping (:func:`market.pipeline.deadline.request_stop`) hands the order back
+to the queue at the next check; that claim does not count as a crash attempt.
 """
 
 import logging
+import math
 import os
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -27,12 +38,18 @@ from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
 from market.models import Market, Order, RunStatus, utcnow
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
+from market.pipeline.deadline import (
+    Deadline,
+    TimeBudgetExceededError,
+    WorkerStoppingError,
+)
 from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
 from market.runtime import leases
 
 log = logging.getLogger(__name__)
-MAX_RUNS = 3
+BACKOFF_MIN, BACKOFF_MAX = 0.05, 5.0
+"""Seconds a contended order waits in the queue before it is claimed again (bounds)."""
 STAGE_HOOKS: list[Callable[[int, str], None]] = []
 """Test hooks called as ``hook(order_id, stage)`` when a stage starts."""
 SLEEP_ENV = "PRIVMARKET_TEST_STAGE_SLEEP"
@@ -47,10 +64,17 @@ class Reporter:
     """Persists progress (fenced by the lease) and runs the stage hooks."""
 
     def __init__(
-        self, db_engine: Engine, order_id: int, *, owner: str, lease_seconds: float
+        self,
+        db_engine: Engine,
+        order_id: int,
+        *,
+        owner: str,
+        lease_seconds: float,
+        deadline: Deadline | None = None,
     ) -> None:
         self.db_engine, self.order_id = db_engine, order_id
         self.owner, self.lease_seconds = owner, lease_seconds
+        self.deadline = deadline or Deadline.start(owner, math.inf)
         self.lost = threading.Event()
         self.timings: dict[str, float] = {}
         self._stage, self._t0, self._last = "loading", time.perf_counter(), 0.0
@@ -69,7 +93,9 @@ class Reporter:
             self.lost.set()
 
     def stage(self, name: str) -> None:
-        """Enter stage ``name`` (fraction 0); raises ``LeaseLostError`` if taken over."""
+        """Enter stage ``name`` (fraction 0); raises ``LeaseLostError`` if taken over,
+        the deadline's errors when the run must stop."""
+        self.deadline.check()
         now = time.perf_counter()
         self.timings[self._stage] = round(now - self._t0, 4)
         self._stage, self._t0 = name, now
@@ -80,10 +106,20 @@ class Reporter:
             hook(self.order_id, name)
         spec = os.environ.get(SLEEP_ENV, "")
         if spec.partition(":")[0] == name:
-            time.sleep(float(spec.partition(":")[2]))
+            self._sleep(float(spec.partition(":")[2]))
+
+    def _sleep(self, seconds: float) -> None:
+        """The test hook's sleep, as long work would: checking the deadline (time
+        budget, stop requests) every 0.1 s."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self.deadline.check()
+            time.sleep(min(0.1, left))
 
     def fraction(self, done: int, total: int) -> None:
-        """Progress callback ``(done, total)``; writes at most twice a second."""
+        """Progress callback ``(done, total)``; writes at most twice a second. Checks
+        the deadline first (raising stops the computation that reports)."""
+        self.deadline.check()
         now = time.monotonic()
         if now - self._last < 0.5 and done < total:
             return
@@ -96,13 +132,11 @@ class Reporter:
 
 def compute(run: OrderRun, rep: Reporter) -> Outcome:
     """The run's numerics (``market.pipeline.compute``) with the stage timings."""
-    out = compute_order(run, rep)
+    out = compute_order(run, rep, checkpoint=rep.deadline.checkpoint())
     return replace(out, timings=dict(rep.timings))
 
 
-def _settle(
-    db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str, attempts: int
-) -> None:
+def _settle(db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str) -> None:
     """Write allocations, ledgers and the result in ONE transaction (module docstring).
 
     Raises
@@ -121,7 +155,7 @@ def _settle(
         assert market is not None
         items = results.spends(run.instance, out)
         ledgers.settle_order(session, order=order, market=market, spends=items)
-        order.summary = results.summary(run, out, attempts=attempts)
+        order.summary = results.summary(run, out)
         order.model = results.model_json(run, out)
         order.status, order.error = RunStatus.SUCCEEDED, None
         order.progress_stage, order.progress_fraction = "done", 1.0
@@ -171,37 +205,110 @@ def _record_snapshot(rep: Reporter, run: OrderRun) -> None:
     )
 
 
+def settle_backoff(waited_seconds: float) -> float:
+    """Seconds before a contended order may be claimed again: a quarter of the time it
+    has waited since it first started, within ``[BACKOFF_MIN, BACKOFF_MAX]``, times a
+    jitter in ``[0.5, 1.5)`` so racing orders spread out."""
+    base = min(max(0.25 * waited_seconds, BACKOFF_MIN), BACKOFF_MAX)
+    return base * (0.5 + random.random())
+
+
+def requeue(
+    db_engine: Engine, order_id: int, *, owner: str, delay: float, reason: str
+) -> bool:
+    """Hand our running order back to the queue, claimable again after ``delay`` s
+    (``lease_expires_at`` of a queued row is its not-before time); the claim is not
+    counted as a crash attempt. ``False`` if the order is no longer ours."""
+    log.info("order %s: back to the queue in %.2f s (%s)", order_id, delay, reason)
+    return leases.touch(
+        db_engine,
+        Order,
+        order_id,
+        owner=owner,
+        lease_seconds=delay,
+        status=RunStatus.QUEUED,
+        lease_owner=None,
+        attempts=Order.attempts - 1,
+        progress_stage="queued",
+        progress_fraction=0.0,
+    )
+
+
+def _waited(db_engine: Engine, order_id: int) -> float:
+    """Seconds since the order first started running."""
+    with db.session_scope(db_engine) as session:
+        order = session.get(Order, order_id)
+        started = None if order is None else order.started_at
+    if started is None:
+        return 0.0
+    now = utcnow()
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=now.tzinfo)
+    return max((now - started).total_seconds(), 0.0)
+
+
+def _contended(db_engine: Engine, order_id: int, *, owner: str, patience: float) -> str:
+    """Settlement lost a race for sellers' budgets: requeue with backoff, or fail once
+    the order has waited longer than ``patience`` seconds since it first started."""
+    waited = _waited(db_engine, order_id)
+    if waited > patience:
+        reason = (
+            f"sellers' privacy budgets kept changing under other orders for "
+            f"{waited:.0f} s (more than the order's time budget of {patience:g} s); "
+            "nothing was charged"
+        )
+        fail(db_engine, order_id, owner=owner, reason=reason)
+        return RunStatus.FAILED
+    delay = settle_backoff(waited)
+    if not requeue(
+        db_engine, order_id, owner=owner, delay=delay, reason="settlement contention"
+    ):
+        return "lost"
+    return RunStatus.QUEUED
+
+
 def run_order(
-    db_engine: Engine, order_id: int, *, owner: str, lease_seconds: float
+    db_engine: Engine,
+    order_id: int,
+    *,
+    owner: str,
+    lease_seconds: float,
+    time_limit: float = math.inf,
 ) -> str:
-    """Run a claimed order to ``succeeded`` or ``failed``; return the final status
+    """Run a claimed order to ``succeeded`` or ``failed``, or hand it back to the queue
+    (``queued``: settlement contention or the worker stopping); return that status
     (``"lost"`` when another worker took it over).
 
-    Failures are recorded with a buyer-safe reason; unexpected errors are logged with
-    their details and recorded as an internal error of the stage.
+    ``time_limit`` is the run's time budget in seconds (module docstring). Failures
+    are recorded with a buyer-safe reason; unexpected errors are logged with their
+    details and recorded as an internal error of the stage.
     """
-    rep = Reporter(db_engine, order_id, owner=owner, lease_seconds=lease_seconds)
+    deadline = Deadline.start(owner, time_limit)
+    rep = Reporter(
+        db_engine, order_id, owner=owner, lease_seconds=lease_seconds, deadline=deadline
+    )
     try:
-        for attempt in range(1, MAX_RUNS + 1):
-            rep.stage("loading")
-            run = _load(db_engine, order_id, owner=owner)
-            _record_snapshot(rep, run)
-            out = compute(run, rep)
-            rep.stage("settling")
-            try:
-                _settle(db_engine, run, out, owner=owner, attempts=attempt)
-            except PrivacyBudgetExhaustedError:
-                log.info(
-                    "order %s: budgets changed, re-running (%d)", order_id, attempt
-                )
-                continue
-            return RunStatus.SUCCEEDED
-        raise OrderFailedError(
-            f"sellers' privacy budgets changed during {MAX_RUNS} runs (other orders "
-            "settled first); place the order again"
-        )
+        rep.stage("loading")
+        run = _load(db_engine, order_id, owner=owner)
+        _record_snapshot(rep, run)
+        out = compute(run, rep)
+        rep.stage("settling")
+        try:
+            _settle(db_engine, run, out, owner=owner)
+        except PrivacyBudgetExhaustedError:
+            return _contended(db_engine, order_id, owner=owner, patience=time_limit)
+        log.info("order %s: stage seconds %s", order_id, out.timings)
+        return RunStatus.SUCCEEDED
     except LeaseLostError:
         return "lost"
+    except WorkerStoppingError:
+        ok = requeue(db_engine, order_id, owner=owner, delay=0.0, reason="worker stop")
+        return RunStatus.QUEUED if ok else "lost"
+    except TimeBudgetExceededError as exc:
+        reason = (
+            f"the order exceeded its time budget of {exc.seconds:g} s in stage "
+            f"{rep._stage}; nothing was charged"
+        )
     except OrderFailedError as exc:
         reason = str(exc)
     except Exception as exc:  # recorded on the order, details only in the log

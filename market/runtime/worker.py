@@ -9,11 +9,20 @@ worker); a row claimed ``MAX_ATTEMPTS`` times is failed with a reason instead of
 retried forever. The recovery sweep (:func:`recover`, run at worker start) does the
 same for every abandoned row at once, and treats a lease held by a dead process on this
 host as expired. Orders are re-run from scratch (settlement is one fenced transaction,
-so a re-run never settles twice); trade-off jobs are recomputed.
+so a re-run never settles twice); trade-off jobs are recomputed. A queued row whose
+``lease_expires_at`` lies in the future was handed back with a backoff (settlement
+contention, ``order_runner.requeue``) and is not claimable before that time.
+
+Stopping (SIGTERM, app shutdown): :meth:`Worker.stop` asks the running order to stop
+at its next cooperative check (``market.pipeline.deadline``: every stage, progress
+report and payment re-solve, well under a second apart), which hands it back to the
+queue; :func:`start_threads`' stopper waits at most ``STOP_GRACE_SECONDS`` for that.
 """
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -25,11 +34,14 @@ from sqlmodel import Session, col, or_, select
 from market import db
 from market.config import Settings
 from market.models import Job, Order, RunStatus, utcnow
+from market.pipeline import deadline
 from market.runtime import job_runner, leases, order_runner
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 """Claims per order or job before it is failed ("worker lost ... times")."""
+STOP_GRACE_SECONDS = 5.0
+"""How long a stopping app waits for its worker threads to hand back their orders."""
 
 
 def _give_up(row: Order | Job) -> None:
@@ -46,9 +58,13 @@ def _claimable(table: leases.LeasedTable) -> Any:
     expired = sa.and_(
         col(table.status) == RunStatus.RUNNING, col(table.lease_expires_at) < now
     )
+    ready = sa.and_(
+        col(table.status) == RunStatus.QUEUED,
+        or_(col(table.lease_expires_at).is_(None), col(table.lease_expires_at) < now),
+    )
     return (
         select(table)
-        .where(or_(col(table.status) == RunStatus.QUEUED, expired))
+        .where(or_(ready, expired))
         .order_by(col(table.id))
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -124,16 +140,35 @@ class Worker:
     """Claims and runs orders, then trade-off jobs, one at a time."""
 
     def __init__(
-        self, engine: Engine, *, lease_seconds: float = 60.0, poll_seconds: float = 0.5
+        self,
+        engine: Engine,
+        *,
+        lease_seconds: float = 60.0,
+        poll_seconds: float = 0.5,
+        time_limit: float = math.inf,
     ) -> None:
         self.engine, self.lease_seconds = engine, lease_seconds
-        self.poll_seconds = poll_seconds
+        self.poll_seconds, self.time_limit = poll_seconds, time_limit
         self.owner = leases.new_owner()
 
-    def _run(self, table: leases.LeasedTable, row_id: int) -> None:
-        run: Callable[..., Any] = (
-            order_runner.run_order if table is Order else job_runner.run_claimed_job
+    @classmethod
+    def from_settings(cls, engine: Engine, settings: Settings) -> "Worker":
+        """A worker with the deployment's lease length and per-order time budget."""
+        return cls(
+            engine,
+            lease_seconds=settings.job_lease_seconds,
+            time_limit=settings.order_time_limit_seconds,
         )
+
+    def stop(self) -> None:
+        """Ask the running order (if any) to hand itself back to the queue now."""
+        deadline.request_stop(self.owner)
+
+    def _run(self, table: leases.LeasedTable, row_id: int) -> None:
+        run: Callable[..., Any] = job_runner.run_claimed_job
+        kwargs: dict[str, Any] = {}
+        if table is Order:
+            run, kwargs = order_runner.run_order, {"time_limit": self.time_limit}
         with leases.heartbeat(
             self.engine,
             table,
@@ -141,10 +176,18 @@ class Worker:
             owner=self.owner,
             lease_seconds=self.lease_seconds,
         ):
-            run(self.engine, row_id, owner=self.owner, lease_seconds=self.lease_seconds)
+            run(
+                self.engine,
+                row_id,
+                owner=self.owner,
+                lease_seconds=self.lease_seconds,
+                **kwargs,
+            )
 
     def run_once(self) -> bool:
         """Claim and run one order (else one job); return whether there was work."""
+        if deadline.stop_requested(self.owner):
+            return False
         for table in (Order, Job):
             row_id = claim(
                 self.engine, table, owner=self.owner, lease_seconds=self.lease_seconds
@@ -168,25 +211,33 @@ class Worker:
 
 def start_threads(engine: Engine, settings: Settings) -> Callable[[], None]:
     """Run the recovery sweep, start ``settings.workers`` worker threads; return a
-    function that stops them (waits for running work up to the lease length)."""
+    function that stops them: running orders are handed back to the queue at their
+    next cooperative check; it waits at most ``STOP_GRACE_SECONDS`` (a job or a
+    release still running then is left to its lease, which expires)."""
     recover(engine)
     stop = threading.Event()
+    workers = [Worker.from_settings(engine, settings) for _ in range(settings.workers)]
     threads = [
         threading.Thread(
-            target=Worker(engine, lease_seconds=settings.job_lease_seconds).run_forever,
+            target=w.run_forever,
             args=(stop,),
             name=f"privmarket-worker-{i}",
             daemon=True,
         )
-        for i in range(settings.workers)
+        for i, w in enumerate(workers)
     ]
     for t in threads:
         t.start()
 
     def stopper() -> None:
         stop.set()
+        for w in workers:
+            w.stop()
+        end = time.monotonic() + STOP_GRACE_SECONDS
         for t in threads:
-            t.join(timeout=settings.job_lease_seconds)
+            t.join(timeout=max(end - time.monotonic(), 0.0))
+        for w in workers:
+            deadline.clear_stop(w.owner)
 
     return stopper
 

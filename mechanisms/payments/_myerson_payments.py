@@ -8,6 +8,7 @@ kept for the callers written before :class:`~mechanisms.Instance` existed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Literal, overload
 
@@ -35,6 +36,7 @@ def myerson_payments(
     progress: Progress | None = None,
     chunk_size: int | None = None,
     verify: Literal["sample", "all"] = "sample",
+    checkpoint: Callable[[], None] | None = None,
 ) -> PaymentResult: ...
 
 
@@ -53,6 +55,7 @@ def myerson_payments(
     progress: Progress | None = None,
     chunk_size: int | None = None,
     verify: str = "sample",
+    checkpoint: Callable[[], None] | None = None,
 ) -> PaymentResult: ...
 
 
@@ -83,6 +86,9 @@ def myerson_payments(*args: Any, **kwargs: Any) -> PaymentResult:
     verify : {"sample", "all"}
         Which winners' shortcut re-solves are checked against cold full re-solves
         (see ``mechanisms.payments._payments.myerson_payments``).
+    checkpoint : callable, optional
+        Called before every re-solve; what it raises stops the payments
+        (cooperative cancellation: time budgets, shutdown).
     X, y, costs, prior, eps_max
         The positional form's arrays, as the fields of :class:`~mechanisms.Instance`.
 

@@ -209,6 +209,7 @@ def myerson_payments(
     chunk_size: int | None = None,
     verify: str = "sample",
     rtol: float | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> PaymentResult:
     """Myerson payments ``t_i`` of spec §5 for the allocation of ``costs``.
 
@@ -241,6 +242,9 @@ def myerson_payments(
     rtol : float, optional
         Relative tolerance of each seller's integral and critical-cost bracket
         (default ``PaymentJob.rtol``, 1e-5); the IC-regret audits use a tighter one.
+    checkpoint : callable, optional
+        Called before every re-solve (``PaymentJob.checkpoint``); raise from it to
+        stop the payments (e.g. a time budget). Must be picklable for process pools.
 
     Returns
     -------
@@ -254,6 +258,8 @@ def myerson_payments(
         if not (0.0 < rtol < 1.0):
             raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
         job = dataclasses.replace(job, rtol=float(rtol))
+    if checkpoint is not None:
+        job = dataclasses.replace(job, checkpoint=checkpoint)
     idx = _seller_indices(sellers, job.prob.m)
     if verify == "sample":
         sample = verification_sample(job.base, idx)

@@ -44,6 +44,8 @@ class SellerCurve:
     does not run. With ``fast`` (default) a re-solve first tries the certified shortcut of
     :mod:`mechanisms.local_resolve`, with lower bounds on the grid values from the
     full solves seen so far; the full search runs whenever the certificate fails.
+    ``checkpoint`` (optional) is called before every re-solve; what it raises ends
+    the sweep (cooperative cancellation, ``PaymentJob.checkpoint``).
     """
 
     prob: Problem
@@ -63,6 +65,7 @@ class SellerCurve:
     fast_keys: set[float] = field(default_factory=set)
     # Per evaluated report: (status, max KKT residual, relative range gap or None).
     checks: dict[float, tuple[str, float, float | None]] = field(default_factory=dict)
+    checkpoint: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -82,6 +85,8 @@ class SellerCurve:
         hit = self.cache.get(s)
         if hit is not None:
             return hit
+        if self.checkpoint is not None:
+            self.checkpoint()
         psi = self.prob.psi.copy()
         psi[self.index] = float(np.asarray(self.prior.virtual_cost(np.array([s])))[0])
         alloc = self._solve(dataclasses.replace(self.prob, psi=psi), s)

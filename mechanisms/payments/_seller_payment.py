@@ -15,6 +15,7 @@ mismatch. :func:`mechanisms.payments.myerson_payments` maps this over sellers.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,10 @@ class PaymentJob:
     full re-solves (default none: every seller is checked). ``rtol``: relative
     tolerance of each seller's integral and critical-cost bracket (1e-5: a payment of
     1,000 is right to a tenth of a cent before rounding down to the ledger unit).
+    ``checkpoint``: called before every re-solve of every seller's sweep; a caller
+    that must stop (a time budget, a worker shutting down) raises from it, and the
+    exception ends the payments (picklable: a module-level function or a
+    ``functools.partial`` of one when sellers run in other processes).
     """
 
     prob: Problem
@@ -96,6 +101,7 @@ class PaymentJob:
     rule: str = "simpson"
     n_check: int = 1
     unverified: frozenset[int] = frozenset()
+    checkpoint: Callable[[], None] | None = None
 
 
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
@@ -118,6 +124,7 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
         solver=job.solver,
         fast=job.fast,
         warm_full=job.warm_full,
+        checkpoint=job.checkpoint,
     )
     tol = FAST_TOL * max(curve.epsilon(c), _mean_winner_epsilon(job.base))
     verify = i not in job.unverified

@@ -151,7 +151,7 @@ function showSummary(order) {
     ["learner", order.learner],
     ["γ", `${PM.fmt(s.gamma)} (${s.gamma_source || "—"})`],
     ["total paid / budget", `${PM.money(s.total_paid)} / ${PM.money(order.budget)}`],
-    ["sellers used", `${s.sellers_used ?? "—"} of ${s.sellers_eligible ?? "—"} eligible`],
+    ["sellers used", `${s.sellers_used ?? "—"}`],
     ["ε min / median / max", `${PM.fmt(eps.min)} / ${PM.fmt(eps.median)} / ${PM.fmt(eps.max)}`],
     ["validation error", PM.fmt(s.validation_error)],
   ]);

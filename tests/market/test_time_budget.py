@@ -1,0 +1,189 @@
+"""Bounded order work (issue 14, item 1): a per-order time budget that fails the order
+cleanly, and workers that stop within seconds on request or SIGTERM, handing the
+running order back to the queue (``market.pipeline.deadline``).
+
+In-process tests run on SQLite and PostgreSQL; the process tests (``privmarket
+worker`` and ``privmarket serve`` receiving SIGTERM) on SQLite only.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from sqlmodel import Session, select
+
+from market.db import ROOT, make_engine
+from market.models import Allocation, LedgerEntry, Order
+from market.pipeline import numerics
+from market.runtime import worker
+from tests.market.pipeline_helpers import fake_payments, stand_in_payments
+from tests.market.test_orders_run import Env, env
+from tests.market.test_restart import _free_port, _wait
+
+__all__ = ["env", "stand_in_payments"]
+
+
+def _endless_payments(*args: Any, **kw: Any) -> Any:
+    """Payments that never finish but call the numerics' checkpoint like a re-solve
+    loop does (every 20 ms)."""
+    checkpoint = kw["checkpoint"]
+    assert checkpoint is not None
+    while True:
+        checkpoint()
+        time.sleep(0.02)
+
+
+def _order_row(env: Env, oid: int) -> Order:
+    with Session(env.engine) as s:
+        order = s.get(Order, oid)
+        assert order is not None
+        return order
+
+
+def _nothing_written(env: Env, oid: int) -> bool:
+    with Session(env.engine) as s:
+        entries = s.exec(select(LedgerEntry).where(LedgerEntry.order_id == oid)).all()
+        allocs = s.exec(select(Allocation).where(Allocation.order_id == oid)).all()
+    return not entries and not allocs
+
+
+def test_order_over_its_time_budget_fails_with_the_reason(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(numerics, "myerson_payments", _endless_payments)
+    mid = env.market(n_sellers=12)
+    oid = env.order(mid)
+    w = worker.Worker(env.engine, lease_seconds=30, time_limit=1.0)
+    t0 = time.monotonic()
+    assert w.run_once()
+    assert time.monotonic() - t0 < 30  # stopped, not stuck in the endless stage
+    st = env.status(oid)
+    assert st["status"] == "failed"
+    # the stage where the budget ran out: payments, or earlier on a loaded machine
+    assert re.fullmatch(
+        r"the order exceeded its time budget of 1 s in stage "
+        r"(loading|allocating|payments); nothing was charged",
+        st["error"],
+    ), st["error"]
+    assert _nothing_written(env, oid)
+
+
+def test_time_budget_comes_from_the_settings(database_url: str) -> None:
+    from tests.api.conftest import fast_settings
+
+    settings = fast_settings(database_url, order_time_limit_seconds=42.0)
+    engine = make_engine(database_url)
+    try:
+        assert worker.Worker.from_settings(engine, settings).time_limit == 42.0
+    finally:
+        engine.dispose()
+
+
+def test_stopping_worker_hands_the_order_back_within_seconds(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(numerics, "myerson_payments", _endless_payments)
+    mid = env.market(n_sellers=12)
+    oid = env.order(mid)
+    w = worker.Worker(env.engine, lease_seconds=30)
+    thread = threading.Thread(target=w.run_once)
+    thread.start()
+    _wait(lambda: _order_row(env, oid).progress_stage == "payments", 60, "payments")
+    t0 = time.monotonic()
+    w.stop()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert time.monotonic() - t0 < 5
+    order = _order_row(env, oid)
+    assert (order.status, order.lease_owner, order.attempts) == ("queued", None, 0)
+    assert _nothing_written(env, oid)
+    # Another worker resumes it (the stand-in payments now finish).
+    monkeypatch.setattr(numerics, "myerson_payments", fake_payments)
+    assert worker.Worker(env.engine, lease_seconds=30).run_once()
+    assert env.status(oid)["status"] == "succeeded"
+
+
+WORKER_LOOP = """
+from market.pipeline import numerics
+from tests.market import pipeline_helpers as h
+numerics.myerson_payments = h.fake_payments
+from api.pipeline_cli import run_worker
+from market.config import Settings
+run_worker(Settings())
+"""
+
+SERVER = """
+import sys
+import uvicorn
+from market.pipeline import numerics
+from tests.market import pipeline_helpers as h
+numerics.myerson_payments = h.fake_payments
+from api.main import create_app
+from market.config import get_settings
+# what `privmarket serve` runs, on the test's database (tables made without alembic)
+uvicorn.run(create_app(get_settings()), host="127.0.0.1", port=int(sys.argv[1]))
+"""
+
+
+def _sigterm_mid_order(env: Env, database_url: str, code: list[str]) -> float:
+    """Start ``code`` with the order held in the payments stage, send SIGTERM there;
+    return the seconds until the process exited."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("one backend is enough for the process-level SIGTERM test")
+    mid = env.market(n_sellers=12)
+    oid = env.order(mid)
+    proc = subprocess.Popen(
+        [sys.executable, *code],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PRIVMARKET_DATABASE_URL": database_url,
+            "PRIVMARKET_WORKERS": "1",
+            "PRIVMARKET_TEST_STAGE_SLEEP": "payments:600",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait(
+            lambda: _order_row(env, oid).progress_stage == "payments",
+            120,
+            "the order to reach payments",
+        )
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    order = _order_row(env, oid)
+    assert (order.status, order.lease_owner) == ("queued", None)
+    assert _nothing_written(env, oid)
+    # the order is resumed by the next worker and settles once
+    assert worker.Worker(env.engine, lease_seconds=30).run_once()
+    assert env.status(oid)["status"] == "succeeded"
+    return took
+
+
+def test_sigterm_stops_a_worker_process_within_seconds(
+    env: Env, database_url: str, stand_in_payments: Any
+) -> None:
+    assert _sigterm_mid_order(env, database_url, ["-c", WORKER_LOOP]) < 5
+
+
+def test_sigterm_stops_the_server_and_its_worker_threads_within_seconds(
+    env: Env, database_url: str, stand_in_payments: Any
+) -> None:
+    port = str(_free_port())
+    code = ["-c", SERVER, port]
+    assert _sigterm_mid_order(env, database_url, code) < 5
