@@ -179,7 +179,7 @@ def test_an_order_that_keeps_losing_the_race_is_requeued_not_failed(
         real(*args, **kwargs)
 
     monkeypatch.setattr(ledgers, "_check_caps", contended)
-    mid = env.market(n_sellers=16, cap=CAP, sigma=50.0)
+    mid = env.market(n_sellers=16, cap=CAP, sigma=50.0, lam=LAM)
     oid = env.order(mid, budget=100.0)
     loads = _force_overlap(monkeypatch, 1)
     _run_parallel(env, 1)
