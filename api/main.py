@@ -13,6 +13,7 @@ from api.rate_limit import rate_limit
 from api.routes import api_router, health
 from market.config import Settings, get_settings
 from market.db import make_engine
+from market.key_secret import check_key_secret_configured
 from market.rate_limits import RateLimiter
 from market.runtime.worker import app_hook as start_workers
 
@@ -40,6 +41,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app: ``/v1`` routers (rate-limited), probes, handlers, size limit, CORS."""
     settings = settings or get_settings()
+    check_key_secret_configured(settings)  # no secret for PostgreSQL: refuse to start
     app = FastAPI(
         title="privmarket",
         summary="A data market buying heterogeneous differential privacy.",

@@ -34,6 +34,8 @@ class RouteGroup(StrEnum):
 
     READ = "read"
     WRITE = "write"
+    REGISTER = "register"
+    """Open registrations, per client address, on top of the write budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,7 @@ class RateLimiter:
             rules={
                 RouteGroup.READ: Rule(settings.rate_limit_reads, window),
                 RouteGroup.WRITE: Rule(settings.rate_limit_writes, window),
+                RouteGroup.REGISTER: Rule(settings.rate_limit_registrations, window),
             }
         )
 
