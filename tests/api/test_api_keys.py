@@ -4,12 +4,11 @@ first use and migrated, and the secret's configuration story."""
 
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import argon2
 import pytest
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from api.main import create_app
 from market import accounts
@@ -37,8 +36,8 @@ class ArgonSpy:
 
 
 @pytest.fixture
-def argon_spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[ArgonSpy]:
-    yield ArgonSpy(monkeypatch)
+def argon_spy(monkeypatch: pytest.MonkeyPatch) -> ArgonSpy:
+    return ArgonSpy(monkeypatch)
 
 
 def _legacy_account(api: Api, role: Role = Role.SELLER) -> tuple[int, str]:
@@ -125,7 +124,10 @@ def test_wrong_secret_with_a_known_prefix_is_rejected_without_argon2(
 ) -> None:
     good = api.register("seller")["Authorization"].removeprefix("Bearer ")
     prefix = good.split("_")[1]
-    for wrong in (f"pm_{prefix}_{'A' * 43}", good[:-1] + ("B" if good[-1] != "B" else "C")):
+    for wrong in (
+        f"pm_{prefix}_{'A' * 43}",
+        good[:-1] + ("B" if good[-1] != "B" else "C"),
+    ):
         assert _me(api, wrong) == 401
     assert _me(api, good) == 200
     assert argon_spy.calls == 0
@@ -135,7 +137,9 @@ def test_registration_hashes_without_argon2(api: Api, argon_spy: ArgonSpy) -> No
     hashed: list[str] = []
     real = argon2.PasswordHasher.hash
 
-    def spy_hash(hasher: argon2.PasswordHasher, secret: str | bytes, **kw: object) -> str:
+    def spy_hash(
+        hasher: argon2.PasswordHasher, secret: str | bytes, **kw: object
+    ) -> str:
         hashed.append("x")
         return real(hasher, secret)
 
@@ -213,4 +217,3 @@ def test_in_memory_sqlite_uses_a_process_secret() -> None:
     a = resolve_key_secret(Settings(database_url="sqlite://"))
     assert a == resolve_key_secret(Settings(database_url="sqlite:///:memory:"))
     assert len(a) == 32
-

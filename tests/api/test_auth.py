@@ -2,7 +2,6 @@
 
 import pytest
 
-from market.config import Settings
 from tests.api.conftest import Api
 
 JSON = {"content-type": "application/json"}

@@ -165,9 +165,7 @@ def test_registration_has_its_own_per_address_budget(
 def test_registration_budget_is_shared_by_two_apps(
     make_api: Callable[..., Api], clock: Clock
 ) -> None:
-    apis = [
-        limited_api(make_api, clock, writes=100, registrations=4) for _ in range(2)
-    ]
+    apis = [limited_api(make_api, clock, writes=100, registrations=4) for _ in range(2)]
     codes = [register(apis[i % 2]) for i in range(6)]
     assert codes == [201] * 4 + [429] * 2
 
