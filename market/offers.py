@@ -32,9 +32,16 @@ RECORDS_PER_SELLER = {"classification": 1}
 mechanism prices one record per seller, so ``ε_i`` is then the seller's whole loss."""
 
 
-def _validated(
+def validate_offer(
     market: Market, body: OfferCreate
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return an offer's records as submitted and as scaled (``records.scale_records``).
+
+    Raises
+    ------
+    InvalidInputError
+        A record or the reported cost does not fit the market (field and index named).
+    """
     raw = [r.model_dump() for r in body.records]
     per_seller = RECORDS_PER_SELLER.get(market.task)
     if per_seller is not None and len(raw) != per_seller:
@@ -60,7 +67,7 @@ def _new_offer(
     *,
     replaces_id: int | None = None,
 ) -> Offer:
-    raw, scaled = _validated(market, body)
+    raw, scaled = validate_offer(market, body)
     return Offer(
         market_id=market.id,  # type: ignore[arg-type]
         seller_id=seller.id,  # type: ignore[arg-type]
