@@ -44,7 +44,7 @@ class Settings(BaseSettings):
         separately from writes; 0 turns the limit off. Default 1200.
     rate_limit_registrations : int
         Open registrations (``POST /v1/sellers``, ``POST /v1/buyers``) per window per
-        client IP, on top of the write budget; 0 turns the limit off. Default 20.
+        client IP, on top of the write budget; 0 turns the limit off. Default 30.
     max_bulk_request_bytes : int
         Body limit of ``POST /v1/markets/{id}/offers:bulk`` (default 64 MiB); every
         other route has ``max_request_bytes``.
@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     rate_limit_window_seconds: int = Field(default=60, gt=0)
     rate_limit_writes: int = Field(default=600, ge=0)
     rate_limit_reads: int = Field(default=1200, ge=0)
-    rate_limit_registrations: int = Field(default=20, ge=0)
+    rate_limit_registrations: int = Field(default=30, ge=0)
     max_bulk_request_bytes: int = Field(default=64 * MIB, gt=0)
 
 

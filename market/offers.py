@@ -114,8 +114,7 @@ def create_offer(
     except IntegrityError as exc:  # a concurrent POST won the unique index
         session.rollback()
         raise ConflictError(_DUPLICATE) from exc
-    session.refresh(offer)
-    return offer
+    return offer  # id and defaults are set at flush: no refresh (another transaction)
 
 
 def get_own_offer_or_raise(

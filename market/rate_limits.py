@@ -19,6 +19,7 @@ from enum import StrEnum
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete
 
 from market.config import Settings
@@ -188,21 +189,28 @@ class RateLimiter:
         The rule of each route group.
     clock : callable
         Returns the current Unix time in seconds (``time.time``).
+    engine : Engine or None
+        Where the counters are written (``market.db.make_counter_engine``: commits
+        without a flush to disk); ``None``: in the caller's session.
     """
 
     rules: dict[RouteGroup, Rule]
     clock: Callable[[], float] = field(default=time.time)
+    engine: Engine | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "RateLimiter":
+    def from_settings(
+        cls, settings: Settings, *, engine: Engine | None = None
+    ) -> "RateLimiter":
         """Build the limiter of the ``rate_limit_*`` settings."""
         window = settings.rate_limit_window_seconds
         return cls(
+            engine=engine,
             rules={
                 RouteGroup.READ: Rule(settings.rate_limit_reads, window),
                 RouteGroup.WRITE: Rule(settings.rate_limit_writes, window),
                 RouteGroup.REGISTER: Rule(settings.rate_limit_registrations, window),
-            }
+            },
         )
 
     def check(self, session: Session, *, identity: str, group: RouteGroup) -> Decision:
@@ -213,13 +221,21 @@ class RateLimiter:
         RateLimitedError
             If the identity has used up its budget for ``group`` in this window.
         """
-        decision = hit(
+        session.commit()  # end the caller's transaction: it may hold a SQLite lock
+        if self.engine is None:
+            decision = self._hit(session, identity, group)
+        else:
+            with Session(self.engine) as counter:
+                decision = self._hit(counter, identity, group)
+        if not decision.allowed:
+            raise RateLimitedError(decision.retry_after, decision.limit)
+        return decision
+
+    def _hit(self, session: Session, identity: str, group: RouteGroup) -> Decision:
+        return hit(
             session,
             identity=identity,
             group=group.value,
             rule=self.rules[group],
             now=self.clock(),
         )
-        if not decision.allowed:
-            raise RateLimitedError(decision.retry_after, decision.limit)
-        return decision

@@ -32,11 +32,13 @@ TEST_KEY_SECRET = "test-only-api-key-secret-" + "0" * 16
 
 
 def fast_settings(url: str, **overrides: object) -> Settings:
-    """Settings for tests: a fixed API-key secret, no workers."""
+    """Settings for tests: a fixed API-key secret, no workers, no registration budget
+    (tests register many accounts from one address; ``test_rate_limit`` sets it)."""
     values: dict[str, object] = {
         "database_url": url,
         "workers": 0,
         "api_key_secret": TEST_KEY_SECRET,
+        "rate_limit_registrations": 0,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
