@@ -9,6 +9,13 @@ Sellers are registered before timing starts. Bounded: ``--sellers`` offers,
 ``--health`` health requests, loopback only.
 
     python benchmarks/api_load.py --sellers 400 --health 2000 --clients 8
+
+``--bulk N`` then ingests N one-record offers (new sellers, Wisconsin records) into a
+second market with ``POST /v1/markets/{id}/offers:bulk`` in requests of
+``--bulk-batch`` rows from ``--bulk-clients`` threads, and prints rows per second and
+the implied time for 10⁶ offers:
+
+    python benchmarks/api_load.py --sellers 0 --health 0 --bulk 100000 --bulk-batch 10000
 """
 
 import argparse
@@ -45,7 +52,11 @@ def _cli(*args: str, env: dict[str, str], **kw: object) -> subprocess.Popen[str]
 
 
 def _run(
-    n: int, clients: int, send: Callable[[httpx.Client, int], httpx.Response], base: str
+    n: int,
+    clients: int,
+    send: Callable[[httpx.Client, int], httpx.Response],
+    base: str,
+    timeout: float = 30,
 ) -> tuple[float, np.ndarray, int]:
     """Send ``n`` requests from ``clients`` threads; return (seconds, latencies, errors)."""
     lat = np.zeros(n)
@@ -54,7 +65,7 @@ def _run(
     lock = threading.Lock()
 
     def worker() -> None:
-        with httpx.Client(base_url=base, timeout=30) as c:
+        with httpx.Client(base_url=base, timeout=timeout) as c:
             while True:
                 with lock:
                     i = next(nxt, None)
@@ -81,6 +92,9 @@ def main() -> None:
     ap.add_argument("--sellers", type=int, default=400)
     ap.add_argument("--health", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--bulk", type=int, default=0)
+    ap.add_argument("--bulk-batch", type=int, default=10_000)
+    ap.add_argument("--bulk-clients", type=int, default=2)
     args = ap.parse_args()
     from sklearn.datasets import load_breast_cancer
 
@@ -151,10 +165,14 @@ def main() -> None:
             ("GET /healthz", args.health, health),
             ("POST offers", args.sellers, offer),
         ):
+            if n == 0:
+                continue
             secs, lat, errors = _run(n, args.clients, send, base)
             rows.append(
                 (name, n, n / secs, *np.percentile(lat, [50, 99]) * 1e3, errors)
             )
+        if args.bulk:
+            bulk = _bulk(base, admin, body, X, y, args)
     finally:
         server.terminate()
         server.wait()
@@ -165,11 +183,58 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, n, rps, p50, p99, err in rows:
         print(f"| {name} | {n} | {rps:.0f} | {p50:.1f} | {p99:.1f} | {err} |")
-    (h, o) = rows
-    print(
-        f"\noffers/s ÷ healthz/s = {o[2] / h[2]:.3f};"
-        f" p50 ratio = {o[3] / h[3]:.1f}×; p99 ratio = {o[4] / h[4]:.1f}×"
-    )
+    if len(rows) == 2:
+        (h, o) = rows
+        print(
+            f"\noffers/s ÷ healthz/s = {o[2] / h[2]:.3f};"
+            f" p50 ratio = {o[3] / h[3]:.1f}×; p99 ratio = {o[4] / h[4]:.1f}×"
+        )
+    if args.bulk:
+        n, secs, errors, lat = bulk
+        print(
+            f"\nbulk: {n} one-record offers (new sellers) in {secs:.1f} s ="
+            f" {n / secs:.0f} offers/s; batch {args.bulk_batch},"
+            f" {args.bulk_clients} clients; request p50 {np.median(lat):.2f} s,"
+            f" max {lat.max():.2f} s; errors {errors};"
+            f" implied time for 10⁶ offers: {1e6 / (n / secs) / 60:.1f} min"
+        )
+
+
+def _bulk(
+    base: str,
+    admin: dict[str, str],
+    market: dict[str, object],
+    X: np.ndarray,
+    y: np.ndarray,
+    args: argparse.Namespace,
+) -> tuple[int, float, int, np.ndarray]:
+    """Ingest ``args.bulk`` offers in batches; return (n, seconds, errors, latencies)."""
+    with httpx.Client(base_url=base, timeout=600) as c:
+        r = c.post("/v1/markets", headers=admin, json=market | {"name": "bulk"})
+        mid = r.json()["id"]
+    batches = [
+        range(start, min(start + args.bulk_batch, args.bulk))
+        for start in range(0, args.bulk, args.bulk_batch)
+    ]
+
+    def send(c: httpx.Client, b: int) -> httpx.Response:
+        rows = [
+            {
+                "seller_name": f"bulk-{i}",
+                "records": [{"x": X[i % len(y)].tolist(), "y": int(y[i % len(y)])}],
+                "reported_cost": 0.5,
+            }
+            for i in batches[b]
+        ]
+        r = c.post(
+            f"/v1/markets/{mid}/offers:bulk", headers=admin, json={"offers": rows}
+        )
+        if r.status_code == 201:
+            assert r.json()["created"] == len(rows)
+        return r
+
+    secs, lat, errors = _run(len(batches), args.bulk_clients, send, base, timeout=600)
+    return args.bulk, secs, errors, lat
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ def new_api_key() -> tuple[str, str]:
 
 def hash_key(key: str, secret: bytes) -> str:
     """Return the stored form of ``key``: ``hmac-sha256$`` + HMAC-SHA-256(secret, key)."""
-    mac = hmac.new(secret, key.encode("utf-8", "surrogatepass"), hashlib.sha256)
-    return HMAC_SCHEME + mac.hexdigest()
+    mac = hmac.digest(secret, key.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return HMAC_SCHEME + mac.hex()
 
 
 def issue_key(secret: bytes) -> tuple[str, str, str]:
