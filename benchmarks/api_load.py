@@ -231,6 +231,8 @@ def _bulk(
         )
         if r.status_code == 201:
             assert r.json()["created"] == len(rows)
+        else:
+            print(f"bulk batch {b}: {r.status_code} {r.text[:300]}", file=sys.stderr)
         return r
 
     secs, lat, errors = _run(len(batches), args.bulk_clients, send, base, timeout=600)

@@ -200,16 +200,15 @@ def _ids_by(
     return found
 
 
-def _create_sellers(
-    session: Session, names: list[str], secret: bytes
-) -> tuple[list[int], list[str]]:
-    """Insert seller accounts; return their ids and API keys, in ``names`` order."""
+def _new_sellers(
+    names: list[str], secret: bytes
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Return the account rows of new sellers and their API keys (``names`` order)."""
     now = utcnow()
-    keys, prefixes, values = [], [], []
+    keys, values = [], []
     for name in names:
         key, prefix, key_hash = accounts.issue_key(secret)
         keys.append(key)
-        prefixes.append(prefix)
         values.append(
             {
                 "role": Role.SELLER.value,
@@ -219,9 +218,29 @@ def _create_sellers(
                 "created_at": now,
             }
         )
-    _insert(session, Account.__table__, values)  # type: ignore[attr-defined]
-    ids = _ids_by(session, Account.id, Account.key_prefix, prefixes)
-    return [ids[p] for p in prefixes], keys
+    return values, keys
+
+
+def _offer_rows(
+    market_id: int, rows: Sequence[BulkOfferIn], checked: _Validated
+) -> list[dict[str, Any]]:
+    """Return the offer rows to insert (``seller_id`` still unset for new sellers)."""
+    now = utcnow()
+    return [
+        {
+            "market_id": market_id,
+            "seller_id": row.seller_id,
+            "records": _json(raw),
+            "records_scaled": _json(scaled),
+            "n_records": len(raw),
+            "reported_cost": row.reported_cost,
+            "max_epsilon": row.max_epsilon,
+            "status": OfferStatus.ACTIVE.value,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for row, raw, scaled in zip(rows, checked.raw, checked.scaled, strict=True)
+    ]
 
 
 def create_offers(
@@ -233,8 +252,9 @@ def create_offers(
 ) -> BulkOffersCreated:
     """Validate all rows, then store every new seller and offer in one transaction.
 
-    The caller's transaction is committed before validating (so a SQLite write lock is
-    not held while rows are checked), then one write transaction inserts everything.
+    Everything per row (validation, scaling, serialisation, new keys) is done before
+    the write transaction begins (the caller's transaction is committed first), so on
+    SQLite the write lock is held only for the inserts and the id look-ups.
 
     Raises
     ------
@@ -251,41 +271,26 @@ def create_offers(
         for i, row in enumerate(rows)
         if row.seller_name is not None
     ]
-    secret = resolve_key_secret(settings)
     session.commit()
-    checked = validate_rows(market, rows)
+    offer_values = _offer_rows(market.id, rows, validate_rows(market, rows))
+    account_values, new_keys = _new_sellers(names, resolve_key_secret(settings))
     try:
         _check_existing_sellers(session, market.id, rows)
-        new_ids, new_keys = _create_sellers(session, names, secret)
-        new_sellers = iter(zip(new_ids, new_keys, strict=True))
-        now = utcnow()
+        _insert(session, Account.__table__, account_values)  # type: ignore[attr-defined]
+        prefixes = [a["key_prefix"] for a in account_values]
+        by_prefix = _ids_by(session, Account.id, Account.key_prefix, prefixes)
+        new_sellers = iter(zip((by_prefix[p] for p in prefixes), new_keys, strict=True))
         owners: list[tuple[int, str | None]] = []
-        values = []
-        for row, raw, scaled in zip(rows, checked.raw, checked.scaled, strict=True):
-            owner: tuple[int, str | None] = (
-                (row.seller_id, None)
-                if row.seller_id is not None
-                else next(new_sellers)
-            )
-            owners.append(owner)
-            values.append(
-                {
-                    "market_id": market.id,
-                    "seller_id": owner[0],
-                    "records": _json(raw),
-                    "records_scaled": _json(scaled),
-                    "n_records": len(raw),
-                    "reported_cost": row.reported_cost,
-                    "max_epsilon": row.max_epsilon,
-                    "status": OfferStatus.ACTIVE.value,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-            )
+        for values in offer_values:
+            if values["seller_id"] is None:
+                values["seller_id"], key = next(new_sellers)
+            else:
+                key = None
+            owners.append((values["seller_id"], key))
         _insert(
             session,
             Offer.__table__,  # type: ignore[attr-defined]
-            values,
+            offer_values,
             json_columns=("records", "records_scaled"),
         )
         by_seller = _ids_by(
@@ -314,6 +319,6 @@ def create_offers(
     return BulkOffersCreated(
         market_id=market.id,
         created=len(items),
-        sellers_created=len(new_ids),
+        sellers_created=len(new_keys),
         items=items,
     )

@@ -217,3 +217,24 @@ def test_in_memory_sqlite_uses_a_process_secret() -> None:
     a = resolve_key_secret(Settings(database_url="sqlite://"))
     assert a == resolve_key_secret(Settings(database_url="sqlite:///:memory:"))
     assert len(a) == 32
+
+
+def test_known_and_unknown_key_ids_cost_the_same_work(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timing does not reveal whether a key id exists (T-API-6): a wrong secret for a
+    real id and an unknown id each cost one indexed lookup and exactly one HMAC."""
+    calls: list[str] = []
+    real = accounts.hash_key
+
+    def counting(key: str, secret: bytes) -> str:
+        calls.append(key)
+        return real(key, secret)
+
+    headers = api.register("seller")
+    monkeypatch.setattr(accounts, "hash_key", counting)
+    prefix = headers["Authorization"].split("_")[1]
+    for key in (f"pm_{prefix}_{'A' * 43}", f"pm_{'0' * 12}_{'A' * 43}"):
+        calls.clear()
+        assert _me(api, key) == 401
+        assert calls == [key]
