@@ -41,7 +41,7 @@ def rate_limit(request: Request, session: SessionDep, settings: SettingsDep) -> 
     group = route_group(request.method)
     if not limiter.rules[group].enabled:
         return
-    account = request_account(request, session, settings)
+    account = request_account(request, settings)
     identity = client_identity(request, account.id if account is not None else None)
     limiter.check(session, identity=identity, group=group)
 

@@ -51,6 +51,15 @@ def _cli(*args: str, env: dict[str, str], **kw: object) -> subprocess.Popen[str]
     )  # type: ignore[call-overload]
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _run(
     n: int,
     clients: int,
@@ -172,7 +181,9 @@ def main() -> None:
                 (name, n, n / secs, *np.percentile(lat, [50, 99]) * 1e3, errors)
             )
         if args.bulk:
+            cpu0 = _cpu_seconds(server.pid)
             bulk = _bulk(base, admin, body, X, y, args)
+            server_cpu = _cpu_seconds(server.pid) - cpu0
     finally:
         server.terminate()
         server.wait()
@@ -197,6 +208,11 @@ def main() -> None:
             f" {args.bulk_clients} clients; request p50 {np.median(lat):.2f} s,"
             f" max {lat.max():.2f} s; errors {errors};"
             f" implied time for 10⁶ offers: {1e6 / (n / secs) / 60:.1f} min"
+        )
+        print(
+            f"server CPU (user+sys) {server_cpu:.1f} s = {server_cpu / n * 1e6:.0f} µs"
+            f" per offer; CPU-bound time for 10⁶ offers on one free core:"
+            f" {server_cpu / n * 1e6 / 60:.1f} min"
         )
 
 
