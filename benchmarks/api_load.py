@@ -176,9 +176,11 @@ def main() -> None:
         ):
             if n == 0:
                 continue
+            cpu0 = _cpu_seconds(server.pid)
             secs, lat, errors = _run(n, args.clients, send, base)
+            cpu = (_cpu_seconds(server.pid) - cpu0) / n * 1e6
             rows.append(
-                (name, n, n / secs, *np.percentile(lat, [50, 99]) * 1e3, errors)
+                (name, n, n / secs, *np.percentile(lat, [50, 99]) * 1e3, errors, cpu)
             )
         if args.bulk:
             cpu0 = _cpu_seconds(server.pid)
@@ -190,10 +192,14 @@ def main() -> None:
     print(
         f"clients={args.clients}  python={sys.version.split()[0]}  cpus={os.cpu_count()}"
     )
-    print("| endpoint | requests | req/s | p50 ms | p99 ms | errors |")
-    print("|---|---|---|---|---|---|")
-    for name, n, rps, p50, p99, err in rows:
-        print(f"| {name} | {n} | {rps:.0f} | {p50:.1f} | {p99:.1f} | {err} |")
+    print(
+        "| endpoint | requests | req/s | p50 ms | p99 ms | errors | server CPU µs/req |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, n, rps, p50, p99, err, cpu in rows:
+        print(
+            f"| {name} | {n} | {rps:.0f} | {p50:.1f} | {p99:.1f} | {err} | {cpu:.0f} |"
+        )
     if len(rows) == 2:
         (h, o) = rows
         print(

@@ -153,11 +153,18 @@ def purge_expired(session: Session, *, now: float) -> int:
 
 
 def hit(
-    session: Session, *, identity: str, group: str, rule: Rule, now: float
+    session: Session,
+    *,
+    identity: str,
+    group: str,
+    rule: Rule,
+    now: float,
+    purge: bool = True,
 ) -> Decision:
     """Count a request of ``identity`` to ``group`` at time ``now`` against ``rule``.
 
-    A disabled rule (``limit == 0``) counts nothing and always allows.
+    A disabled rule (``limit == 0``) counts nothing and always allows. With ``purge``,
+    a request that opens its identity's window also deletes ended windows.
     """
     if not rule.enabled:
         return Decision(allowed=True, hits=0, limit=0, retry_after=0)
@@ -169,7 +176,7 @@ def hit(
         start=start,
         expires_at=start + rule.window_seconds,
     )
-    if hits == 1:
+    if hits == 1 and purge:
         purge_expired(session, now=now)
     return Decision(
         allowed=hits <= rule.limit,
@@ -192,11 +199,16 @@ class RateLimiter:
     engine : Engine or None
         Where the counters are written (``market.db.make_counter_engine``: commits
         without a flush to disk); ``None``: in the caller's session.
+    purged_at : float
+        When this limiter last deleted ended windows: at most once per window length
+        (a purge on every identity's first request cost a ``DELETE`` per request when
+        many identities each send one request, e.g. sellers uploading their offer).
     """
 
     rules: dict[RouteGroup, Rule]
     clock: Callable[[], float] = field(default=time.time)
     engine: Engine | None = None
+    purged_at: float = -math.inf
 
     @classmethod
     def from_settings(
@@ -232,10 +244,16 @@ class RateLimiter:
         return decision
 
     def _hit(self, session: Session, identity: str, group: RouteGroup) -> Decision:
-        return hit(
+        rule, now = self.rules[group], self.clock()
+        purge = now - self.purged_at >= rule.window_seconds
+        decision = hit(
             session,
             identity=identity,
             group=group.value,
-            rule=self.rules[group],
-            now=self.clock(),
+            rule=rule,
+            now=now,
+            purge=purge,
         )
+        if purge and decision.hits == 1:
+            self.purged_at = now
+        return decision

@@ -125,6 +125,27 @@ def test_ended_windows_are_deleted_when_a_new_one_starts(
     assert count_rows(api, RateLimitWindow) == 1
 
 
+def test_ended_windows_are_purged_at_most_once_per_window_length(
+    make_api: Callable[..., Api], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many identities each opening a window cost one purge per window, not one each."""
+    api = limited_api(make_api, clock, writes=100, reads=100)
+    keys = [api.register("seller", f"s{i}") for i in range(5)]
+    purges: list[float] = []
+    real = rate_limits.purge_expired
+
+    def counting(session: Session, *, now: float) -> int:
+        purges.append(now)
+        return real(session, now=now)
+
+    monkeypatch.setattr(rate_limits, "purge_expired", counting)
+    clock.now += WINDOW
+    for key in keys:
+        assert api.client.get("/v1/me", headers=key).status_code == 200
+    assert purges == [clock.now]
+    assert count_rows(api, RateLimitWindow) == len(keys)  # the old window is gone
+
+
 def test_keys_addresses_and_route_groups_have_separate_budgets(
     make_api: Callable[..., Api], clock: Clock
 ) -> None:
