@@ -3,9 +3,10 @@
 The counting lives in :mod:`market.rate_limits`; this module picks the identity (the
 authenticated account, else the client address) and the route group (reads: ``GET``,
 ``HEAD``; writes: everything else; open registration additionally draws on its own
-per-address budget, :func:`registration_budget`). An exhausted budget raises ``RateLimitedError``,
-which ``api.errors`` turns into ``429 {"detail", "code": "rate_limited"}`` with
-``Retry-After`` (documented on every ``/v1`` operation). The client address is the
+per-address budget, :func:`registration_budget`). An exhausted budget raises
+``RateLimitedError``, which ``api.errors`` turns into
+``429 {"detail", "code": "rate_limited"}`` with ``Retry-After`` (documented on every
+``/v1`` operation). The client address is the
 connection's peer: behind a reverse proxy, run uvicorn with ``--proxy-headers`` and
 ``--forwarded-allow-ips`` so that it is the real client's.
 """
