@@ -3,8 +3,8 @@
 On a fresh SQLite file in a temporary directory: migrate, start the service in-process
 (uvicorn in a thread, one worker thread), create an admin key, create a Wisconsin
 breast-cancer market (public feature bounds ``market.datasets.WBC_FEATURE_BOUNDS``,
-a public validation set), register simulated sellers (one record each, costs drawn from
-the market's prior), run a buyer order under a budget, poll its progress, and print:
+a public validation set), offer one record per simulated seller in one bulk request
+that also creates their accounts (costs drawn from the market's prior), run a buyer order under a budget, poll its progress, and print:
 accuracy of the released model vs a non-private scikit-learn model on held-out records,
 total paid vs budget, the ε distribution, and the incentive audit. With ``serve`` it
 then prints the console's URL and an admin key and keeps serving until Ctrl-C.
@@ -100,26 +100,28 @@ def _market_body(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _register_sellers(
-    c: httpx.Client, mid: int, d: dict[str, Any], rng: np.random.Generator
+    c: httpx.Client,
+    admin: dict[str, str],
+    mid: int,
+    d: dict[str, Any],
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, list[str]]:
+    """Offer one record per simulated seller with one ``offers:bulk`` request (which
+    creates the seller accounts too); return the costs and the sellers' API keys."""
     from market import audits
 
     costs = audits.sample_costs(PRIOR, len(d["sellers"]), rng=rng)
-    keys = []
-    for j, (i, cost) in enumerate(zip(d["sellers"], costs, strict=True)):
-        key = c.post("/v1/sellers", json={"name": f"seller-{j}"}).json()["api_key"]
-        keys.append(key)
-        body = {
+    rows = [
+        {
+            "seller_name": f"seller-{j}",
             "records": [{"x": d["X"][i].tolist(), "y": int(d["y"][i])}],
             "reported_cost": float(cost),
         }
-        r = c.post(
-            f"/v1/markets/{mid}/offers",
-            headers={"Authorization": f"Bearer {key}"},
-            json=body,
-        )
-        r.raise_for_status()
-    return costs, keys
+        for j, (i, cost) in enumerate(zip(d["sellers"], costs, strict=True))
+    ]
+    r = c.post(f"/v1/markets/{mid}/offers:bulk", headers=admin, json={"offers": rows})
+    r.raise_for_status()
+    return costs, [item["api_key"] for item in r.json()["items"]]
 
 
 def seed_market(
@@ -137,7 +139,7 @@ def seed_market(
     r = c.post("/v1/markets", headers=admin, json=_market_body(d) | overrides)
     r.raise_for_status()
     mid = int(r.json()["id"])
-    costs, keys = _register_sellers(c, mid, d, rng)
+    costs, keys = _register_sellers(c, admin, mid, d, rng)
     return mid, d, costs, keys
 
 
@@ -285,8 +287,12 @@ def run_demo(
         with LocalServer(app) as base, httpx.Client(base_url=base, timeout=30) as c:
             echo(f"service: {base} (uvicorn in-process, 1 worker thread)")
             admin = {"Authorization": f"Bearer {admin_key}"}
+            t_seed = time.perf_counter()
             mid, d, costs, _ = seed_market(c, admin, n_sellers=n_sellers, rng=rng)
-            echo(f"market {mid}: {len(costs)} sellers, costs ~ U[0, 0.1] (the prior)")
+            echo(
+                f"market {mid}: {len(costs)} sellers, costs ~ U[0, 0.1] (the prior);"
+                f" created and offered in {time.perf_counter() - t_seed:.1f} s"
+            )
             key = c.post("/v1/buyers", json={"name": "demo-buyer"}).json()["api_key"]
             buyer = {"Authorization": f"Bearer {key}"}
             order = {"learner": "hetero_dp_logistic", "budget": budget, "gamma": gamma}

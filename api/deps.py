@@ -54,13 +54,13 @@ def _unauthorized() -> HTTPException:
     )
 
 
-def request_account(
-    request: Request, session: Session, settings: Settings
-) -> Account | None:
+def request_account(request: Request, settings: Settings) -> Account | None:
     """Return the account of the request's bearer key, or ``None`` (missing, invalid).
 
     Authenticates once per request: the result is kept on ``request.state``, so the
-    rate limiter (which runs first) and :func:`get_current_account` share it.
+    rate limiter (which runs first) and :func:`get_current_account` share it. The
+    lookup runs in its own short read-only session: in the request's writer session
+    it would take SQLite's write lock (``BEGIN IMMEDIATE``) for a read.
     """
     if hasattr(request.state, "account"):
         cached: Account | None = request.state.account
@@ -68,21 +68,21 @@ def request_account(
     scheme, key = get_authorization_scheme_param(request.headers.get("Authorization"))
     account = None
     if scheme.lower() == "bearer" and key:
-        account = accounts.authenticate(session, key, settings=settings)
+        with session_scope(get_engine(request)) as reader:
+            account = accounts.authenticate(reader, key, settings=settings)
     request.state.account = account
     return account
 
 
 def get_current_account(
     request: Request,
-    session: SessionDep,
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Account:
     """Return the account of the bearer key; 401 if missing or invalid."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise _unauthorized()
-    account = request_account(request, session, settings)
+    account = request_account(request, settings)
     if account is None:
         raise _unauthorized()
     return account

@@ -12,7 +12,8 @@ from api.middleware import BodySizeLimitMiddleware
 from api.rate_limit import rate_limit
 from api.routes import api_router, health
 from market.config import Settings, get_settings
-from market.db import make_engine
+from market.db import make_counter_engine, make_engine
+from market.key_secret import check_key_secret_configured
 from market.rate_limits import RateLimiter
 from market.runtime.worker import app_hook as start_workers
 
@@ -35,11 +36,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             if callable(stop):
                 stop()
         app.state.engine.dispose()
+        if app.state.rate_limiter.engine is not None:
+            app.state.rate_limiter.engine.dispose()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app: ``/v1`` routers (rate-limited), probes, handlers, size limit, CORS."""
     settings = settings or get_settings()
+    check_key_secret_configured(settings)  # no secret for PostgreSQL: refuse to start
     app = FastAPI(
         title="privmarket",
         summary="A data market buying heterogeneous differential privacy.",
@@ -53,7 +57,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
     app.state.on_startup = [start_workers]  # settings.workers threads (0: none)
-    app.state.rate_limiter = RateLimiter.from_settings(settings)
+    app.state.rate_limiter = RateLimiter.from_settings(
+        settings, engine=make_counter_engine(settings.database_url)
+    )
     errors.install(app)
     app.include_router(health.router)  # probes are never rate-limited
     console.install(app)  # /console: pages that read /v1 with the user's key
@@ -71,5 +77,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
         )
     # Outermost, so oversize bodies are refused before any other work.
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_bytes=settings.max_request_bytes,
+        bulk_max_bytes=settings.max_bulk_request_bytes,
+    )
     return app

@@ -1,4 +1,5 @@
-"""Pure-ASGI body-size limit: 413 when a body exceeds ``max_bytes``.
+"""Pure-ASGI body-size limit: 413 when a body exceeds ``max_bytes`` (``bulk_max_bytes``
+for paths ending in ``:bulk``, the bulk-ingestion routes).
 
 Checked twice: a ``Content-Length`` over the limit is refused before reading, and a
 body without one (chunked) is buffered only up to the limit while streaming, so memory
@@ -10,21 +11,31 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+BULK_SUFFIX = ":bulk"
+
 
 class BodySizeLimitMiddleware:
     """Refuse request bodies larger than ``max_bytes`` with ``413``."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, bulk_max_bytes: int | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.bulk_max_bytes = max_bytes if bulk_max_bytes is None else bulk_max_bytes
+
+    def limit(self, path: str) -> int:
+        """Return the body limit of a request path."""
+        return self.bulk_max_bytes if path.endswith(BULK_SUFFIX) else self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.limit(scope.get("path", ""))
         length = _content_length(scope)
-        if length is not None and length > self.max_bytes:
-            await _too_large(send, self.max_bytes)
+        if length is not None and length > max_bytes:
+            await _too_large(send, max_bytes)
             return
         chunks: list[bytes] = []
         total = 0
@@ -34,8 +45,8 @@ class BodySizeLimitMiddleware:
                 return
             body = message.get("body", b"")
             total += len(body)
-            if total > self.max_bytes:
-                await _too_large(send, self.max_bytes)
+            if total > max_bytes:
+                await _too_large(send, max_bytes)
                 return
             chunks.append(body)
             if not message.get("more_body", False):

@@ -2,9 +2,11 @@
 
 The counting lives in :mod:`market.rate_limits`; this module picks the identity (the
 authenticated account, else the client address) and the route group (reads: ``GET``,
-``HEAD``; writes: everything else). An exhausted budget raises ``RateLimitedError``,
-which ``api.errors`` turns into ``429 {"detail", "code": "rate_limited"}`` with
-``Retry-After`` (documented on every ``/v1`` operation). The client address is the
+``HEAD``; writes: everything else; open registration additionally draws on its own
+per-address budget, :func:`registration_budget`). An exhausted budget raises
+``RateLimitedError``, which ``api.errors`` turns into
+``429 {"detail", "code": "rate_limited"}`` with ``Retry-After`` (documented on every
+``/v1`` operation). The client address is the
 connection's peer: behind a reverse proxy, run uvicorn with ``--proxy-headers`` and
 ``--forwarded-allow-ips`` so that it is the real client's.
 """
@@ -40,6 +42,20 @@ def rate_limit(request: Request, session: SessionDep, settings: SettingsDep) -> 
     group = route_group(request.method)
     if not limiter.rules[group].enabled:
         return
-    account = request_account(request, session, settings)
+    account = request_account(request, settings)
     identity = client_identity(request, account.id if account is not None else None)
     limiter.check(session, identity=identity, group=group)
+
+
+def registration_budget(request: Request, session: SessionDep) -> None:
+    """Count an open registration against its client address's own budget
+    (``rate_limit_registrations`` per window); ``429`` when it is used up.
+
+    Registration needs no key, so the address is the only identity; this budget is
+    separate from (and on top of) the general write budget, so that account creation
+    can be kept rare without slowing other writes.
+    """
+    limiter = get_rate_limiter(request)
+    if limiter.rules[RouteGroup.REGISTER].enabled:
+        identity = client_identity(request, None)
+        limiter.check(session, identity=identity, group=RouteGroup.REGISTER)

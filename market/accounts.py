@@ -1,91 +1,68 @@
 """Accounts and API keys.
 
-A key looks like ``pm_<prefix>_<secret>``: the 12-hex-digit prefix is stored in clear
-for lookup, the whole key only as an Argon2id hash compared in constant time
-(``argon2.PasswordHasher.verify``). Unknown prefixes still pay one verification
-against a dummy hash so timing does not reveal which prefixes exist. Verified keys are
-remembered in-process by their SHA-256 digest, so a request costs one slow hash per
-key and process, not one per request; the database never holds anything reversible.
+A key looks like ``pm_<prefix>_<secret>``: the 12-hex-digit prefix (the key id) is
+stored in clear for lookup, the whole key only as ``hmac-sha256$<hex>``, an
+HMAC-SHA-256 of the key under the server secret (:mod:`market.key_secret`), compared
+in constant time (``hmac.compare_digest``). The secret part has 256 bits of entropy, so
+a fast keyed hash is as safe as a slow one (nothing to brute-force) and a request costs
+microseconds, not an Argon2 verification: a bad key (unknown prefix, wrong secret) is
+rejected after one indexed lookup and one HMAC, whatever it is.
+
+Keys issued before this scheme are stored as Argon2id hashes. On the first request
+that presents such a key, it is verified once with Argon2 and its stored hash replaced
+by the HMAC (a compare-and-set ``UPDATE``), so each old key costs one slow hash in its
+lifetime. Argon2 is used for nothing else.
 """
 
 import hashlib
+import hmac
+import logging
 import secrets
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
 
 import argon2
-from sqlmodel import Session, select
+import sqlalchemy as sa
+from sqlmodel import Session, col, select, update
 
 from market.config import Settings, get_settings
+from market.db import session_scope
 from market.errors import InvalidInputError
+from market.key_secret import resolve_key_secret
 from market.models import Account, Role
 
 KEY_PREFIX_BYTES = 6
 KEY_SECRET_BYTES = 32
-_CACHE_SIZE = 4096
+HMAC_SCHEME = "hmac-sha256$"
+LEGACY_SCHEME = "$argon2"
 
-
-@dataclass(frozen=True, slots=True)
-class _CacheEntry:
-    account_id: int
-    key_hash: str
-
-
-class _VerifiedKeys:
-    """A small thread-safe LRU map ``sha256(key) → (account id, stored hash)``."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[bytes, _CacheEntry] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, digest: bytes) -> _CacheEntry | None:
-        with self._lock:
-            entry = self._items.get(digest)
-            if entry is not None:
-                self._items.move_to_end(digest)
-            return entry
-
-    def put(self, digest: bytes, entry: _CacheEntry) -> None:
-        with self._lock:
-            self._items[digest] = entry
-            self._items.move_to_end(digest)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
-_verified = _VerifiedKeys(_CACHE_SIZE)
-_hashers: dict[tuple[int, int, int], argon2.PasswordHasher] = {}
-
-
-def password_hasher(settings: Settings | None = None) -> argon2.PasswordHasher:
-    """Return the Argon2id hasher configured by ``settings``."""
-    s = settings or get_settings()
-    params = (s.argon2_time_cost, s.argon2_memory_kib, s.argon2_parallelism)
-    hasher = _hashers.get(params)
-    if hasher is None:
-        hasher = argon2.PasswordHasher(
-            time_cost=params[0],
-            memory_cost=params[1],
-            parallelism=params[2],
-            type=argon2.Type.ID,
-        )
-        _hashers[params] = hasher
-    return hasher
-
-
-def _dummy_hash(hasher: argon2.PasswordHasher) -> str:
-    return hasher.hash("pm_000000000000_dummy")
-
-
-_dummy_hashes: dict[int, str] = {}
+_log = logging.getLogger(__name__)
+_legacy_verifier = argon2.PasswordHasher()
+"""Verifies legacy Argon2id key hashes (the parameters are read from each hash)."""
 
 
 def new_api_key() -> tuple[str, str]:
     """Return ``(key, prefix)`` for a fresh random API key."""
     prefix = secrets.token_hex(KEY_PREFIX_BYTES)
     return f"pm_{prefix}_{secrets.token_urlsafe(KEY_SECRET_BYTES)}", prefix
+
+
+def hash_key(key: str, secret: bytes) -> str:
+    """Return the stored form of ``key``: ``hmac-sha256$`` + HMAC-SHA-256(secret, key)."""
+    mac = hmac.digest(secret, key.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return HMAC_SCHEME + mac.hex()
+
+
+def issue_key(secret: bytes) -> tuple[str, str, str]:
+    """Return ``(key, prefix, stored hash)`` of a fresh API key."""
+    key, prefix = new_api_key()
+    return key, prefix, hash_key(key, secret)
+
+
+def clean_name(name: str, field: str = "name") -> str:
+    """Return ``name`` stripped; ``InvalidInputError`` if blank or over 200 characters."""
+    clean = name.strip()
+    if not clean or len(clean) > 200:
+        raise InvalidInputError(field, "must have 1 to 200 non-blank characters")
+    return clean
 
 
 def create_account(
@@ -98,11 +75,8 @@ def create_account(
     InvalidInputError
         If ``name`` is blank or longer than 200 characters.
     """
-    clean = name.strip()
-    if not clean or len(clean) > 200:
-        raise InvalidInputError("name", "must have 1 to 200 non-blank characters")
-    key, prefix = new_api_key()
-    key_hash = password_hasher(settings).hash(key)
+    clean = clean_name(name)
+    key, prefix, key_hash = issue_key(resolve_key_secret(settings or get_settings()))
     account = Account(
         role=Role(role).value, name=clean, key_prefix=prefix, key_hash=key_hash
     )
@@ -119,38 +93,60 @@ def _parse(key: str) -> str | None:
     return parts[1]
 
 
+def _verify_legacy(stored: str, key: str) -> bool:
+    try:
+        return _legacy_verifier.verify(stored, key)
+    except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError):
+        return False
+
+
+def _rehash(session: Session, account: Account, new_hash: str) -> None:
+    """Replace a legacy hash by ``new_hash`` in its own short write transaction.
+
+    Compare-and-set on the old hash, so concurrent first uses write once. Best effort:
+    a database error leaves the legacy hash (verified again on the next use). The
+    caller's transaction is committed first (authentication runs before a request
+    writes anything), so it holds no lock the update would wait for.
+    """
+    session.commit()
+    engine = session.get_bind()
+    assert isinstance(engine, sa.Engine)
+    stmt = (
+        update(Account)
+        .where(col(Account.id) == account.id, col(Account.key_hash) == account.key_hash)
+        .values(key_hash=new_hash)
+    )
+    try:
+        with session_scope(engine, write=True) as writer:
+            writer.execute(stmt)
+            writer.commit()
+    except sa.exc.DBAPIError:
+        _log.warning("could not rehash the API key of account %s", account.id)
+        return
+    account.key_hash = new_hash
+
+
 def authenticate(
     session: Session, key: str, *, settings: Settings | None = None
 ) -> Account | None:
-    """Return the account owning ``key``, or ``None`` for an unknown or wrong key."""
-    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
-    cached = _verified.get(digest)
-    if cached is not None:
-        account = session.get(Account, cached.account_id)
-        if account is not None and secrets.compare_digest(
-            account.key_hash, cached.key_hash
-        ):
-            return account
-    hasher = password_hasher(settings)
+    """Return the account owning ``key``, or ``None`` for an unknown or wrong key.
+
+    One indexed lookup by prefix and one HMAC whatever the key; a legacy Argon2 hash
+    is verified (once) only when its own prefix is presented, then migrated.
+    """
+    computed = hash_key(key, resolve_key_secret(settings or get_settings()))
     prefix = _parse(key)
     account = None
     if prefix is not None:
         account = session.exec(
             select(Account).where(Account.key_prefix == prefix)
         ).first()
-    stored = account.key_hash if account is not None else _dummy_for(hasher)
-    try:
-        hasher.verify(stored, key)
-    except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError):
+    if account is None:
         return None
-    if account is None or account.id is None:
+    stored = account.key_hash
+    if stored.startswith(HMAC_SCHEME):
+        return account if hmac.compare_digest(stored, computed) else None
+    if not stored.startswith(LEGACY_SCHEME) or not _verify_legacy(stored, key):
         return None
-    _verified.put(digest, _CacheEntry(account.id, account.key_hash))
+    _rehash(session, account, computed)
     return account
-
-
-def _dummy_for(hasher: argon2.PasswordHasher) -> str:
-    key = id(hasher)
-    if key not in _dummy_hashes:
-        _dummy_hashes[key] = _dummy_hash(hasher)
-    return _dummy_hashes[key]

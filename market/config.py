@@ -1,8 +1,9 @@
 """Deployment settings of the market service (pydantic-settings, ``PRIVMARKET_*`` env)."""
 
 from functools import lru_cache
+from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
@@ -29,9 +30,12 @@ class Settings(BaseSettings):
         Time budget of one run of an order (default 900 s): over it the order fails
         with that reason, nothing charged; also how long an order keeps retrying a
         settlement that loses races against other orders.
-    argon2_time_cost, argon2_memory_kib, argon2_parallelism : int
-        Argon2id parameters for API-key hashes; defaults are the OWASP minimum
-        (m = 19 MiB, t = 2, p = 1).
+    api_key_secret : SecretStr or None
+        Server secret (≥ 32 characters) keying the HMAC-SHA-256 hashes of API keys;
+        required unless the database is SQLite (``market.key_secret`` says where the
+        embedded default keeps a generated one).
+    api_key_secret_file : Path or None
+        File holding that secret instead (created with a random one if missing).
     docs_enabled : bool
         Serve ``/docs`` and ``/openapi.json``.
     rate_limit_window_seconds : int
@@ -42,6 +46,12 @@ class Settings(BaseSettings):
     rate_limit_reads : int
         ``GET``/``HEAD`` requests per window to ``/v1``, counted the same way and
         separately from writes; 0 turns the limit off. Default 1200.
+    rate_limit_registrations : int
+        Open registrations (``POST /v1/sellers``, ``POST /v1/buyers``) per window per
+        client IP, on top of the write budget; 0 turns the limit off. Default 30.
+    max_bulk_request_bytes : int
+        Body limit of ``POST /v1/markets/{id}/offers:bulk`` (default 64 MiB); every
+        other route has ``max_request_bytes``.
     """
 
     model_config = SettingsConfigDict(env_prefix="PRIVMARKET_", extra="ignore")
@@ -52,13 +62,14 @@ class Settings(BaseSettings):
     allowed_origins: list[str] = Field(default_factory=list)
     job_lease_seconds: float = Field(default=60.0, gt=0)
     order_time_limit_seconds: float = Field(default=900.0, gt=0, allow_inf_nan=False)
-    argon2_time_cost: int = Field(default=2, ge=1)
-    argon2_memory_kib: int = Field(default=19 * 1024, ge=8)
-    argon2_parallelism: int = Field(default=1, ge=1)
+    api_key_secret: SecretStr | None = None
+    api_key_secret_file: Path | None = None
     docs_enabled: bool = True
     rate_limit_window_seconds: int = Field(default=60, gt=0)
     rate_limit_writes: int = Field(default=600, ge=0)
     rate_limit_reads: int = Field(default=1200, ge=0)
+    rate_limit_registrations: int = Field(default=30, ge=0)
+    max_bulk_request_bytes: int = Field(default=64 * MIB, gt=0)
 
 
 @lru_cache

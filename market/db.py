@@ -65,6 +65,29 @@ def _install_sqlite_events(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
+def make_counter_engine(url: str) -> Engine:
+    """Create an engine for best-effort counters (rate limits) whose commits skip the
+    flush to disk: SQLite ``synchronous=NORMAL`` (in WAL mode: no fsync per commit;
+    the next ``FULL`` commit or checkpoint syncs its frames), PostgreSQL
+    ``synchronous_commit=off``. A power loss may forget the last few counts, never
+    corrupt the database; every other write keeps ``synchronous=FULL``.
+    """
+    engine = make_engine(url)
+    sqlite = is_sqlite(url)
+
+    @sa.event.listens_for(engine, "connect")
+    def _relaxed(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        if sqlite:
+            cur.execute("PRAGMA synchronous=NORMAL")
+        else:
+            cur.execute("SET synchronous_commit TO OFF")
+            dbapi_conn.commit()
+        cur.close()
+
+    return engine
+
+
 def writer_bind(engine: Engine) -> Engine:
     """Return ``engine`` set up so each transaction takes the write lock at ``BEGIN``.
 

@@ -68,7 +68,8 @@ class LedgerKind(StrEnum):
 
 
 class Account(SQLModel, table=True):
-    """An admin, seller or buyer; only an Argon2id hash of its API key is stored."""
+    """An admin, seller or buyer; only a keyed hash of its API key is stored
+    (HMAC-SHA-256, ``market.accounts``; legacy Argon2id until first use)."""
 
     __table_args__ = (
         sa.CheckConstraint("role IN ('admin', 'seller', 'buyer')", name="role"),

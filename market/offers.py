@@ -38,9 +38,16 @@ RECORDS_PER_SELLER = {"classification": 1}
 mechanism prices one record per seller, so ``ε_i`` is then the seller's whole loss."""
 
 
-def _validated(
+def validate_offer(
     market: Market, body: OfferCreate
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return an offer's records as submitted and as scaled (``records.scale_records``).
+
+    Raises
+    ------
+    InvalidInputError
+        A record or the reported cost does not fit the market (field and index named).
+    """
     if vertical.is_vertical(market):
         raw_v, scaled_v = vertical.validate_offer(market, body)
         numerics.check_reported_cost(market.cost_prior, body.reported_cost)
@@ -77,7 +84,7 @@ def _new_offer(
     *,
     replaces_id: int | None = None,
 ) -> Offer:
-    raw, scaled = _validated(market, body)
+    raw, scaled = validate_offer(market, body)
     return Offer(
         market_id=market.id,  # type: ignore[arg-type]
         seller_id=seller.id,  # type: ignore[arg-type]
@@ -126,8 +133,7 @@ def create_offer(
     except IntegrityError as exc:  # a concurrent POST won the unique index
         session.rollback()
         raise ConflictError(_DUPLICATE) from exc
-    session.refresh(offer)
-    return offer
+    return offer  # id and defaults are set at flush: no refresh (another transaction)
 
 
 def _require_party_free(

@@ -19,6 +19,7 @@ from enum import StrEnum
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete
 
 from market.config import Settings
@@ -34,6 +35,8 @@ class RouteGroup(StrEnum):
 
     READ = "read"
     WRITE = "write"
+    REGISTER = "register"
+    """Open registrations, per client address, on top of the write budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +153,18 @@ def purge_expired(session: Session, *, now: float) -> int:
 
 
 def hit(
-    session: Session, *, identity: str, group: str, rule: Rule, now: float
+    session: Session,
+    *,
+    identity: str,
+    group: str,
+    rule: Rule,
+    now: float,
+    purge: bool = True,
 ) -> Decision:
     """Count a request of ``identity`` to ``group`` at time ``now`` against ``rule``.
 
-    A disabled rule (``limit == 0``) counts nothing and always allows.
+    A disabled rule (``limit == 0``) counts nothing and always allows. With ``purge``,
+    a request that opens its identity's window also deletes ended windows.
     """
     if not rule.enabled:
         return Decision(allowed=True, hits=0, limit=0, retry_after=0)
@@ -166,7 +176,7 @@ def hit(
         start=start,
         expires_at=start + rule.window_seconds,
     )
-    if hits == 1:
+    if hits == 1 and purge:
         purge_expired(session, now=now)
     return Decision(
         allowed=hits <= rule.limit,
@@ -186,20 +196,33 @@ class RateLimiter:
         The rule of each route group.
     clock : callable
         Returns the current Unix time in seconds (``time.time``).
+    engine : Engine or None
+        Where the counters are written (``market.db.make_counter_engine``: commits
+        without a flush to disk); ``None``: in the caller's session.
+    purged_at : float
+        When this limiter last deleted ended windows: at most once per window length
+        (a purge on every identity's first request cost a ``DELETE`` per request when
+        many identities each send one request, e.g. sellers uploading their offer).
     """
 
     rules: dict[RouteGroup, Rule]
     clock: Callable[[], float] = field(default=time.time)
+    engine: Engine | None = None
+    purged_at: float = -math.inf
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "RateLimiter":
+    def from_settings(
+        cls, settings: Settings, *, engine: Engine | None = None
+    ) -> "RateLimiter":
         """Build the limiter of the ``rate_limit_*`` settings."""
         window = settings.rate_limit_window_seconds
         return cls(
+            engine=engine,
             rules={
                 RouteGroup.READ: Rule(settings.rate_limit_reads, window),
                 RouteGroup.WRITE: Rule(settings.rate_limit_writes, window),
-            }
+                RouteGroup.REGISTER: Rule(settings.rate_limit_registrations, window),
+            },
         )
 
     def check(self, session: Session, *, identity: str, group: RouteGroup) -> Decision:
@@ -210,13 +233,27 @@ class RateLimiter:
         RateLimitedError
             If the identity has used up its budget for ``group`` in this window.
         """
+        session.commit()  # end the caller's transaction: it may hold a SQLite lock
+        if self.engine is None:
+            decision = self._hit(session, identity, group)
+        else:
+            with Session(self.engine) as counter:
+                decision = self._hit(counter, identity, group)
+        if not decision.allowed:
+            raise RateLimitedError(decision.retry_after, decision.limit)
+        return decision
+
+    def _hit(self, session: Session, identity: str, group: RouteGroup) -> Decision:
+        rule, now = self.rules[group], self.clock()
+        purge = now - self.purged_at >= rule.window_seconds
         decision = hit(
             session,
             identity=identity,
             group=group.value,
-            rule=self.rules[group],
-            now=self.clock(),
+            rule=rule,
+            now=now,
+            purge=purge,
         )
-        if not decision.allowed:
-            raise RateLimitedError(decision.retry_after, decision.limit)
+        if purge and decision.hits == 1:
+            self.purged_at = now
         return decision

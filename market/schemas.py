@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
+    model_validator,
 )
 
 from market.pipeline.numerics import list_learners
@@ -412,3 +413,48 @@ class PrivacyItem(BaseModel):
 
 class PrivacyPublic(BaseModel):
     items: list[PrivacyItem]
+
+
+# --- bulk ingestion (admin) -------------------------------------------------------
+
+BULK_MAX_OFFERS = 100_000
+"""Most offers in one ``POST /v1/markets/{id}/offers:bulk`` request."""
+
+
+class BulkOfferIn(OfferCreate):
+    """One row of a bulk upload: a seller's offer, validated by exactly the rules of
+    ``OfferCreate`` (it *is* one), plus whose it is: ``seller_id`` of an existing
+    seller account, or ``seller_name`` to create the seller account with the offer
+    (its API key is returned once, in the response)."""
+
+    seller_id: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    seller_name: Name | None = None
+
+    @model_validator(mode="after")
+    def _one_seller(self) -> "BulkOfferIn":
+        if (self.seller_id is None) == (self.seller_name is None):
+            raise ValueError("give exactly one of seller_id and seller_name")
+        return self
+
+
+class BulkOffersCreate(_In):
+    offers: Annotated[
+        list[BulkOfferIn], Field(min_length=1, max_length=BULK_MAX_OFFERS)
+    ]
+
+
+class BulkOfferCreated(BaseModel):
+    """One stored row: its index in the request, the new offer and its seller; the
+    seller's API key only for sellers created by this request (shown once)."""
+
+    index: int
+    offer_id: int
+    seller_id: int
+    api_key: str | None = None
+
+
+class BulkOffersCreated(BaseModel):
+    market_id: int
+    created: int
+    sellers_created: int
+    items: list[BulkOfferCreated]

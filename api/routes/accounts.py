@@ -1,14 +1,17 @@
 """Open registration of sellers and buyers (admins come from the CLI)."""
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Depends, status
 
 from api.deps import CurrentAccount, SessionDep, SettingsDep
 from api.errors import ERROR_RESPONSES
+from api.rate_limit import registration_budget
 from market import accounts
 from market.models import Role
 from market.schemas import AccountCreate, AccountCreated
 
 router = APIRouter(tags=["accounts"], responses={422: ERROR_RESPONSES[422]})
+REGISTRATION_BUDGET = [Depends(registration_budget)]
+"""Registration has a per-address budget of its own (``rate_limit_registrations``)."""
 
 
 def _register(
@@ -23,7 +26,11 @@ def _register(
     )
 
 
-@router.post("/sellers", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/sellers",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=REGISTRATION_BUDGET,
+)
 def register_seller(
     session: SessionDep, settings: SettingsDep, body: AccountCreate
 ) -> AccountCreated:
@@ -31,7 +38,11 @@ def register_seller(
     return _register(session, settings, body, Role.SELLER)
 
 
-@router.post("/buyers", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/buyers",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=REGISTRATION_BUDGET,
+)
 def register_buyer(
     session: SessionDep, settings: SettingsDep, body: AccountCreate
 ) -> AccountCreated:

@@ -2,11 +2,23 @@
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import MarketId, OfferId, SellerAccount, SessionDep
+from api.deps import (
+    AdminAccount,
+    MarketId,
+    OfferId,
+    SellerAccount,
+    SessionDep,
+    SettingsDep,
+)
 from api.errors import ERROR_RESPONSES
 from api.links import OFFER_CREATED, OFFER_REPLACED
-from market import markets, offers
-from market.schemas import OfferCreate, OfferPublic
+from market import bulk_offers, markets, offers
+from market.schemas import (
+    BulkOffersCreate,
+    BulkOffersCreated,
+    OfferCreate,
+    OfferPublic,
+)
 
 router = APIRouter(
     tags=["offers"],
@@ -26,6 +38,32 @@ def create_offer(
     market = markets.get_market_or_raise(session, market_id)
     return offers.to_public(
         offers.create_offer(session, market=market, seller=seller, body=body)
+    )
+
+
+@router.post(
+    "/markets/{market_id}/offers:bulk",
+    status_code=status.HTTP_201_CREATED,
+    responses={409: ERROR_RESPONSES[409]},
+)
+def create_offers_in_bulk(
+    session: SessionDep,
+    settings: SettingsDep,
+    _admin: AdminAccount,
+    market_id: MarketId,
+    body: BulkOffersCreate,
+) -> BulkOffersCreated:
+    """Offer many sellers' records at once (admin): all rows or none.
+
+    Each row is an offer (the single-offer body) plus ``seller_id`` (an existing
+    seller) or ``seller_name`` (a new seller account; its API key is in the response,
+    shown once). The first bad row gives ``422`` naming its index
+    (``offers[3].records[0].x[1]``), a seller with an active offer ``409``; nothing
+    is stored then. Bodies may be up to ``max_bulk_request_bytes`` (64 MiB).
+    """
+    market = markets.get_market_or_raise(session, market_id)
+    return bulk_offers.create_offers(
+        session, market=market, rows=body.offers, settings=settings
     )
 
 

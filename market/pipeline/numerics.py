@@ -360,9 +360,21 @@ def check_reported_cost(prior_spec: Mapping[str, Any], cost: float) -> None:
     InvalidInputError
         ``reported_cost`` is outside the prior's support.
     """
+    check_reported_costs(prior_spec, [cost])
+
+
+def check_reported_costs(prior_spec: Mapping[str, Any], costs: Sequence[float]) -> None:
+    """Check that every cost lies in the support of the market's prior (one
+    vectorised check: bulk ingestion; the error does not say which cost failed).
+
+    Raises
+    ------
+    InvalidInputError
+        Some ``reported_cost`` is outside the prior's support.
+    """
     prior = build_prior(prior_spec)
     try:
-        prior.validate_costs(np.array([cost], dtype=float), name="reported_cost")
+        prior.validate_costs(np.asarray(costs, dtype=float), name="reported_cost")
     except _NUMERIC_ERRORS as exc:
         raise InvalidInputError("reported_cost", str(exc)) from exc
 

@@ -27,13 +27,18 @@ with warnings.catch_warnings():
 __all__ = ["database_url", "pg_schema", "pg_tables_url", "sqlite_template"]
 
 
+TEST_KEY_SECRET = "test-only-api-key-secret-" + "0" * 16
+"""The API-key HMAC secret of test apps (required on PostgreSQL, see market.key_secret)."""
+
+
 def fast_settings(url: str, **overrides: object) -> Settings:
-    """Settings for tests: cheap Argon2 (hashing cost is tested separately), no workers."""
+    """Settings for tests: a fixed API-key secret, no workers, no registration budget
+    (tests register many accounts from one address; ``test_rate_limit`` sets it)."""
     values: dict[str, object] = {
         "database_url": url,
         "workers": 0,
-        "argon2_time_cost": 1,
-        "argon2_memory_kib": 64,
+        "api_key_secret": TEST_KEY_SECRET,
+        "rate_limit_registrations": 0,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -2,7 +2,6 @@
 
 import pytest
 
-from market.config import Settings
 from tests.api.conftest import Api
 
 JSON = {"content-type": "application/json"}
@@ -29,15 +28,20 @@ def test_registration_returns_key_once_and_it_authenticates(
     assert me.json() == {"id": body["id"], "name": "ada", "role": role}
 
 
-def test_stored_key_is_an_argon2id_hash_not_the_key(api: Api) -> None:
+def test_stored_key_is_a_keyed_hmac_not_the_key(api: Api) -> None:
+    import hashlib
+    import hmac
+
     from sqlmodel import Session, select
 
     from market.models import Account
+    from tests.api.conftest import TEST_KEY_SECRET
 
     key = api.client.post("/v1/sellers", json={"name": "x"}).json()["api_key"]
     with Session(api.client.app.state.engine) as session:  # type: ignore[attr-defined]
         (account,) = session.exec(select(Account)).all()
-    assert account.key_hash.startswith("$argon2id$")
+    expected = hmac.new(TEST_KEY_SECRET.encode(), key.encode(), hashlib.sha256)
+    assert account.key_hash == "hmac-sha256$" + expected.hexdigest()
     assert key not in account.key_hash
     # The secret is everything after the second "_" (token_urlsafe may contain "_"
     # itself; splitting on every "_" gave a 1–3 character fragment that could occur
@@ -45,12 +49,6 @@ def test_stored_key_is_an_argon2id_hash_not_the_key(api: Api) -> None:
     secret = key.split("_", 2)[2]
     assert len(secret) >= 16
     assert secret not in account.key_hash
-
-
-def test_default_argon2_parameters_meet_owasp_minimum() -> None:
-    s = Settings()
-    assert s.argon2_memory_kib >= 19 * 1024
-    assert s.argon2_time_cost >= 2
 
 
 @pytest.mark.parametrize(
@@ -152,36 +150,6 @@ def test_sqlite_pragmas_are_set(api: Api) -> None:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 5000
-
-
-def test_unknown_prefix_still_pays_one_slow_verification(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Timing does not reveal whether a prefix exists (T-API-6): both paths verify once."""
-    from market import accounts
-
-    calls: list[str] = []
-    real = accounts.password_hasher(api.settings)
-
-    class CountingHasher:
-        def hash(self, key: str) -> str:
-            return real.hash(key)
-
-        def verify(self, stored: str, key: str) -> bool:
-            calls.append(stored)
-            return real.verify(stored, key)
-
-    counting = CountingHasher()
-    monkeypatch.setattr(accounts, "password_hasher", lambda settings=None: counting)
-    headers = api.register("seller")
-    prefix = headers["Authorization"].split("_")[1]
-    wrong_secret = f"Bearer pm_{prefix}_{'A' * 43}"
-    unknown = f"Bearer pm_{'0' * 12}_{'A' * 43}"
-    for header in (wrong_secret, unknown):
-        calls.clear()
-        r = api.client.get("/v1/me", headers={"Authorization": header})
-        assert r.status_code == 401
-        assert len(calls) == 1
 
 
 def test_readyz_is_503_when_the_database_is_unreachable(make_api, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -23,8 +23,6 @@ KEY = re.compile(r"^pm_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$")
 def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     monkeypatch.setenv("PRIVMARKET_DATABASE_URL", url)
-    monkeypatch.setenv("PRIVMARKET_ARGON2_MEMORY_KIB", "64")
-    monkeypatch.setenv("PRIVMARKET_ARGON2_TIME_COST", "1")
     get_settings.cache_clear()
     yield url
     get_settings.cache_clear()

@@ -22,7 +22,7 @@ from sqlmodel import Session
 from market import rate_limits
 from market.models import RateLimitWindow
 from market.rate_limits import RouteGroup, Rule
-from tests.api.conftest import Api, count_rows
+from tests.api.conftest import TEST_KEY_SECRET, Api, count_rows, market_body
 from tests.market.dbfixtures import engine
 
 __all__ = ["engine"]
@@ -43,12 +43,19 @@ class Clock:
 
 
 def limited_api(
-    make_api: Callable[..., Api], clock: Clock, *, writes: int = 3, reads: int = 5
+    make_api: Callable[..., Api],
+    clock: Clock,
+    *,
+    writes: int = 3,
+    reads: int = 5,
+    registrations: int = 0,
 ) -> Api:
-    """An app with tight limits whose limiter reads ``clock``."""
+    """An app with tight limits whose limiter reads ``clock`` (the registration budget
+    is off unless given, so the write budget is what the other tests observe)."""
     api = make_api(
         rate_limit_writes=writes,
         rate_limit_reads=reads,
+        rate_limit_registrations=registrations,
         rate_limit_window_seconds=WINDOW,
     )
     api.client.app.state.rate_limiter.clock = clock  # type: ignore[attr-defined]
@@ -118,6 +125,27 @@ def test_ended_windows_are_deleted_when_a_new_one_starts(
     assert count_rows(api, RateLimitWindow) == 1
 
 
+def test_ended_windows_are_purged_at_most_once_per_window_length(
+    make_api: Callable[..., Api], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many identities each opening a window cost one purge per window, not one each."""
+    api = limited_api(make_api, clock, writes=100, reads=100)
+    keys = [api.register("seller", f"s{i}") for i in range(5)]
+    purges: list[float] = []
+    real = rate_limits.purge_expired
+
+    def counting(session: Session, *, now: float) -> int:
+        purges.append(now)
+        return real(session, now=now)
+
+    monkeypatch.setattr(rate_limits, "purge_expired", counting)
+    clock.now += WINDOW
+    for key in keys:
+        assert api.client.get("/v1/me", headers=key).status_code == 200
+    assert purges == [clock.now]
+    assert count_rows(api, RateLimitWindow) == len(keys)  # the old window is gone
+
+
 def test_keys_addresses_and_route_groups_have_separate_budgets(
     make_api: Callable[..., Api], clock: Clock
 ) -> None:
@@ -135,6 +163,38 @@ def test_keys_addresses_and_route_groups_have_separate_budgets(
     assert r.status_code == 401  # the address's read budget is still unused
     assert c.get("/v1/me").status_code == 401
     assert_rate_limited(c.get("/v1/me"), WINDOW - 10)
+
+
+def test_registration_has_its_own_per_address_budget(
+    make_api: Callable[..., Api], clock: Clock
+) -> None:
+    """Issue 14 item 7: N registrations per window per address, then 429, while other
+    writes (own write budget, generous here) still pass; a new window resets it."""
+    api = limited_api(make_api, clock, writes=100, reads=100, registrations=3)
+    codes = [register(api, role) for role in ("seller", "buyer", "seller")]
+    assert codes == [201, 201, 201]
+    assert_rate_limited(api.client.post("/v1/buyers", json={"name": "x"}), WINDOW - 10)
+    assert register(api, "seller") == 429
+    # Other writes are not blocked: an admin creates a market.
+    admin = api.admin()
+    created = api.client.post("/v1/markets", headers=admin, json=market_body())
+    assert created.status_code == 201
+    clock.now += WINDOW
+    assert register(api) == 201
+
+
+def test_registration_budget_is_shared_by_two_apps(
+    make_api: Callable[..., Api], clock: Clock
+) -> None:
+    apis = [limited_api(make_api, clock, writes=100, registrations=4) for _ in range(2)]
+    codes = [register(apis[i % 2]) for i in range(6)]
+    assert codes == [201] * 4 + [429] * 2
+
+
+def test_registration_budget_default_is_on_and_documented() -> None:
+    from market.config import Settings
+
+    assert 0 < Settings().rate_limit_registrations < Settings().rate_limit_writes
 
 
 def test_zero_turns_a_limit_off(make_api: Callable[..., Api], clock: Clock) -> None:
@@ -275,8 +335,7 @@ def two_servers(database_url: str) -> Iterator[list[str]]:
         "PRIVMARKET_RATE_LIMIT_WRITES": "5",
         # A window so long that the test never straddles two of them.
         "PRIVMARKET_RATE_LIMIT_WINDOW_SECONDS": str(10**9),
-        "PRIVMARKET_ARGON2_MEMORY_KIB": "64",
-        "PRIVMARKET_ARGON2_TIME_COST": "1",
+        "PRIVMARKET_API_KEY_SECRET": TEST_KEY_SECRET,
     }
     ports = [_free_port(), _free_port()]
     command = [sys.executable, "-m", "uvicorn", "--factory", "api.main:create_app"]

@@ -87,5 +87,7 @@ def test_schemathesis_no_server_errors_large(make_api) -> None:
     # ~4,000 requests in well under a minute from one client address: with the
     # default budgets the run would test the rate limiter (T-API-4, tested on its
     # own) instead of auth and schemas, so the limits are off here.
-    api: Api = make_api(rate_limit_reads=0, rate_limit_writes=0)
+    api: Api = make_api(
+        rate_limit_reads=0, rate_limit_writes=0, rate_limit_registrations=0
+    )
     assert _run(build_world(api), max_examples=200) >= 20

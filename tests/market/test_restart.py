@@ -150,8 +150,6 @@ def test_server_killed_during_uploads_loses_no_acknowledged_offer(
     db_env = {
         "PRIVMARKET_DATABASE_URL": f"sqlite:///{tmp_path / 'crash.db'}",
         "PRIVMARKET_WORKERS": "0",
-        "PRIVMARKET_ARGON2_TIME_COST": "1",
-        "PRIVMARKET_ARGON2_MEMORY_KIB": "64",
     }
     key = subprocess.run(
         [sys.executable, "-c", "from api.cli import app; app()", "admin", "create-key"],
