@@ -7,7 +7,8 @@ heterogeneous-DP logistic release :class:`HeteroDPLogisticRegression`; the local
 private logistic regression with missing covariates
 :class:`LDPMissingLogisticRegression` (subpackage :mod:`learners.ldp_missing`); the
 one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
-:mod:`learners.onebit_quantile`); their
+:mod:`learners.onebit_quantile`); the user-level LDP sparse linear regression
+:class:`ULDPSparseLinearRegression` (subpackage :mod:`learners.uldp_sparse`); their
 :class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
@@ -33,10 +34,12 @@ from learners.registry import (
     register_learner,
 )
 from learners.spec import LearnerSpec, ParamError, ParamSpec
+from learners.uldp_sparse import ULDPSparseLinearRegression
 
 LEARNERS.register(HeteroDPLogisticRegression)
 LEARNERS.register(LDPMissingLogisticRegression)
 LEARNERS.register(OneBitQuantileRegression)
+LEARNERS.register(ULDPSparseLinearRegression)
 
 __all__ = [
     "GUARANTEES",
@@ -56,6 +59,7 @@ __all__ = [
     "ReleaseContext",
     "SquaredLoss",
     "StageSpend",
+    "ULDPSparseLinearRegression",
     "curvature_slack",
     "make_loss",
     "register_learner",
