@@ -44,10 +44,11 @@ def frequency_oracle(
         return np.zeros(candidates.size)
     c = debias_factor(messages.epsilon)
     w = _normalised(bit_weight(messages.epsilon)) if weighted else np.ones(c.size)
-    zeta = (c * messages.bit)[:, None] * hadamard_entry(
-        messages.row[:, None], candidates[None, :]
-    )
-    return np.asarray(n_total * (w @ zeta) / w.sum(), dtype=float)
+    # Σ_i w_i c_i y_i H[r_i, u] = Σ_r (Σ_{i: r_i = r} w_i c_i y_i) H[r, u]
+    rows, inverse = np.unique(messages.row, return_inverse=True)
+    per_row = np.bincount(inverse, weights=w * c * messages.bit, minlength=rows.size)
+    total = per_row @ hadamard_entry(rows[:, None], candidates[None, :])
+    return np.asarray(n_total * total / w.sum(), dtype=float)
 
 
 def locate_bins(
@@ -62,10 +63,13 @@ def locate_bins(
     if messages.bit.size:
         c = debias_factor(messages.epsilon)
         w = _normalised(bit_weight(messages.epsilon)) if weighted else np.ones(c.size)
-        zeta = (w * c * messages.bit)[:, None] * hadamard_entry(
-            messages.row[:, None], bins[None, :]
-        )
-        np.add.at(scores, messages.group, zeta)
+        # per (coordinate, row) sums first, then one Hadamard row each
+        keys = messages.group * (int(messages.row.max()) + 1) + messages.row
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        sums = np.bincount(inverse, weights=w * c * messages.bit, minlength=uniq.size)
+        width = int(messages.row.max()) + 1
+        zeta = sums[:, None] * hadamard_entry((uniq % width)[:, None], bins[None, :])
+        np.add.at(scores, uniq // width, zeta)
     seen = np.bincount(messages.group, minlength=n_groups) > 0
     return np.argmax(scores, axis=1).astype(np.int64), seen
 

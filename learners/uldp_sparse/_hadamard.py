@@ -25,7 +25,8 @@ def hadamard_entry(r: ArrayLike, u: ArrayLike) -> NDArray[np.int8]:
     bits = np.bitwise_count(
         np.bitwise_and(np.asarray(r, np.int64), np.asarray(u, np.int64))
     )
-    return (1 - 2 * (bits & 1)).astype(np.int8)
+    parity = np.asarray(bits, dtype=np.int64) & 1
+    return np.asarray(1 - 2 * parity, dtype=np.int8)
 
 
 def n_rows(n_items: int) -> int:
