@@ -14,7 +14,9 @@ Facade of the subpackage (the modules starting with ``_`` are internal):
   :func:`weighted_means`, :func:`laplace_weights`, :func:`curate_tree`;
 - the protocols :func:`heavy_hitters` (with :func:`exact_heavy_hitters`,
   :func:`prune`, :func:`tree_depth`) and :func:`uldp_mean`;
-- the per-user :class:`PrivacyLedger`; :func:`hadamard_entry`.
+- the per-user :class:`PrivacyLedger`; :func:`hadamard_entry`;
+- the paper's synthetic design and experiment loop (:func:`independent_design`,
+  :func:`run_setting`, :func:`grid`, :func:`f1_score`, :func:`local_lasso_l2`).
 """
 
 from learners.uldp_sparse._curator import (
@@ -48,13 +50,26 @@ from learners.uldp_sparse._randomizers import (
     one_bit_randomizer,
     tree_prefix,
 )
+from learners.uldp_sparse._simulation import (
+    ZERO_ESTIMATOR_L2,
+    Design,
+    SettingResult,
+    f1_score,
+    grid,
+    independent_design,
+    local_lasso_l2,
+    run_setting,
+)
 
 __all__ = [
     "MAX_TREE_DEPTH",
+    "ZERO_ESTIMATOR_L2",
     "BitMessages",
+    "Design",
     "HeavyHitterResult",
     "MeanResult",
     "PrivacyLedger",
+    "SettingResult",
     "ULDPSparseLinearRegression",
     "ValueMessages",
     "bin_randomizer",
@@ -62,18 +77,23 @@ __all__ = [
     "curate_tree",
     "debias_factor",
     "exact_heavy_hitters",
+    "f1_score",
     "frequency_oracle",
+    "grid",
     "hadamard_entry",
     "heavy_hitter_randomizer",
     "heavy_hitters",
+    "independent_design",
     "keep_probability",
     "laplace_noise",
     "laplace_randomizer",
     "laplace_weights",
+    "local_lasso_l2",
     "locate_bins",
     "one_bit_randomizer",
     "padded_dimension",
     "prune",
+    "run_setting",
     "tree_depth",
     "tree_prefix",
     "uldp_mean",

@@ -17,6 +17,7 @@ from learners.uldp_sparse import (
     frequency_oracle,
     hadamard_entry,
     heavy_hitter_randomizer,
+    independent_design,
     keep_probability,
     laplace_randomizer,
     locate_bins,
@@ -24,7 +25,6 @@ from learners.uldp_sparse import (
     uldp_mean,
     weighted_means,
 )
-from tests.learners.uldp_sparse.designs import independent_design
 
 GRID = 200_000
 

@@ -18,13 +18,13 @@ from learners.uldp_sparse import (
     frequency_oracle,
     heavy_hitter_randomizer,
     heavy_hitters,
+    independent_design,
     laplace_randomizer,
     laplace_weights,
     tree_depth,
     uldp_mean,
     weighted_means,
 )
-from tests.learners.uldp_sparse.designs import independent_design
 
 
 def test_v2_frequency_oracle_is_unbiased_with_the_predicted_spread(
