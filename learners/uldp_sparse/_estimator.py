@@ -226,6 +226,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             rotate=bool(self.rotate),
             weighted=bool(self.weighted),
             exact=bool(self.exact),
+            x_scale=float(self.x_scale),
         )
 
     @_fit_context(prefer_skip_nested_validation=True)  # type: ignore[untyped-decorator]
@@ -261,10 +262,10 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         rngs = tuple(np.random.default_rng(self.random_state).spawn(2))
         ledger = PrivacyLedger(budgets)
         fit = fit_pipeline(
-            X_arr * float(self.x_scale), y_arr, user, budgets, self._config(d),
+            X_arr, y_arr, user, budgets, self._config(d),
             (rngs[0], rngs[1]), ledger,
         )  # fmt: skip
-        self.coef_ = fit.coef * float(self.x_scale)
+        self.coef_ = fit.coef
         self.intercept_ = fit.intercept
         self.support_ = fit.support
         self.selection_ = fit.selection

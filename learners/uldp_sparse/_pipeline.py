@@ -56,11 +56,13 @@ class PipelineConfig:
     rotate: bool
     weighted: bool
     exact: bool
+    x_scale: float = 1.0
 
 
 @dataclass(frozen=True)
 class SparseFit:
-    """Result of the pipeline in the units of the ``X`` it was given."""
+    """Result of the pipeline in the units of the ``X`` it was given (the estimation
+    stage works on ``x_scale·X``, where the public ranges ``bound`` are stated)."""
 
     coef: FloatArray
     intercept: float
@@ -171,7 +173,7 @@ def fit_pipeline(
     sel, est = active[first], active[second]
     selection = _select(X, y, user, sel, eps, cfg, rngs, ledger)
     support = selection.support
-    Xs = X[:, support]
+    Xs = X[:, support] * cfg.x_scale  # the ranking above is invariant to the scale
     if cfg.fit_intercept:
         Xs = np.hstack([Xs, np.ones((Xs.shape[0], 1))])
     theta = np.zeros(Xs.shape[1])
@@ -187,7 +189,7 @@ def fit_pipeline(
             )  # fmt: skip
             rounds = 2
     coef = np.zeros(d)
-    coef[support] = theta[: support.size]
+    coef[support] = theta[: support.size] * cfg.x_scale
     intercept = float(theta[-1]) if cfg.fit_intercept else 0.0
     return SparseFit(
         coef=coef,

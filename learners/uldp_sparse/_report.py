@@ -18,7 +18,7 @@ def privacy_report(
     the user with all its records), one stage per kind of message."""
     spent = ledger.spent[user]
     stages = tuple(
-        StageSpend(label, tuple(float(e) for e in per_user[user]))
+        StageSpend(label, tuple(per_user[user].tolist()))
         for label, per_user in ledger.stages.items()
     )
     worst = int(np.argmax(ledger.spent)) if ledger.spent.size else 0
@@ -32,7 +32,7 @@ def privacy_report(
         else "user-level LDP sparse regression: one message per user "
         "(heavy-hitter bit, bin bit or Laplace report) at its own epsilon_i"
     )
-    as_tuple = tuple(float(e) for e in spent)
+    as_tuple = tuple(spent.tolist())
     return PrivacyReport(
         mechanism=mechanism,
         guarantee="user_level_local",
