@@ -62,7 +62,8 @@ class PricedRows:
 def seller_summary_rows(
     Z: np.ndarray, y: np.ndarray, groups: np.ndarray, n_sellers: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each seller's mean priced row and mean target (README "User-level learners").
+    """Each seller's mean priced row and mean target (README: "How ε_i is chosen and
+    paid for a user-level learner").
 
     ``Z`` holds the learner's priced rows of the records, already scaled with the
     market's public bounds and clipped to ``‖z‖₂ ≤ 1``; ``y`` the targets scaled with

@@ -194,3 +194,22 @@ def test_learner_is_listed_for_regression_markets_with_its_record_minimum(
     assert spec["privacy_model"] == "user_level_local"
     assert spec["mechanism_loss"] == "squared"
     assert 1 < spec["min_records_per_seller"] <= 10
+
+
+def test_seller_summary_rows_are_means_inside_the_unit_ball(
+    rng: np.random.Generator,
+) -> None:
+    """The priced row of a seller is the mean of its scaled records (and targets): no
+    scaling or clipping from the data, and it stays in the unit ball."""
+    from market.pipeline.compute import seller_summary_rows
+
+    groups = np.repeat(np.arange(30), rng.integers(5, 15, 30))
+    Z = rng.standard_normal((groups.size, 4))
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)  # records on the unit sphere
+    y = rng.uniform(-1, 1, groups.size)
+    X, ybar = seller_summary_rows(Z, y, groups, 30)
+    for i in range(30):
+        np.testing.assert_allclose(X[i], Z[groups == i].mean(axis=0), rtol=1e-12)
+        assert ybar[i] == pytest.approx(y[groups == i].mean(), rel=1e-12)
+    assert np.all(np.linalg.norm(X, axis=1) <= 1.0 + 1e-12)
+    assert np.all(np.abs(ybar) <= 1.0)
