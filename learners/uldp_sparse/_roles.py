@@ -34,18 +34,8 @@ def deal(epsilon: FloatArray, n_groups: int, rng: np.random.Generator) -> IntArr
 
 
 def split_halves(
-    epsilon: FloatArray, rng: np.random.Generator, *, first_fraction: float = 0.5
+    epsilon: FloatArray, rng: np.random.Generator
 ) -> tuple[IntArray, IntArray]:
-    """Indices of a stratified split into a first part (``≈ first_fraction``) and the rest."""
-    n = epsilon.size
-    if first_fraction == 0.5:
-        g = deal(epsilon, 2, rng)
-        return np.flatnonzero(g == 0), np.flatnonzero(g == 1)
-    perm = rng.permutation(n)
-    order = perm[np.argsort(epsilon[perm], kind="stable")]
-    # every user's rank goes to the first part with the public rate first_fraction
-    take = (
-        np.floor((np.arange(n) + 1) * first_fraction)
-        - np.floor(np.arange(n) * first_fraction)
-    ) > 0
-    return np.sort(order[take]), np.sort(order[~take])
+    """Indices of a stratified split into two halves (sizes differ by at most one)."""
+    g = deal(epsilon, 2, rng)
+    return np.flatnonzero(g == 0), np.flatnonzero(g == 1)
