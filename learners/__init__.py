@@ -9,7 +9,8 @@ private logistic regression with missing covariates
 one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
 :mod:`learners.onebit_quantile`); the secure vertical (multi-party) logistic
 regression :class:`SecureVerticalLogisticRegression` (subpackage
-:mod:`learners.secure_vertical`); their
+:mod:`learners.secure_vertical`); the user-level LDP sparse linear regression
+:class:`ULDPSparseLinearRegression` (subpackage :mod:`learners.uldp_sparse`); their
 :class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
@@ -36,11 +37,13 @@ from learners.registry import (
 )
 from learners.secure_vertical import SecureVerticalLogisticRegression, align_by_key
 from learners.spec import LearnerSpec, ParamError, ParamSpec
+from learners.uldp_sparse import ULDPSparseLinearRegression
 
 LEARNERS.register(HeteroDPLogisticRegression)
 LEARNERS.register(LDPMissingLogisticRegression)
 LEARNERS.register(OneBitQuantileRegression)
 LEARNERS.register(SecureVerticalLogisticRegression)
+LEARNERS.register(ULDPSparseLinearRegression)
 
 __all__ = [
     "GUARANTEES",
@@ -61,6 +64,7 @@ __all__ = [
     "SecureVerticalLogisticRegression",
     "SquaredLoss",
     "StageSpend",
+    "ULDPSparseLinearRegression",
     "align_by_key",
     "curvature_slack",
     "make_loss",

@@ -37,10 +37,10 @@ def audit_market(
             session, market_id=market_id, learner=learner, params=dict(params or {})
         )
     cfg = inst.config(gamma=gamma)
-    X, _ = priced_rows(inst, build_learner(inst))
+    rows = priced_rows(inst, build_learner(inst))
     report = numerics.audit_incentives(
-        X,
-        inst.y,
+        rows.X,
+        rows.y,
         inst.costs,
         prior=inst.prior,
         config=cfg,

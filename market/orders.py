@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import db, ledgers, markets
+from market import db, ledgers, markets, offers
 from market.errors import (
     ConflictError,
     InvalidInputError,
@@ -66,6 +66,20 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
     return budget_minor, params
 
 
+def _check_offers_fit_learner(
+    session: Session, *, market_id: int, learner: str
+) -> None:
+    """Refuse an order whose learner cannot take the market's current offers (e.g. a
+    user-level learner and sellers with fewer records than it needs), naming how many
+    sellers fall short. Checked again when the order runs (offers may change)."""
+    counts = [
+        o.n_records for o in offers.list_active_offers(session, market_id=market_id)
+    ]
+    reason = numerics.records_per_seller_shortfall(learner, counts)
+    if reason is not None:
+        raise InvalidInputError("learner", reason)
+
+
 def _existing(
     session: Session, *, buyer: Account, key: str, request_hash: str
 ) -> Order | None:
@@ -104,6 +118,7 @@ def place_order(
         if found is not None:
             return found, False
     budget_minor, learner_params = _validate(market, body)
+    _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
     order = Order(
         market_id=market_id,

@@ -13,6 +13,7 @@ never paid.
 
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -64,35 +65,72 @@ def tuning_release(inst: OrderInstance) -> Any:
     )
 
 
-def priced_rows(inst: OrderInstance, learner: Any) -> tuple[Any, Any]:
-    """The rows the mechanism prices (training and validation), by the learner's rule.
+@dataclass(frozen=True)
+class PricedRows:
+    """What the mechanism prices: one row ``X[i]`` and target ``y[i]`` per seller, and
+    the public validation rows (per record)."""
+
+    X: Any
+    y: Any
+    X_val: Any
+
+
+def seller_summary_rows(
+    Z: np.ndarray, y: np.ndarray, groups: np.ndarray, n_sellers: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each seller's mean priced row and mean target (README: "How ε_i is chosen and
+    paid for a user-level learner").
+
+    ``Z`` holds the learner's priced rows of the records, already scaled with the
+    market's public bounds and clipped to ``‖z‖₂ ≤ 1``; ``y`` the targets scaled with
+    the public target bounds. An average of rows in the unit ball stays in it (and an
+    average of targets in ``[−1, 1]`` stays there), so the summary needs no further
+    scaling or clipping, and none computed from the data.
+    """
+    counts = np.bincount(groups, minlength=n_sellers).astype(float)
+    sums = np.zeros((n_sellers, Z.shape[1]))
+    np.add.at(sums, groups, Z)
+    X = sums / counts[:, None]
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)  # rounding only
+    return X, np.bincount(groups, weights=y, minlength=n_sellers) / counts
+
+
+def priced_rows(inst: OrderInstance, learner: Any) -> PricedRows:
+    """The rows the mechanism prices, by the learner's rule: one row per seller.
+
+    With one record per seller, the learner's ``design_matrix`` of that record. For a
+    learner whose privacy unit is the seller with all its records
+    (``min_records_per_seller > 1``), the seller's :func:`seller_summary_rows`: the
+    per-seller ``ε_i`` then covers all of that seller's records.
 
     Raises
     ------
     OrderFailedError
-        The learner's privacy unit is a seller with several records: the allocation
-        prices one row per seller.
+        Sellers with several records and a learner whose unit is one record.
     """
-    if inst.groups.size != len(inst.seller_ids):
-        raise OrderFailedError(
-            f"{inst.learner} takes several records per seller; the allocation prices "
-            "one row per seller"
-        )
-    X = learner.design_matrix(inst.X)
+    n_sellers = len(inst.seller_ids)
+    Z = learner.design_matrix(inst.X)
     X_val = None if inst.X_val is None else learner.design_matrix(inst.X_val)
-    return X, X_val
+    if inst.groups.size == n_sellers:
+        return PricedRows(X=Z, y=inst.y, X_val=X_val)
+    if not numerics.learner_spec(inst.learner).several_records_per_seller:
+        raise OrderFailedError(
+            f"{inst.learner} prices one record per seller; sellers here offer several"
+        )
+    X, y = seller_summary_rows(
+        np.asarray(Z, dtype=float), inst.y, inst.groups, n_sellers
+    )
+    return PricedRows(X=X, y=y, X_val=X_val)
 
 
 def _allocate_and_pay(
     run: OrderRun,
-    X: Any,
-    X_val: Any,
+    rows: PricedRows,
     rep: Progress,
     checkpoint: Callable[[], None] | None = None,
-    y: Any = None,
 ) -> tuple[Any, Any, float, str]:
     inst = run.instance
-    y = inst.y if y is None else y
+    X, y, X_val = rows.X, rows.y, rows.X_val
     cfg = inst.config(gamma=run.gamma)
     common = {"prior": inst.prior, "eps_max": inst.eps_max}
     if run.gamma is None:
@@ -149,7 +187,8 @@ def _check_epsilon(alloc: Any, pay: Any, released: np.ndarray) -> None:
 
 
 def _seller_totals(inst: OrderInstance, per_record: Sequence[float]) -> np.ndarray:
-    """Each seller's ε: the largest over its records (one record per seller here)."""
+    """Each seller's ε: the largest over its records (a user-level learner reports its
+    seller's ε on every record)."""
     out = np.zeros(len(inst.seller_ids))
     np.maximum.at(out, inst.groups, np.asarray(per_record, dtype=float))
     return out
@@ -197,10 +236,10 @@ def compute_vertical_order(
     learner = build_learner(inst)
     edges = np.cumsum([0, *inst.party_sizes])
     blocks = [inst.X[:, a:b] for a, b in itertools.pairwise(edges)]
-    X = learner.design_matrix(blocks)
-    alloc, pay, gamma, source = _allocate_and_pay(
-        run, X, None, rep, checkpoint, y=np.ones(len(blocks))
+    rows = PricedRows(
+        X=learner.design_matrix(blocks), y=np.ones(len(blocks)), X_val=None
     )
+    alloc, pay, gamma, source = _allocate_and_pay(run, rows, rep, checkpoint)
     minor = _payments_within_budget(run, pay, gamma)
     eps = np.asarray(alloc.epsilon, dtype=float)
     if np.any(eps <= 0):
@@ -246,8 +285,8 @@ def compute_order(
     if inst.party_sizes is not None:
         return compute_vertical_order(run, rep, checkpoint=checkpoint)
     learner = build_learner(inst)
-    X, X_val = priced_rows(inst, learner)
-    alloc, pay, gamma, source = _allocate_and_pay(run, X, X_val, rep, checkpoint)
+    rows = priced_rows(inst, learner)
+    alloc, pay, gamma, source = _allocate_and_pay(run, rows, rep, checkpoint)
     minor = _payments_within_budget(run, pay, gamma)
     rep.stage("releasing")
     eps = np.asarray(alloc.epsilon, dtype=float)[inst.groups]
@@ -285,12 +324,12 @@ def compute_tradeoff(
         The market has no public validation set.
     """
     learner = build_learner(inst)
-    X, X_val = priced_rows(inst, learner)
-    if X_val is None:
+    rows = priced_rows(inst, learner)
+    if rows.X_val is None:
         raise OrderFailedError("the market has no public validation set")
     points = numerics.tradeoff(
-        X,
-        inst.y,
+        rows.X,
+        rows.y,
         inst.costs,
         prior=inst.prior,
         config=inst.config(),

@@ -165,15 +165,9 @@ def _validation(market: Market) -> tuple[FloatArray | None, FloatArray | None]:
 
 
 def _check_records_per_seller(learner: str, counts: list[int]) -> None:
-    spec = numerics.learner_spec(learner)
-    short = sum(1 for n in counts if n < spec.min_records_per_seller)
-    if short:
-        raise ValueError(
-            f"{learner} needs at least {spec.min_records_per_seller} records per "
-            f"seller; {short} of {len(counts)} sellers have fewer"
-        )
-    if spec.min_records_per_seller == 1 and any(n != 1 for n in counts):
-        raise ValueError(f"{learner} prices exactly one record per seller")
+    reason = numerics.records_per_seller_shortfall(learner, counts)
+    if reason is not None:
+        raise ValueError(reason)
 
 
 def load_instance(

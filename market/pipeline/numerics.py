@@ -147,6 +147,30 @@ def check_order_learner(
     return checked
 
 
+def records_per_seller_shortfall(name: str, counts: Sequence[int]) -> str | None:
+    """Why sellers with ``counts`` records cannot feed learner ``name``, or None.
+
+    A learner whose privacy unit is the seller with all its records
+    (``min_records_per_seller > 1``) needs that many records from every seller; any
+    other learner prices exactly one record per seller.
+    """
+    spec = learner_spec(name)
+    need = spec.min_records_per_seller
+    short = sum(1 for n in counts if n < need)
+    if short:
+        return (
+            f"{name} needs at least {need} records per seller; {short} of "
+            f"{len(counts)} sellers have fewer"
+        )
+    if not spec.several_records_per_seller and any(n != 1 for n in counts):
+        many = sum(1 for n in counts if n != 1)
+        return (
+            f"{name} prices exactly one record per seller; {many} of {len(counts)} "
+            "sellers offer several"
+        )
+    return None
+
+
 def default_learner(
     task: str,
     features: Sequence[Mapping[str, Any]] | None = None,

@@ -18,6 +18,8 @@ MODULES = [
     "learners.onebit_quantile._model",
     "learners.onebit_quantile._randomizers",
     "learners.onebit_quantile._transform",
+    "learners.uldp_sparse._estimator",
+    "learners.uldp_sparse._hadamard",
 ]
 
 

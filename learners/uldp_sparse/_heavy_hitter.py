@@ -1,0 +1,183 @@
+"""HeavyHitter over a binary prefix tree (spec §4): users' one-bit reports, the curator's
+frequency oracle level by level, and pruning.
+
+Each selection user is dealt one tree level ``ℓ_i`` (public, stratified by ``ε_i``) and
+a public Hadamard row ``r_i ∈ [0, 2^{ℓ_i})``; it sends **one** bit
+``RR_{ε_i}(H[r_i, pre_{ℓ_i}(v_i)])``, drawn once and reused by the curator for every
+candidate prefix (the reference code re-draws it per candidate: defect D1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners.uldp_sparse._curator import frequency_oracle
+from learners.uldp_sparse._ledger import PrivacyLedger
+from learners.uldp_sparse._messages import BitMessages
+from learners.uldp_sparse._randomizers import heavy_hitter_randomizer
+from learners.uldp_sparse._roles import deal
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+MAX_TREE_DEPTH = 20
+"""Deepest prefix tree supported: ``d ≤ 2^20`` features."""
+STAGE = "selection: heavy-hitter bit"
+
+
+@dataclass(frozen=True)
+class HeavyHitterResult:
+    """The selected support and what the curator kept on the way (public output).
+
+    Attributes
+    ----------
+    support : ndarray of int
+        ``Ŝ``, sorted.
+    survivors : list of ndarray
+        ``P_ℓ`` for ``ℓ = 1..L``.
+    estimates : ndarray
+        ``f̂_L`` of the last level's survivors (same order as ``survivors[-1]``).
+    n_levels : int
+        ``L = ⌈log2 d⌉``.
+    """
+
+    support: IntArray
+    survivors: list[IntArray] = field(default_factory=list)
+    estimates: FloatArray = field(default_factory=lambda: np.zeros(0))
+    n_levels: int = 1
+
+
+def tree_depth(d: int) -> int:
+    """``L = max(1, ⌈log2 d⌉)``.
+
+    Raises
+    ------
+    ValueError
+        ``d`` exceeds ``2^20`` (the prefix tree's depth limit), naming ``n_features``.
+    """
+    if d < 1:
+        raise ValueError(f"n_features must be >= 1, got {d}")
+    L = max(1, math.ceil(math.log2(d)))
+    if L > MAX_TREE_DEPTH:
+        raise ValueError(
+            f"n_features: d = {d} exceeds the prefix tree's {2**MAX_TREE_DEPTH} leaves"
+        )
+    return L
+
+
+def prune(
+    candidates: IntArray,
+    estimates: FloatArray,
+    *,
+    level: int,
+    n_levels: int,
+    k: int,
+    alpha: float,
+    n_total: float,
+) -> IntArray:
+    """Survivors ``P_ℓ ⊆ C_ℓ`` (spec §4.3).
+
+    Keep the top ``k_lo(ℓ) = min(|C|, ⌈max(k/2^{L−ℓ}, 1)⌉)`` always; among the top
+    ``k_hi = min(k, |C|)`` keep the others too when ``α = 0`` (PROPOSAL default), or
+    only those with ``f̂ ≥ α·n_total`` (the reference rule, ``α > 0``).
+    """
+    n_c = candidates.size
+    order = np.argsort(-estimates, kind="stable")
+    k_hi = min(k, n_c)
+    k_lo = min(n_c, math.ceil(max(k / 2 ** (n_levels - level), 1.0)))
+    keep = order[:k_lo]
+    extra = order[k_lo:k_hi]
+    if alpha > 0:
+        extra = extra[estimates[extra] >= alpha * n_total]
+    return np.sort(candidates[np.concatenate([keep, extra])])
+
+
+def _leaves(
+    survivors: IntArray, estimates: FloatArray, d: int
+) -> tuple[IntArray, FloatArray]:
+    """``Ŝ = {u ∈ P_L : u < d}``; if empty, the best-ranked valid leaf (PROPOSAL)."""
+    valid = survivors < d
+    if valid.any():
+        return survivors[valid], estimates[valid]
+    return np.array([d - 1], dtype=np.int64), np.zeros(1)
+
+
+def heavy_hitters(
+    v: IntArray,
+    epsilon: FloatArray,
+    *,
+    d: int,
+    k: int,
+    rng_public: np.random.Generator,
+    rng_private: np.random.Generator,
+    alpha: float = 0.0,
+    weighted: bool = True,
+    ledger: PrivacyLedger | None = None,
+    users: IntArray | None = None,
+) -> HeavyHitterResult:
+    """The private protocol of spec §4 (direct Hadamard oracle) on reported indices ``v``.
+
+    ``users``: the ledger indices of the senders (default ``0..n1−1``).
+    """
+    n1 = v.size
+    L = tree_depth(d)
+    level = deal(epsilon, L, rng_public) + 1
+    row = rng_public.integers(0, np.left_shift(1, level))
+    if ledger is not None:
+        ledger.charge(np.arange(n1) if users is None else users, epsilon, STAGE)
+    bits = heavy_hitter_randomizer(
+        v, level=level, row=row, n_levels=L, epsilon=epsilon, rng=rng_private
+    )
+    messages = BitMessages(group=level, row=row, bit=bits, epsilon=epsilon)
+    return curate_tree(messages, d=d, k=k, alpha=alpha, weighted=weighted)
+
+
+def curate_tree(
+    messages: BitMessages, *, d: int, k: int, alpha: float = 0.0, weighted: bool = True
+) -> HeavyHitterResult:
+    """The curator's descent: estimate the candidates of each level from that level's
+    bits, prune, expand the survivors' children (spec §4.3)."""
+    L = tree_depth(d)
+    n1 = float(messages.bit.size)
+    candidates = np.array([0, 1], dtype=np.int64)
+    survivors: list[IntArray] = []
+    estimates = np.zeros(2)
+    for level in range(1, L + 1):
+        if level > 1:
+            candidates = np.sort(
+                np.concatenate([2 * survivors[-1], 2 * survivors[-1] + 1])
+            )
+        mask = messages.group == level
+        sub = BitMessages(
+            group=messages.group[mask],
+            row=messages.row[mask],
+            bit=messages.bit[mask],
+            epsilon=messages.epsilon[mask],
+        )
+        f_hat = frequency_oracle(sub, candidates, n_total=n1, weighted=weighted)
+        kept = prune(
+            candidates, f_hat, level=level, n_levels=L, k=k, alpha=alpha, n_total=n1
+        )
+        survivors.append(kept)
+        estimates = f_hat[np.searchsorted(candidates, kept)]
+    support, est = _leaves(survivors[-1], estimates, d)
+    return HeavyHitterResult(
+        support=support, survivors=survivors, estimates=est, n_levels=L
+    )
+
+
+def exact_heavy_hitters(v: IntArray, *, d: int, k: int) -> HeavyHitterResult:
+    """Exact, non-private mode (spec §4.4, ``ε = ∞``): the top-``k`` counted indices."""
+    counts = np.bincount(v, minlength=d).astype(float)
+    order = np.argsort(-counts, kind="stable")[: min(k, d)]
+    keep = order[counts[order] > 0] if (counts[order] > 0).any() else order[:1]
+    support = np.sort(keep).astype(np.int64)
+    return HeavyHitterResult(
+        support=support,
+        survivors=[support],
+        estimates=counts[support],
+        n_levels=tree_depth(d),
+    )
