@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     rate_limit_reads : int
         ``GET``/``HEAD`` requests per window to ``/v1``, counted the same way and
         separately from writes; 0 turns the limit off. Default 1200.
+    dask_scheduler : str or None
+        Address of a Dask scheduler (``tcp://host:8786``) on which the Myerson
+        payments of large orders run (``PRIVMARKET_DASK_SCHEDULER``); unset: a local
+        process pool. Needs the ``dask`` extra (``pip install privmarket[dask]``).
     """
 
     model_config = SettingsConfigDict(env_prefix="PRIVMARKET_", extra="ignore")
@@ -54,6 +58,7 @@ class Settings(BaseSettings):
     rate_limit_window_seconds: int = Field(default=60, gt=0)
     rate_limit_writes: int = Field(default=600, ge=0)
     rate_limit_reads: int = Field(default=1200, ge=0)
+    dask_scheduler: str | None = None
 
 
 @lru_cache
