@@ -73,7 +73,9 @@ class DaskExecutor(Executor):
         return self._executor.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._executor.shutdown(wait=wait, cancel_futures=cancel_futures)
+        # ClientExecutor.shutdown takes no cancel_futures: it cancels unfinished
+        # futures itself when wait is False.
+        self._executor.shutdown(wait=wait and not cancel_futures)
 
 
 def _dask_client(executor: Executor) -> Any:
