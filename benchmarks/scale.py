@@ -91,9 +91,7 @@ def wisconsin_row() -> dict[str, Any]:
     X, y = load_wisconsin()
     sp = train_val_test_split(X, y, random_state=0)
     c = np.random.default_rng(0).uniform(1e-4, 5e-4, size=sp.y_train.size)
-    ta, alloc = best_of(
-        lambda: allocate(sp.X_train, sp.y_train, c, PRIOR, WBC_CFG), 15
-    )
+    ta, alloc = best_of(lambda: allocate(sp.X_train, sp.y_train, c, PRIOR, WBC_CFG), 15)
     ts, _ = best_of(lambda: LogisticRegression().fit(sp.X_train, sp.y_train), 15)
     return {
         "m": sp.y_train.size,
@@ -209,7 +207,12 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
 
 
 def report(out: dict[str, Any], command: str) -> str:
-    alloc, pays, wbc, dask = out["allocate"], out["payments"], out["wisconsin"], out["dask"]
+    alloc, pays, wbc, dask = (
+        out["allocate"],
+        out["payments"],
+        out["wisconsin"],
+        out["dask"],
+    )
     parts = [
         f"Command: `{command}`. {machine_note()}; other agents' jobs were running "
         "(load average 4–8), so absolute times are noisy; every ratio is within one run.",
@@ -220,11 +223,17 @@ def report(out: dict[str, Any], command: str) -> str:
         markdown_table(
             ["m", "allocate s", "status", "sklearn s", "allocate / sklearn", "best of"],
             [
-                [r["m"], r["allocate_s"], r["status"], r["sklearn_s"],
-                 r["ratio_sklearn"], r.get("repeats")]
+                [
+                    r["m"],
+                    r["allocate_s"],
+                    r["status"],
+                    r["sklearn_s"],
+                    r["ratio_sklearn"],
+                    r.get("repeats"),
+                ]
                 for r in [*alloc, wbc]
             ],
-        ),  # fmt: skip
+        ),
         f"(last row: Wisconsin, `WBC_CFG`, best of 15.) Log-log slope of `allocate` "
         f"time in m: {out['slope_allocate']:.2f}.",
         "",
@@ -233,18 +242,40 @@ def report(out: dict[str, Any], command: str) -> str:
         "`measured`:",
         "",
         markdown_table(
-            ["m", "allocate s", "winners", "job s", "s / seller", "ratio",
-             "s / verified seller", "ratio (verified)", "k verified", "solves / seller",
-             "certified", "all sellers (2 workers, extrapolated) s", "measured s"],
             [
-                [r["m"], r["allocate_s"], r["winners"], r["job_s"], r["per_seller_s"],
-                 r["ratio_per_seller"], r["per_verified_seller_s"],
-                 r["ratio_per_verified_seller"], r["n_verified"],
-                 r["solves_per_seller"], r["all_certified"],
-                 r["extrapolated_all_s"], r["measured_all_s"]]
+                "m",
+                "allocate s",
+                "winners",
+                "job s",
+                "s / seller",
+                "ratio",
+                "s / verified seller",
+                "ratio (verified)",
+                "k verified",
+                "solves / seller",
+                "certified",
+                "all sellers (2 workers, extrapolated) s",
+                "measured s",
+            ],
+            [
+                [
+                    r["m"],
+                    r["allocate_s"],
+                    r["winners"],
+                    r["job_s"],
+                    r["per_seller_s"],
+                    r["ratio_per_seller"],
+                    r["per_verified_seller_s"],
+                    r["ratio_per_verified_seller"],
+                    r["n_verified"],
+                    r["solves_per_seller"],
+                    r["all_certified"],
+                    r["extrapolated_all_s"],
+                    r["measured_all_s"],
+                ]
                 for r in pays
             ],
-        ),  # fmt: skip
+        ),
         f"Log-log slope in m of the per-seller time: {out['slope_per_seller']}; of the "
         f"all-seller time: {out['slope_all']}.",
         "",
@@ -254,14 +285,28 @@ def report(out: dict[str, Any], command: str) -> str:
             f"Dask vs the process pool, all sellers of m = {out['dask_m']}:",
             "",
             markdown_table(
-                ["workers", "pool s", "Dask s", "Dask / pool", "pool speed-up",
-                 "Dask speed-up", "max |Δt| vs serial"],
                 [
-                    [r["workers"], r["pool_s"], r["dask_s"], r["dask_over_pool"],
-                     r["pool_speedup"], r["dask_speedup"], r["max_diff"]]
+                    "workers",
+                    "pool s",
+                    "Dask s",
+                    "Dask / pool",
+                    "pool speed-up",
+                    "Dask speed-up",
+                    "max |Δt| vs serial",
+                ],
+                [
+                    [
+                        r["workers"],
+                        r["pool_s"],
+                        r["dask_s"],
+                        r["dask_over_pool"],
+                        r["pool_speedup"],
+                        r["dask_speedup"],
+                        r["max_diff"],
+                    ]
                     for r in dask
                 ],
-            ),  # fmt: skip
+            ),
         ]
     return "\n".join(parts)
 
@@ -298,7 +343,9 @@ def main() -> None:
     out["slope_per_seller"] = None if ps is None else round(ps, 2)
     out["slope_all"] = None if pa is None else round(pa, 2)
     out["dask_m"] = args.dask_m
-    out["dask"] = dask_curve(args.dask_m, args.dask_workers) if args.dask_workers else []
+    out["dask"] = (
+        dask_curve(args.dask_m, args.dask_workers) if args.dask_workers else []
+    )
     for r in out["dask"]:
         print(r, flush=True)
     command = "python benchmarks/scale.py " + " ".join(

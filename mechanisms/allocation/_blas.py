@@ -26,9 +26,7 @@ def one_blas_thread() -> AbstractContextManager[Any]:
     """Context manager limiting every loaded BLAS to one thread (restored on exit)."""
     if not _controller:
         _controller.append(ThreadpoolController())
-    limit: AbstractContextManager[Any] = _controller[0].limit(
-        limits=1, user_api="blas"
-    )
+    limit: AbstractContextManager[Any] = _controller[0].limit(limits=1, user_api="blas")
     return limit
 
 

@@ -84,7 +84,8 @@ def _gradient(prob: Problem, eta: float, p: _Point) -> FloatArray:
     return g if c is None else g + c
 
 
-GRAM_BLOCK = 8192  # rows per block of the weighted Gram product (fits in L2 with d ≤ 32)
+# Rows per block of the weighted Gram product (a block fits in L2 for d ≤ 32).
+GRAM_BLOCK = 8192
 
 
 def weighted_gram(X: FloatArray, weights: FloatArray) -> FloatArray:

@@ -57,7 +57,8 @@ def compare(prob: Problem, i: int, factor: float) -> tuple[bool, bool]:
     fast = local_resolve(raised, base, nodes=nodes)
     if fast is None:
         return False, False
-    assert fast.certified and cold.certified
+    assert fast.certified
+    assert cold.certified
     # Both are the certified global optimum over the range: the same point.
     np.testing.assert_allclose(
         fast.epsilon_total, cold.epsilon_total, rtol=1e-6, atol=1e-7
