@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -215,7 +216,9 @@ def report(out: dict[str, Any], command: str) -> str:
     )
     parts = [
         f"Command: `{command}`. {machine_note()}; other agents' jobs were running "
-        "(load average 4–8), so absolute times are noisy; every ratio is within one run.",
+        f"(1-minute load average {out['load'][0]:.0f} at the start, "
+        f"{out['load'][1]:.0f} at the end), so absolute times are noisy; every ratio "
+        "is within one run.",
         "",
         "Allocate (synthetic, d = 20, certified rule) and one scikit-learn "
         "`LogisticRegression` fit on the same data:",
@@ -324,6 +327,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     samples = dict(zip(args.sizes, args.sample * len(args.sizes), strict=False))
+    load0 = os.getloadavg()[0]
     out: dict[str, Any] = {"wisconsin": wisconsin_row(), "allocate": [], "payments": []}
     print(out["wisconsin"], flush=True)
     for m in [*args.sizes, *args.big]:
@@ -348,6 +352,7 @@ def main() -> None:
     )
     for r in out["dask"]:
         print(r, flush=True)
+    out["load"] = [load0, os.getloadavg()[0]]
     command = "python benchmarks/scale.py " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
         for k, v in vars(args).items()
