@@ -127,7 +127,7 @@ def _hessian(prob: Problem, eta: float, p: _Point) -> tuple[FloatArray, bool]:
 
     ``−s GᵀG`` of ``J`` is folded into the one weighted Gram product (weights
     ``a_i ℓ''_i − s ℓ'_i²`` on the free set ``M``); the rank-two part needs only
-    ``Xᵀ`` times three vectors, one GEMM.
+    ``Xᵀ`` times four vectors, one GEMM.
     """
     cfg, loss = prob.cfg, prob.loss
     d = prob.X.shape[1]

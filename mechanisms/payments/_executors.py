@@ -63,11 +63,16 @@ class DaskExecutor(Executor):
     @property
     def n_workers(self) -> int:
         """Threads over all of the cluster's workers (at least 1)."""
-        return max(1, int(sum(self.client.nthreads().values())))
+        return worker_count(self)
 
     def scatter(self, obj: Any) -> Any:
         """``obj`` on every worker; the returned future stands for it in ``submit``."""
-        return self.client.scatter(obj, broadcast=True, hash=False)
+        return self.scatter_with(self.client, obj)
+
+    @staticmethod
+    def scatter_with(client: Any, obj: Any) -> Any:
+        """``client.scatter(obj)`` to every worker (a future for ``submit``)."""
+        return client.scatter(obj, broadcast=True, hash=False)
 
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
         return self._executor.submit(fn, *args, **kwargs)
@@ -156,7 +161,7 @@ def map_chunks(
     assert pool is not None
     client = _dask_client(pool)
     if client is not None:
-        shared = client.scatter(shared, broadcast=True, hash=False)
+        shared = DaskExecutor.scatter_with(client, shared)
     try:
         return _run(pool, fn, shared, chunks, total, progress)
     finally:
