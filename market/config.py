@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     max_bulk_request_bytes : int
         Body limit of ``POST /v1/markets/{id}/offers:bulk`` (default 64 MiB); every
         other route has ``max_request_bytes``.
+    dask_scheduler : str or None
+        Address of a Dask scheduler (``tcp://host:8786``) on which the Myerson
+        payments of large orders run (``PRIVMARKET_DASK_SCHEDULER``); unset: a local
+        process pool. Needs the ``dask`` extra (``pip install privmarket[dask]``).
     """
 
     model_config = SettingsConfigDict(env_prefix="PRIVMARKET_", extra="ignore")
@@ -70,6 +74,7 @@ class Settings(BaseSettings):
     rate_limit_reads: int = Field(default=1200, ge=0)
     rate_limit_registrations: int = Field(default=30, ge=0)
     max_bulk_request_bytes: int = Field(default=64 * MIB, gt=0)
+    dask_scheduler: str | None = None
 
 
 @lru_cache

@@ -12,10 +12,11 @@ units): budgets, settled payments and ``choose_gamma``'s budget check all use it
 """
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import multiprocessing
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from numpy.typing import NDArray
 
 import mechanisms as mech
 from learners import LEARNERS, LearnerSpec, ParamError, ReleaseContext, align_by_key
+from market.config import get_settings
 from market.errors import InvalidInputError
 from market.models import MINOR_UNITS
 from mechanisms import money
@@ -468,12 +470,39 @@ process has threads)."""
 
 
 def payments_executor(m: int) -> Any:
-    """Return an executor (a context manager) for per-seller payment re-solves."""
+    """Return an executor (a context manager) for per-seller payment re-solves.
+
+    Above ``SERIAL_PAYMENTS_MAX`` sellers: on the Dask scheduler of the setting
+    ``PRIVMARKET_DASK_SCHEDULER`` when set (:func:`dask_executor`), else a local
+    process pool.
+    """
     if m <= SERIAL_PAYMENTS_MAX:
         return cf.ThreadPoolExecutor(max_workers=1)
+    address = get_settings().dask_scheduler
+    if address:
+        return dask_executor(address)
     workers = max(1, len(os.sched_getaffinity(0)))
     ctx = multiprocessing.get_context("forkserver")
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+@contextlib.contextmanager
+def dask_executor(address: str) -> Iterator[Any]:
+    """A ``mechanisms.DaskExecutor`` on a client connected to ``address`` (closed on
+    exit). The payment job is scattered to the cluster's workers once per order."""
+    try:
+        import distributed
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise RuntimeError(
+            "PRIVMARKET_DASK_SCHEDULER is set but dask.distributed is not installed "
+            "(pip install 'privmarket[dask]')"
+        ) from exc
+    with distributed.Client(address, set_as_default=False) as client:
+        pool = mech.payments.DaskExecutor(client)
+        try:
+            yield pool
+        finally:
+            pool.shutdown(wait=True)
 
 
 def allocate(

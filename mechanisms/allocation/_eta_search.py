@@ -19,6 +19,7 @@ from scipy.optimize import minimize_scalar
 from learners._noise import sample_gamma_direction_noise
 from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
+from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._certify import (
     RANGE_RTOL,
@@ -114,6 +115,7 @@ def eta_bounds(prob: Problem) -> tuple[float, float] | None:
     return lo, hi
 
 
+@single_blas_thread
 def solve_allocation(
     prob: Problem, *, warm_start: Allocation | None = None
 ) -> Allocation:

@@ -84,42 +84,97 @@ def _gradient(prob: Problem, eta: float, p: _Point) -> FloatArray:
     return g if c is None else g + c
 
 
-def _hessians(prob: Problem, eta: float, p: _Point) -> tuple[FloatArray, FloatArray]:
-    """``(H_w, H_w + J)``: the w-block Hessian and the full ``∇²F``."""
+# Rows per block of the weighted Gram product (a block fits in L2 for d ≤ 32).
+GRAM_BLOCK = 8192
+
+
+def weighted_gram(X: FloatArray, weights: FloatArray) -> FloatArray:
+    """``Xᵀ diag(weights) X`` (weights of any sign) without a masked copy of ``X``.
+
+    Rows are taken in contiguous blocks; each block is scaled into one reused buffer
+    and multiplied into the ``d × d`` accumulator, so the extra memory is
+    ``GRAM_BLOCK·d`` floats and every row is read from main memory once.
+    """
+    m, d = X.shape
+    H = np.zeros((d, d))
+    buf = np.empty((min(m, GRAM_BLOCK), d))
+    for lo in range(0, m, GRAM_BLOCK):
+        hi = min(lo + GRAM_BLOCK, m)
+        Xb = X[lo:hi]
+        out = buf[: hi - lo]
+        np.multiply(Xb, weights[lo:hi, None], out=out)
+        H += Xb.T @ out
+    return H
+
+
+def _w_block_weights(prob: Problem, p: _Point) -> FloatArray:
+    """``a_i ℓ''_i`` (0 where ``a_i = 0``): ``H_w = Xᵀ diag(·) X + λI``."""
+    h = p.a * prob.loss.curvature(p.z, prob.y)
+    return np.where(p.a > 0, h, 0.0)
+
+
+def _w_hessian(prob: Problem, p: _Point) -> FloatArray:
+    """The w-block Hessian ``H_w = Σ a_i ℓ''_i x_i x_iᵀ + λI``."""
+    d = prob.X.shape[1]
+    Hw = weighted_gram(prob.X, _w_block_weights(prob, p))
+    Hw.flat[:: d + 1] += prob.cfg.lam
+    return Hw
+
+
+def _hessian(prob: Problem, eta: float, p: _Point) -> tuple[FloatArray, bool]:
+    """``(∇²F, reduced)``: the full ``∇²F = H_w + sym(J)``, with ``reduced = False``
+    when ``J`` vanishes (no free set) and the matrix is ``H_w`` itself.
+
+    ``−s GᵀG`` of ``J`` is folded into the one weighted Gram product (weights
+    ``a_i ℓ''_i − s ℓ'_i²`` on the free set ``M``); the rank-two part needs only
+    ``Xᵀ`` times four vectors, one GEMM.
+    """
     cfg, loss = prob.cfg, prob.loss
     d = prob.X.shape[1]
-    act = p.a > 0
-    # B = diag(√h) X over the active rows, so H_w = BᵀB + λI (one contiguous GEMM).
-    B = prob.X[act] * np.sqrt(p.a[act] * loss.curvature(p.z[act], prob.y[act]))[:, None]
-    Hw = B.T @ B
-    Hw.flat[:: d + 1] += cfg.lam
-    if p.state is None:
-        return Hw, Hw
-    s = p.state.s
-    v = p.state.A - s * p.r
-    free = (v > 0.0) & (v < prob.caps(eta))
-    n = int(free.sum())
-    if n == 0:
-        return Hw, Hw
+    wts = _w_block_weights(prob, p)
+    free, n = None, 0
+    if p.state is not None:
+        s = p.state.s
+        v = p.state.A - s * p.r
+        free = (v > 0.0) & (v < prob.caps(eta))
+        n = int(free.sum())
+    if p.state is None or free is None or n == 0:
+        H = weighted_gram(prob.X, wts)
+        H.flat[:: d + 1] += cfg.lam
+        return H, False
     aM, rM = p.a[free], p.r[free]
-    G = prob.X[free] * loss.derivative(p.z[free], prob.y[free])[:, None]
     S1, c1, Q = float(rM.sum()), float(aM.sum()), float(aM @ rM)
     D = S1 * c1 - n * (Q + cfg.mu**2 * s)
     if D == 0.0:
-        return Hw, Hw
+        H = weighted_gram(prob.X, wts)
+        H.flat[:: d + 1] += cfg.lam
+        return H, False
     p1 = (s / D) * (S1 * aM - (Q + cfg.mu**2 * s))
     p2 = (s / D) * (n * aM - c1)
-    g1, gr = G.sum(axis=0), G.T @ rM
-    J = -s * (G.T @ G) + np.outer(g1, G.T @ p1) - np.outer(gr, G.T @ p2)
-    return Hw, Hw + 0.5 * (J + J.T)
+    dl = loss.derivative(p.z[free], prob.y[free])
+    wts[free] -= s * dl * dl
+    H = weighted_gram(prob.X, wts)
+    H.flat[:: d + 1] += cfg.lam
+    # Columns: ℓ'_i, ℓ'_i r_i, ℓ'_i p1_i, ℓ'_i p2_i on M → g1, gr, Gᵀp1, Gᵀp2.
+    V = np.zeros((prob.m, 4))
+    V[free] = np.column_stack([dl, dl * rM, dl * p1, dl * p2])
+    g1, gr, gp1, gp2 = (prob.X.T @ V).T
+    K = np.outer(g1, gp1) - np.outer(gr, gp2)
+    return H + 0.5 * (K + K.T), True
 
 
-def _direction(Hw: FloatArray, Hf: FloatArray, g: FloatArray) -> FloatArray:
+def _direction(
+    prob: Problem, p: _Point, Hf: FloatArray, reduced: bool, g: FloatArray
+) -> FloatArray:
+    """Newton direction on ``∇²F``; the w-block Hessian alone (a DC step) when
+    ``∇²F`` is not positive definite."""
     try:
         L = np.linalg.cholesky(Hf)
         return -np.linalg.solve(L.T, np.linalg.solve(L, g))
     except np.linalg.LinAlgError:
-        return -np.linalg.solve(Hw, g)
+        if not reduced:
+            return -np.linalg.solve(Hf, g)
+        return -np.linalg.solve(_w_hessian(prob, p), g)
 
 
 def _rounding_accept(
@@ -162,8 +217,8 @@ def newton_reduced(
             return p.w, p.a, p.state, it, True, p.value
         if it == max_iter:
             break
-        Hw, Hf = _hessians(prob, eta, p)
-        step = _direction(Hw, Hf, g)
+        Hf, reduced = _hessian(prob, eta, p)
+        step = _direction(prob, p, Hf, reduced, g)
         slope = float(g @ step)
         if slope >= 0.0:  # pragma: no cover - both Hessians are positive definite
             step, slope = -g, -float(g @ g)

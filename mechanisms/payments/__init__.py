@@ -3,7 +3,8 @@
 :func:`myerson_payments` computes every seller's ``t_i`` (a :class:`PaymentResult`),
 :func:`myerson_total` their sum, :func:`expected_payments` the paper's Thm 3.2
 diagnostic. Sellers run on any ``concurrent.futures.Executor``
-(:class:`SerialExecutor`, or a process pool of :func:`default_workers` workers).
+(:class:`SerialExecutor`, a process pool of :func:`default_workers` workers, or a
+Dask cluster through :class:`DaskExecutor`).
 Private modules, in dependency order: ``_executors``, ``_seller_curve`` (one seller's
 ``ε_i(s)``), ``_local_resolve`` (certified shortcut re-solves), ``_kinks``,
 ``_critical_cost`` (the cut-off ``s*_i``), ``_quadrature``, ``_seller_payment`` (one
@@ -11,7 +12,13 @@ seller), ``_payments`` (all sellers) and ``_myerson_payments`` (the public entry
 an :class:`mechanisms.Instance` or the positional arrays).
 """
 
-from mechanisms.payments._executors import Progress, SerialExecutor, default_workers
+from mechanisms.payments._executors import (
+    DaskExecutor,
+    Progress,
+    SerialExecutor,
+    default_workers,
+    worker_count,
+)
 from mechanisms.payments._myerson_payments import myerson_payments
 from mechanisms.payments._payments import (
     PaymentResult,
@@ -21,6 +28,7 @@ from mechanisms.payments._payments import (
 from mechanisms.payments._seller_payment import SellerPayment
 
 __all__ = [
+    "DaskExecutor",
     "PaymentResult",
     "Progress",
     "SellerPayment",
@@ -29,4 +37,5 @@ __all__ = [
     "expected_payments",
     "myerson_payments",
     "myerson_total",
+    "worker_count",
 ]

@@ -1,9 +1,14 @@
 """Run independent per-seller jobs through any :class:`concurrent.futures.Executor`.
 
 The payments of different sellers are independent (spec ``mechanism.md`` §5), so they
-are chunked (to amortise pickling the problem) and mapped over an executor: a process
-pool by default, a thread pool, :class:`SerialExecutor` (in-process, for tests and
-debugging), or a Dask cluster through ``distributed.Client(...).get_executor()``.
+are chunked and mapped over an executor: a process pool by default, a thread pool,
+:class:`SerialExecutor` (in-process, for tests and debugging), or a Dask cluster
+(:class:`DaskExecutor`, or ``distributed.Client(...).get_executor()``).
+
+The chunks are sized by the executor's actual worker count (:func:`worker_count`:
+about four chunks per worker, for progress and load balance). On a process pool the
+shared job is pickled once per chunk; on Dask it is scattered to the workers **once**
+(``Client.scatter(..., broadcast=True)``) and every chunk receives a reference to it.
 """
 
 from __future__ import annotations
@@ -42,6 +47,68 @@ def chunked(items: Sequence[T], n_chunks: int) -> list[list[T]]:
     return [list(items[bounds[j] : bounds[j + 1]]) for j in range(k)]
 
 
+class DaskExecutor(Executor):
+    """A :class:`~concurrent.futures.Executor` on a ``distributed.Client``.
+
+    ``submit`` goes through the client's own executor (futures are
+    :class:`concurrent.futures.Future`); :func:`map_chunks` additionally uses
+    :meth:`scatter` to ship the shared job once and :attr:`n_workers` (the cluster's
+    threads) to size the chunks. The client is not closed by this wrapper.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._executor: Executor = client.get_executor()
+
+    @property
+    def n_workers(self) -> int:
+        """Threads over all of the cluster's workers (at least 1)."""
+        return worker_count(self)
+
+    def scatter(self, obj: Any) -> Any:
+        """``obj`` on every worker; the returned future stands for it in ``submit``."""
+        return self.scatter_with(self.client, obj)
+
+    @staticmethod
+    def scatter_with(client: Any, obj: Any) -> Any:
+        """``client.scatter(obj)`` to every worker (a future for ``submit``)."""
+        return client.scatter(obj, broadcast=True, hash=False)
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        return self._executor.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        # ClientExecutor.shutdown takes no cancel_futures: it cancels unfinished
+        # futures itself when wait is False.
+        self._executor.shutdown(wait=wait and not cancel_futures)
+
+
+def _dask_client(executor: Executor) -> Any:
+    """The ``distributed.Client`` behind a Dask executor, else ``None``."""
+    if isinstance(executor, DaskExecutor):
+        return executor.client
+    # ``Client.get_executor()`` returns a distributed.cfexecutor.ClientExecutor,
+    # which keeps its client in ``_client`` (no public accessor).
+    client = getattr(executor, "_client", None)
+    return client if hasattr(client, "scatter") else None
+
+
+def worker_count(executor: Executor | None) -> int:
+    """How many tasks ``executor`` runs at once: the default pool's
+    :func:`default_workers`, a pool's ``max_workers``, a Dask cluster's threads, 1
+    for :class:`SerialExecutor`; an unknown executor counts as
+    :func:`default_workers`."""
+    if executor is None:
+        return default_workers()
+    if isinstance(executor, SerialExecutor):
+        return 1
+    client = _dask_client(executor)
+    if client is not None:
+        return max(1, int(sum(client.nthreads().values())))
+    n = getattr(executor, "_max_workers", None)  # Process/ThreadPoolExecutor
+    return int(n) if isinstance(n, int) and n > 0 else default_workers()
+
+
 def default_workers() -> int:
     """Worker processes for the default pool: the CPUs this process may use."""
     try:
@@ -67,15 +134,15 @@ def map_chunks(
         A picklable (module-level) function of ``(shared, chunk)`` returning one result
         per chunk item.
     shared : object
-        Picklable data every chunk needs (sent once per chunk).
+        Picklable data every chunk needs (sent once per chunk; once in all on Dask).
     items : sequence
         The work items (e.g. seller indices).
     executor : Executor, optional
         Where to run; ``None`` creates a :class:`ProcessPoolExecutor` with
         :func:`default_workers` processes (shut down on return).
     chunk_size : int, optional
-        Items per chunk; default about four chunks per worker (for progress and load
-        balance) and at least one item.
+        Items per chunk; default about four chunks per worker of ``executor``
+        (:func:`worker_count`; for progress and load balance) and at least one item.
     progress : callable, optional
         ``progress(done, total)`` after each finished chunk (``done`` counts items).
     """
@@ -84,7 +151,7 @@ def map_chunks(
     if total == 0:
         return []
     own = executor is None
-    n_workers = default_workers() if own else 4
+    n_workers = worker_count(executor)
     if chunk_size is None:
         chunk_size = max(1, -(-total // (4 * n_workers)))
     if chunk_size < 1:
@@ -92,6 +159,9 @@ def map_chunks(
     chunks = chunked(items, -(-total // chunk_size))
     pool = ProcessPoolExecutor(max_workers=n_workers) if own else executor
     assert pool is not None
+    client = _dask_client(pool)
+    if client is not None:
+        shared = DaskExecutor.scatter_with(client, shared)
     try:
         return _run(pool, fn, shared, chunks, total, progress)
     finally:

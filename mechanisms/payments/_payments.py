@@ -31,11 +31,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
+from mechanisms.allocation._blas import one_blas_thread
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.config import MechanismConfig
 from mechanisms.money import fits_budget, round_down, to_minor_units
 from mechanisms.payments._executors import Progress, map_chunks
+from mechanisms.payments._local_resolve import stale_nodes
 from mechanisms.payments._seller_curve import Solver
 from mechanisms.payments._seller_payment import (
     PaymentJob,
@@ -187,11 +189,13 @@ def payment_job(
             "base: not an allocation of these reports (virtual costs differ)"
         )
     base.raise_for_status()
-    return PaymentJob(prob, base, regular, c, solver=solver)
+    nodes = stale_nodes(prob, base) if solver is solve_allocation else None
+    return PaymentJob(prob, base, regular, c, solver=solver, nodes=nodes)
 
 
 def _chunk(job: PaymentJob, sellers: list[int]) -> list[SellerPayment]:
-    return [seller_payment(job, i) for i in sellers]
+    with one_blas_thread():  # parallel over sellers, not inside BLAS
+        return [seller_payment(job, i) for i in sellers]
 
 
 def myerson_payments(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from mechanisms.allocation._certify import Node
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.payments._local_resolve import local_resolve
@@ -66,6 +67,7 @@ class SellerCurve:
     # Per evaluated report: (status, max KKT residual, relative range gap or None).
     checks: dict[float, tuple[str, float, float | None]] = field(default_factory=dict)
     checkpoint: Callable[[], None] | None = None
+    nodes: dict[float, Node] | None = None  # the base's stale certified nodes
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -109,6 +111,7 @@ class SellerCurve:
                 self.base,
                 lower_bounds=self._lower_bounds(psi_i),
                 start=self._nearest_point(s),
+                nodes=self.nodes,
             )
             if out is not None:
                 self.points[s] = (out.w, out.weights, out.eta)

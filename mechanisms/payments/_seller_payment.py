@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from mechanisms.allocation._certify import Node
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
@@ -80,7 +81,10 @@ class PaymentJob:
     """What every per-seller computation shares (picklable; sent once per chunk).
 
     ``unverified``: sellers whose shortcut evaluations are not checked against cold
-    full re-solves (default none: every seller is checked). ``rtol``: relative
+    full re-solves (default none: every seller is checked). ``nodes``: the base's
+    stale certified nodes for the shortcut's range certificate
+    (:func:`mechanisms.payments._local_resolve.stale_nodes`; ``None``: the coarse
+    grid's only). ``rtol``: relative
     tolerance of each seller's integral and critical-cost bracket (1e-5: a payment of
     1,000 is right to a tenth of a cent before rounding down to the ledger unit).
     ``checkpoint``: called before every re-solve of every seller's sweep; a caller
@@ -102,6 +106,7 @@ class PaymentJob:
     n_check: int = 1
     unverified: frozenset[int] = frozenset()
     checkpoint: Callable[[], None] | None = None
+    nodes: dict[float, Node] | None = None
 
 
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
@@ -125,6 +130,7 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
         fast=job.fast,
         warm_full=job.warm_full,
         checkpoint=job.checkpoint,
+        nodes=job.nodes,
     )
     tol = FAST_TOL * max(curve.epsilon(c), _mean_winner_epsilon(job.base))
     verify = i not in job.unverified
