@@ -261,7 +261,8 @@ class _Search:
             return pt.a
         assert pt.state is not None
         r = self.models.losses[pt.j] + (self.gamma * pt.eta) * self.prob.psi
-        return np.clip(pt.state.A - pt.state.s * r, 0.0, self.prob.caps(pt.eta))
+        a = np.clip(pt.state.A - pt.state.s * r, 0.0, self.prob.caps(pt.eta))
+        return np.asarray(a, dtype=float)
 
     def cell_bound(self, p1: RangePoint, p2: RangePoint) -> float:
         e1, e2 = p1.eta, p2.eta
@@ -367,22 +368,25 @@ def solve_in_range(
         v = search.best.value
         return v - rtol * (1.0 + abs(v))
 
+    dropped = np.inf
     while heap and search.n_evals < max_evals:
         if search.best is not None and heap[0][0] >= target():
             break
-        _, _, j, p1, p2, stale = heapq.heappop(heap)
+        lb, _, j, p1, p2, stale = heapq.heappop(heap)
         if stale:
             q1, q2 = renew(p1), renew(p2)
             push(search.cell_bound(q1, q2), j, q1, q2, False)
             continue
         mid = float(np.sqrt(p1.eta * p2.eta))
         if not (p1.eta < mid < p2.eta):
-            continue  # the cell cannot be split further in floating point
+            # Cannot be split in floating point: its bound stays in the certificate.
+            dropped = min(dropped, lb)
+            continue
         pm = search.evaluate(j, mid, p1.state)
         push(search.cell_bound(p1, pm), j, p1, pm, False)
         push(search.cell_bound(pm, p2), j, pm, p2, False)
     assert search.best is not None
-    lower = min([search.best.value, *(c[0] for c in heap)])
+    lower = min([search.best.value, dropped, *(c[0] for c in heap)])
     j_best = search.best.j
     part = {c[3].eta: c[3] for c in heap if c[2] == j_best}
     part.update({c[4].eta: c[4] for c in heap if c[2] == j_best})
