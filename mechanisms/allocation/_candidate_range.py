@@ -71,7 +71,7 @@ from mechanisms.allocation._weights_step import (
 FloatArray = NDArray[np.float64]
 
 N_SCENARIOS = 4  # public cost scenarios drawn from the prior
-N_LEVELS = 4  # η levels at which each scenario's model is solved
+N_LEVELS = 2  # η levels at which each scenario's model is solved
 SCENARIO_SEED = 90_2026  # public, fixed: the scenarios never depend on the reports
 N_START = 6  # evaluated η per model before branching
 RANGE_RTOL = 1e-10  # certified gap of the range search, relative to 1 + |G|
@@ -219,6 +219,9 @@ class _Search:
         cfg = prob.cfg
         self.gamma, self.sigma, self.mu = cfg.gamma, cfg.sigma, cfg.mu
         self.n_evals = 0
+        # ids of the points evaluated at this ``Ψ`` (seed points stay alive during the
+        # search, so no fresh point can reuse their id)
+        self.fresh: set[int] = set()
         self.best: RangePoint | None = None
         # Caps are k/m on the whole range iff no ε_i^max binds at η_hi.
         self.fixed_caps = bool(np.all(prob.eps_max >= (cfg.k / prob.m) * hi))
@@ -251,6 +254,7 @@ class _Search:
         return float(self.prob.caps(eta).sum())
 
     def _record(self, pt: RangePoint) -> RangePoint:
+        self.fresh.add(id(pt))
         if self.best is None or pt.value < self.best.value:
             self.best = pt
         return pt
@@ -372,8 +376,8 @@ def solve_in_range(
     while heap and search.n_evals < max_evals:
         if search.best is not None and heap[0][0] >= target():
             break
-        lb, _, j, p1, p2, stale = heapq.heappop(heap)
-        if stale:
+        lb, _, j, p1, p2, _ = heapq.heappop(heap)
+        if id(p1) not in search.fresh or id(p2) not in search.fresh:
             q1, q2 = renew(p1), renew(p2)
             push(search.cell_bound(q1, q2), j, q1, q2, False)
             continue
@@ -395,15 +399,37 @@ def solve_in_range(
     sol = RangeSolution(
         best, search.weights(best), lower, closed, search.n_evals, models.n
     )
-    new_seed = RangeSeed(
-        models,
-        (lo, hi),
-        prob.psi,
-        best,
-        tuple((c[0], c[2], c[3], c[4]) for c in heap),
-    )
+    new_seed = RangeSeed(models, (lo, hi), prob.psi, best, _coarse_cells(search, heap))
     profile = [part[e] for e in sorted(part)]
     return sol, profile, new_seed
+
+
+def _coarse_cells(
+    search: _Search, heap: list[Cell]
+) -> tuple[tuple[float, int, RangePoint, RangePoint], ...]:
+    """The seed's cells: per model, only the starting grid and the best point.
+
+    A partition refined to the certificate's tolerance around every near-optimal
+    ``η`` would have all its cells re-evaluated by each later re-solve (their bounds
+    sit just below the rising optimum); the coarse cells' bounds are chords of values
+    that are lower bounds at any later ``Ψ ≥`` this one, so still valid, and the
+    re-solve refines only where it needs to.
+    """
+    keep = {float(e) for e in np.geomspace(search.lo, search.hi, N_START)}
+    assert search.best is not None
+    best = search.best
+    pts: dict[int, dict[float, RangePoint]] = {}
+    for c in heap:
+        for p in (c[3], c[4]):
+            if p.eta in keep or p is best:
+                pts.setdefault(c[2], {})[p.eta] = p
+    pts.setdefault(best.j, {})[best.eta] = best
+    cells = []
+    for j, by_eta in pts.items():
+        row = [by_eta[e] for e in sorted(by_eta)]
+        for p1, p2 in itertools.pairwise(row):
+            cells.append((search.cell_bound(p1, p2), j, p1, p2))
+    return tuple(cells)
 
 
 def _polish(search: _Search, best: RangePoint, etas: list[float]) -> RangePoint:

@@ -42,7 +42,7 @@ from tests.mechanisms.test_certified_allocation import (
 )
 
 
-def default_instance(seed: int, m_range=(4, 7)):
+def default_instance(seed: int, m_range=(4, 6)):
     """A random instance of ``test_certified_allocation`` under the default rule."""
     X, y, c, cfg = random_instance(seed, m_range=m_range)
     return X, y, c, cfg.with_(certify="auto")
