@@ -31,6 +31,12 @@ bound ``F* ≥ F(w) − ‖∇F(w)‖² / (2(λ − λ_conv))``. ``λ_conv`` dep
 (``cfg.certify == "raise_lambda"``) keeps the rule a fixed function of the reports.
 Strict mode is always certified (its a-step does not see ``w``).
 
+At the ``λ`` the validation selects the bound fails by orders of magnitude (Wisconsin:
+``λ_conv ≥ 0.19`` against ``λ ≤ 1e-2``), so the default rule (``certify="auto"``) then
+restricts ``w`` to public candidate models instead
+(:mod:`mechanisms.allocation._candidate_range`), where the global optimum is certified
+by construction.
+
 Range certificate
 -----------------
 The declared range is every feasible ``(a, η)`` with ``η ∈ [η_lo, η_hi]``
