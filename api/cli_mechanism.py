@@ -55,8 +55,12 @@ def audit(
         typer.Option(min=0, help="Monotonicity audit: reports per seller (0: off)."),
     ] = 100,
     certify: Annotated[
-        str, typer.Option(help="'report' (label uncertified) or 'raise_lambda'.")
-    ] = "report",
+        str,
+        typer.Option(
+            help="'auto' (certified optimum over the declared range), 'report' "
+            "(unrestricted local search, labelled uncertified) or 'raise_lambda'."
+        ),
+    ] = "auto",
     out: Annotated[Path | None, typer.Option(help="Also write the JSON here.")] = None,
 ) -> None:
     """Audit IC regret, IR, budget and monotonicity; print one JSON report.

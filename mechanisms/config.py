@@ -10,13 +10,13 @@ LossName = Literal["logistic", "squared", "pinball"]
 UtilityName = Literal["linear", "power"]
 ModeName = Literal["default", "paper", "strict"]
 OverheadName = Literal["auto", "objective_perturbation", "none"]
-CertifyName = Literal["report", "raise_lambda"]
+CertifyName = Literal["auto", "report", "raise_lambda"]
 
 _LOSSES = ("logistic", "squared", "pinball")
 _UTILITIES = ("linear", "power")
 _MODES = ("default", "paper", "strict")
 _OVERHEADS = ("auto", "objective_perturbation", "none")
-_CERTIFY = ("report", "raise_lambda")
+_CERTIFY = ("auto", "report", "raise_lambda")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +67,17 @@ class MechanismConfig:
         Relative tolerance of the block-coordinate solve at each ``η``.
     max_iter : int
         Maximum block-coordinate sweeps at each ``η``.
-    certify : {"report", "raise_lambda"}
-        What to do when no global-optimality certificate exists because ``λ`` is at
-        or below the convexity threshold ``λ_conv`` (:mod:`mechanisms._certify`):
-        ``"report"`` (default) solves with ``λ`` and labels the allocation
-        ``status="local"``; ``"raise_lambda"`` solves with ``λ`` raised to
+    certify : {"auto", "report", "raise_lambda"}
+        How the rule is made a certified global optimum (issue 9; the fixed-``η``
+        problem is not convex for ``λ ≤ λ_conv``, :mod:`mechanisms._certify`).
+        ``"auto"`` (default): for ``λ > λ_conv`` the global optimum over the whole
+        ``η`` range; otherwise (and for the squared / pinball losses) the global
+        optimum over the declared range of
+        :mod:`mechanisms.allocation._candidate_range` (``w`` ranges over public
+        candidate models computed without the costs) — both certified, so monotone in
+        each report. ``"report"``: the unrestricted local search, labelled
+        ``status="local"`` when no certificate exists (not monotone in general; kept
+        for comparison). ``"raise_lambda"``: solves with ``λ`` raised to
         ``1.01·λ_conv`` (a function of the records and this configuration, never of
         the costs), reported as ``Allocation.config.lam``.
     """
@@ -93,7 +99,7 @@ class MechanismConfig:
     n_grid: int = 24
     tol: float = 1e-9
     max_iter: int = 500
-    certify: CertifyName = "report"
+    certify: CertifyName = "auto"
 
     def __post_init__(self) -> None:
         _check_real("gamma", self.gamma, low=0.0)

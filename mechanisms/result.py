@@ -17,11 +17,14 @@ FloatArray = NDArray[np.float64]
 class SolveStatus(StrEnum):
     """Outcome of a solve.
 
-    ``OPTIMAL``: certified — the KKT conditions hold, every fixed-``η`` problem is
-    provably convex (``λ > λ_conv``) and the ``η``-range branch-and-bound closed: the
-    point is the global optimum over the declared range (to ``RANGE_RTOL``), so the
-    rule is monotone in each report. ``LOCAL``: a KKT point with no global certificate
-    (``λ ≤ λ_conv``, or no certificate exists for the loss / utility / mode).
+    ``OPTIMAL``: certified — the point is the global optimum over the declared range
+    (to the range search's tolerance), so the rule is monotone in each report. The
+    range is every feasible ``(w, a, η)`` when every fixed-``η`` problem is provably
+    convex (``λ > λ_conv``), or — the default rule for ``λ ≤ λ_conv`` — ``w`` over
+    public candidate models computed without the costs
+    (:mod:`mechanisms.allocation._candidate_range`); ``certificate.rule`` says which.
+    ``LOCAL``: a KKT point with no global certificate (``certify="report"`` at
+    ``λ ≤ λ_conv``, or no certificate exists for the utility / mode).
     ``UNCERTIFIED``: convexity holds but the range branch-and-bound did not close
     within its budget. ``OPTIMAL_INACCURATE``: the KKT tolerance was not met.
     """

@@ -31,6 +31,12 @@ bound ``F* ≥ F(w) − ‖∇F(w)‖² / (2(λ − λ_conv))``. ``λ_conv`` dep
 (``cfg.certify == "raise_lambda"``) keeps the rule a fixed function of the reports.
 Strict mode is always certified (its a-step does not see ``w``).
 
+At the ``λ`` the validation selects the bound fails by orders of magnitude (Wisconsin:
+``λ_conv ≥ 0.19`` against ``λ ≤ 1e-2``), so the default rule (``certify="auto"``) then
+restricts ``w`` to public candidate models instead
+(:mod:`mechanisms.allocation._candidate_range`), where the global optimum is certified
+by construction.
+
 Range certificate
 -----------------
 The declared range is every feasible ``(a, η)`` with ``η ∈ [η_lo, η_hi]``
@@ -91,6 +97,18 @@ class AllocationCertificate:
     node_bounds : tuple of float
         Certified lower bounds of the fixed-``η`` problems at the coarse grid (reused,
         marked stale, to certify payment re-solves; not serialised).
+    rule : {"full_range", "candidate_models"}
+        The declared range: every ``(w, a, η)`` with ``η`` in the range, or ``w``
+        restricted to public candidate models
+        (:mod:`mechanisms.allocation._candidate_range`; ``convex`` then means every
+        fixed-``(w, η)`` problem is convex, which holds by construction).
+    n_models : int
+        Candidate models in the range (``0`` for ``"full_range"``).
+    models : CandidateModels or None
+        The candidate models, reused by re-solves with other reports (not serialised).
+    range_seed : RangeSeed or None
+        The closed search, reused by re-solves whose virtual costs are all at least
+        these (not serialised).
     """
 
     lam: float
@@ -102,14 +120,20 @@ class AllocationCertificate:
     closed: bool
     n_bound_solves: int
     node_bounds: tuple[float, ...] = ()
+    rule: str = "full_range"
+    n_models: int = 0
+    models: Any = None  # _candidate_range.CandidateModels (not serialised)
+    range_seed: Any = None  # _candidate_range.RangeSeed (not serialised)
 
     @property
     def certified(self) -> bool:
         return self.convex and self.closed
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out.pop("node_bounds")
+        out.pop("models")
+        out.pop("range_seed")
         for key in ("lower_bound", "gap"):
             v = out[key]
             out[key] = v if np.isfinite(v) else None

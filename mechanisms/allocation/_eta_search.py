@@ -10,6 +10,7 @@ grid point (the paper's "line search", spec §4.2; the profile is not convex in 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -21,6 +22,12 @@ from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._candidate_range import (
+    CandidateModels,
+    candidate_models,
+    scenario_virtual_costs,
+    solve_in_range,
+)
 from mechanisms.allocation._certify import (
     RANGE_RTOL,
     AllocationCertificate,
@@ -83,7 +90,8 @@ def allocate(
     if cfg.mode == "paper":
         rng = np.random.default_rng(random_state)
         noise = sample_gamma_direction_noise(X.shape[1], rng=rng)
-    return solve_allocation(Problem(X, y, psi, e, cfg, noise))
+    scen = scenario_virtual_costs(prior, X.shape[0])
+    return solve_allocation(Problem(X, y, psi, e, cfg, noise, scenario_psi=scen))
 
 
 def eta_bounds(prob: Problem) -> tuple[float, float] | None:
@@ -129,6 +137,8 @@ def solve_allocation(
     bounds = eta_bounds(prob)
     if bounds is None:
         return _infeasible(prob, t0)
+    if uses_candidate_range(prob, lam_conv):
+        return _solve_candidate_range(prob, bounds, warm_start, lam_conv, t0)
     grid = np.geomspace(bounds[0], bounds[1], prob.cfg.n_grid)
     sols = _grid_search(prob, grid, warm_start)
     t_grid = time.perf_counter() - t0
@@ -152,6 +162,63 @@ def solve_allocation(
         "total": t_total,
     }
     return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings, cert)
+
+
+def uses_candidate_range(prob: Problem, lam_conv: float | None) -> bool:
+    """Whether ``cfg.certify == "auto"`` takes the candidate-model range
+    (:mod:`mechanisms.allocation._candidate_range`): default mode, linear ``u``, and no
+    convexity certificate for the whole range (``λ ≤ λ_conv`` or none exists)."""
+    cfg = prob.cfg
+    if cfg.certify != "auto" or cfg.mode != "default" or cfg.u != "linear":
+        return False
+    return lam_conv is None or cfg.lam <= lam_conv
+
+
+def _solve_candidate_range(
+    prob: Problem,
+    bounds: tuple[float, float],
+    warm_start: Allocation | None,
+    lam_conv: float | None,
+    t0: float,
+) -> Allocation:
+    """The certified optimum over the candidate-model range (reusing the models of
+    ``warm_start`` when they were computed from the same records and settings)."""
+    lo, hi = bounds
+    models = None
+    cert0 = None if warm_start is None else warm_start.certificate
+    cand = getattr(cert0, "models", None)
+    if isinstance(cand, CandidateModels) and cand.matches(prob):
+        models = cand
+    t_models = 0.0
+    if models is None:
+        models = candidate_models(prob, lo, hi)
+        t_models = time.perf_counter() - t0
+    seed = getattr(cert0, "range_seed", None) if models is cand else None
+    sol, _, new_seed = solve_in_range(prob, models, lo, hi, seed=seed)
+    t_total = time.perf_counter() - t0
+    pt = sol.best
+    j = pt.j
+    w = models.W[j]
+    best = BlockSolution(pt.eta, w, sol.weights, pt.value, pt.value, 1, True, pt.state)
+    gap = max(pt.value - sol.lower_bound, 0.0)
+    cert = AllocationCertificate(
+        prob.cfg.lam,
+        lam_conv,
+        True,
+        True,
+        sol.lower_bound,
+        gap,
+        sol.closed,
+        sol.n_evals,
+        rule="candidate_models",
+        n_models=models.n,
+        models=models,
+        range_seed=new_seed,
+    )
+    timings = {"models": t_models, "range": t_total - t_models, "total": t_total}
+    # No EtaProfile: the payments' grid shortcut does not apply to this rule (its
+    # re-solves reuse the models and the closed search through ``warm_start``).
+    return _result(prob, best, None, sol.n_evals, sol.n_evals, timings, cert)
 
 
 def certify(
@@ -363,14 +430,24 @@ def kkt_residuals(
 def _result(
     prob: Problem,
     best: BlockSolution,
-    profile: EtaProfile,
+    profile: EtaProfile | None,
     n_iter: int,
     n_evals: int,
     timings: dict[str, float],
     cert: AllocationCertificate | None = None,
 ) -> Allocation:
     cfg = prob.cfg
-    kkt = kkt_residuals(prob, best, float(profile.grid[0]), float(profile.grid[-1]))
+    range_rule = cert is not None and cert.rule == "candidate_models"
+    lo_hi = (
+        eta_bounds(prob)
+        if profile is None
+        else (float(profile.grid[0]), float(profile.grid[-1]))
+    )
+    assert lo_hi is not None
+    kkt = kkt_residuals(prob, best, *lo_hi)
+    if range_rule:
+        # w ranges over a finite set of models: no stationarity condition in w.
+        kkt = dataclasses.replace(kkt, w=0.0)
     eps = best.a * best.eta
     eps_total = (
         eps + curvature_slack(best.a, cfg.lam) if cfg.curvature_overhead else eps
@@ -379,6 +456,12 @@ def _result(
     if not ok:
         status = SolveStatus.OPTIMAL_INACCURATE
         msg = f"block solve converged={best.converged}, kkt={kkt}"
+    elif cert is not None and cert.certified and range_rule:
+        status = SolveStatus.OPTIMAL
+        msg = (
+            f"certified global optimum over the declared range: w in {cert.n_models} "
+            "public candidate models, eta in [eta_lo, eta_hi], a on the capped simplex"
+        )
     elif cert is not None and cert.certified:
         status, msg = SolveStatus.OPTIMAL, "certified global optimum over the range"
     elif cert is not None and cert.convex:

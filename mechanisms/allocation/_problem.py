@@ -22,7 +22,10 @@ class Problem:
     """Everything the allocation needs, already validated.
 
     ``noise`` is the realised ``b`` of the paper's literal objective (mode ``"paper"``);
-    ``None`` otherwise.
+    ``None`` otherwise. ``scenario_psi``: virtual costs of public cost scenarios
+    (``n × m``, drawn from the prior with a fixed seed, never from the reports), from
+    which the default rule's candidate models are computed
+    (:mod:`mechanisms.allocation._candidate_range`).
     """
 
     X: FloatArray
@@ -31,6 +34,7 @@ class Problem:
     eps_max: FloatArray
     cfg: MechanismConfig
     noise: FloatArray | None = None
+    scenario_psi: FloatArray | None = None
 
     @property
     def m(self) -> int:

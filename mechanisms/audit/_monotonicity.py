@@ -22,10 +22,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
+from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.config import MechanismConfig
 from mechanisms.priors import ensure_regular
+from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
 RTOL = 1e-6
@@ -85,13 +87,23 @@ class MonotonicityReport:
         }
 
 
-def _sweep(job: tuple[Problem, Any, int, FloatArray]) -> tuple[list[float], list[str]]:
-    prob, prior, i, reports = job
+def _sweep(
+    job: tuple[Problem, Any, int, FloatArray, Allocation],
+) -> tuple[list[float], list[str]]:
+    """``ε_i^total`` along the reports (increasing). A full solve at every point; with
+    the candidate-model rule each solve reuses the base's models (a function of the
+    records and settings only, so identical to recomputing them) and the previous
+    point's closed search (valid lower bounds, since ``Ψ_i`` only grows)."""
+    prob, prior, i, reports, base = job
+    reuse = base.certificate is not None and base.certificate.models is not None
+    prev = base if reuse else None
     eps, statuses = [], []
     for s in reports:
         psi = prob.psi.copy()
         psi[i] = float(np.asarray(prior.virtual_cost(np.array([s])))[0])
-        alloc = solve_allocation(dataclasses.replace(prob, psi=psi))
+        alloc = solve_allocation(dataclasses.replace(prob, psi=psi), warm_start=prev)
+        if reuse:
+            prev = alloc
         eps.append(float(alloc.epsilon_total[i]) if alloc.success else 0.0)
         statuses.append(str(alloc.status))
     return eps, statuses
@@ -123,7 +135,8 @@ def audit_monotonicity(
 ) -> MonotonicityReport:
     """Sweep each seller's report over ``n_points`` evenly spaced points of the
     prior's support (``[low, high]``; the 0.999 quantile replaces an infinite top)
-    with cold full re-solves, and count upward steps of ``ε_i^total``.
+    with full re-solves (see :func:`_sweep`), and count upward steps of
+    ``ε_i^total``.
 
     Parameters
     ----------
@@ -139,7 +152,9 @@ def audit_monotonicity(
         raise ValueError(f"n_points must be >= 2, got {n_points!r}")
     X, y, c, e = check_problem(X, y, costs, prior, cfg, eps_max)
     regular = ensure_regular(prior)
-    prob = Problem(X, y, np.asarray(regular.virtual_cost(c), dtype=float), e, cfg)
+    psi = np.asarray(regular.virtual_cost(c), dtype=float)
+    scen = scenario_virtual_costs(prior, X.shape[0])
+    prob = Problem(X, y, psi, e, cfg, scenario_psi=scen)
     base = solve_allocation(prob)
     if reports is None:
         low, high = float(prior.low), float(prior.high)
@@ -155,7 +170,7 @@ def audit_monotonicity(
         if sellers is None
         else [int(v) for v in np.asarray(sellers).ravel()]
     )
-    jobs = [(prob, regular, i, reports) for i in idx]
+    jobs = [(prob, regular, i, reports, base) for i in idx]
     results = list(executor.map(_sweep, jobs) if executor else map(_sweep, jobs))
     all_eps = [v for eps, _ in results for v in eps]
     tol = rtol * (1.0 + max([0.0, *all_eps]))

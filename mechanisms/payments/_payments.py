@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import one_blas_thread
+from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.config import MechanismConfig
@@ -181,7 +182,9 @@ def payment_job(
         )
     regular = ensure_regular(prior)
     psi = np.asarray(regular.virtual_cost(c), dtype=float)
-    prob = Problem(X, y, psi, e, cfg)
+    prob = Problem(
+        X, y, psi, e, cfg, scenario_psi=scenario_virtual_costs(prior, X.shape[0])
+    )
     if base is None:
         base = solver(prob, warm_start=None)
     elif base.weights.shape != (prob.m,) or not np.allclose(base.virtual_costs, psi):

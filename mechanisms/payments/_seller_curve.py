@@ -101,7 +101,10 @@ class SellerCurve:
     def _solve(self, prob: Problem, s: float) -> Allocation:
         """The frozen rule at ``prob``: the certified shortcut of
         :mod:`mechanisms.local_resolve` when it applies, else the full search."""
-        warm = self.base if self.warm_full else None
+        # The candidate-model rule reuses the base's models (cost-independent, so
+        # identical to recomputing them): always pass the base there.
+        reuse = getattr(self.base.certificate, "models", None) is not None
+        warm = self.base if self.warm_full or reuse else None
         if self.solver is not solve_allocation:
             return self.solver(prob, warm_start=warm)
         psi_i = float(prob.psi[self.index])

@@ -24,7 +24,12 @@ from tests.mechanisms.conftest import (
 )
 
 PRIOR = UniformPrior(0.0, 1.0)
-BASE = MechanismConfig(gamma=0.1, lam=0.01, mu=1.0, sigma=1.0, k=4.0, eps_avg_max=5.0)
+# The block solver itself (KKT of every block, agreement with cvxpy per block): the
+# unrestricted search (certify="report"); the default rule restricts w to candidate
+# models and is checked in test_candidate_range.py.
+BASE = MechanismConfig(
+    gamma=0.1, lam=0.01, mu=1.0, sigma=1.0, k=4.0, eps_avg_max=5.0, certify="report"
+)
 
 
 def _instance(

@@ -198,12 +198,13 @@ def test_warm_start_matches_cold_solve(rng: np.random.Generator, factor: float):
     X, y = synthetic_logistic(rng, 80, 4)
     c = PRIOR.sample(80, rng=rng)
     e = np.full(80, np.inf)
-    base_prob = Problem(X, y, np.asarray(PRIOR.virtual_cost(c)), e, BASE)
+    cfg = BASE.with_(certify="report")  # the grid warm start of the unrestricted search
+    base_prob = Problem(X, y, np.asarray(PRIOR.virtual_cost(c)), e, cfg)
     base = solve_allocation(base_prob)
     i = int(np.argmax(base.weights))  # a seller with weight, so the change matters
     psi = base_prob.psi.copy()
     psi[i] *= factor
-    prob = Problem(X, y, psi, e, BASE)
+    prob = Problem(X, y, psi, e, cfg)
     cold = solve_allocation(prob)
     warm = solve_allocation(prob, warm_start=base)
     np.testing.assert_allclose(

@@ -77,6 +77,7 @@ def random_instance(seed: int, m_range=(5, 12)):
 
 def test_issue_instance_is_labelled_local_not_optimal() -> None:
     X, y, c, cfg = issue_instance()
+    cfg = cfg.with_(certify="report")  # the unrestricted local search
     alloc = allocate(X, y, c, PRIOR, cfg)
     assert str(alloc.status) == "local"
     assert not alloc.certified
@@ -95,6 +96,7 @@ def test_issue_instance_has_two_kkt_points_at_one_eta() -> None:
     from mechanisms.allocation._block_solver import solve_at_eta
 
     X, y, c, cfg = issue_instance()
+    cfg = cfg.with_(certify="report")
     psi = PRIOR.virtual_cost(c)
     prob = Problem(X, y, psi, np.full(c.size, np.inf), cfg)
     a_in = allocate(X, y, c, PRIOR, cfg)
@@ -231,6 +233,7 @@ def _audit(X, y, c, cfg, n_points, sellers=None, reports=None):
 
 def test_audit_flags_the_issue_instance_when_uncertified() -> None:
     X, y, c, cfg = issue_instance()
+    cfg = cfg.with_(certify="report")
     pts = [0.3, c[3], 0.449, 0.4505, 0.452, 0.455, 0.9]
     rep = _audit(X, y, c, cfg, 0, sellers=[3], reports=pts)
     assert rep.base_status == "local"

@@ -133,9 +133,13 @@ def job():
     return payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
 
 
-def test_shortcut_declines_on_an_uncertified_base(job) -> None:
-    # Issue 9: with λ ≤ λ_conv the base is only a KKT point (status "local"); the
-    # shortcut's cell argument cannot show it equals the full search, so it declines.
+def test_shortcut_declines_on_an_uncertified_base() -> None:
+    # Issue 9: with λ ≤ λ_conv the unrestricted search's base is only a KKT point
+    # (status "local"); the shortcut's cell argument cannot show it equals the full
+    # search, so it declines.
+    ins = small_instance(np.random.default_rng(SEED), m=5)
+    cfg = ins.cfg.with_(certify="report")
+    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, cfg)
     assert str(job.base.status) == "local"
     i = int(np.argmax(job.base.epsilon_total))
     for s in np.linspace(float(job.reports[i]), 1.0, 5):
