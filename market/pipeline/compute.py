@@ -215,6 +215,32 @@ def _payments_within_budget(run: OrderRun, pay: Any, gamma: float) -> list[int]:
     return minor
 
 
+def _outcome(
+    alloc: Any,
+    pay: Any,
+    gamma: tuple[float, str],
+    minor: list[int],
+    spent: np.ndarray,
+    learner: Any,
+    validation_error: float | None,
+) -> Outcome:
+    """The run's :class:`Outcome` from the fitted learner (its privacy report)."""
+    report = learner.privacy_report_
+    return Outcome(
+        gamma=gamma[0],
+        gamma_source=gamma[1],
+        eta=float(alloc.eta),
+        epsilon_total=spent,
+        payments_minor=minor,
+        model=learner.export_model(),
+        guarantee=str(report.guarantee),
+        stages=report.stage_summary(),
+        validation_error=validation_error,
+        timings={},
+        certificates=numerics.payment_certificates(pay),
+    )
+
+
 def compute_vertical_order(
     run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
 ) -> Outcome:
@@ -258,19 +284,7 @@ def compute_vertical_order(
         raise OrderFailedError(
             "internal inconsistency: a party spent more ε than allocated"
         )
-    return Outcome(
-        gamma=gamma,
-        gamma_source=source,
-        eta=float(alloc.eta),
-        epsilon_total=spent,
-        payments_minor=minor,
-        model=learner.export_model(),
-        guarantee=str(report.guarantee),
-        stages=report.stage_summary(),
-        validation_error=None,
-        timings={},
-        certificates=numerics.payment_certificates(pay),
-    )
+    return _outcome(alloc, pay, (gamma, source), minor, spent, learner, None)
 
 
 def compute_order(
@@ -294,19 +308,8 @@ def compute_order(
     report = learner.privacy_report_
     spent = _seller_totals(inst, report.sample_epsilon_total)
     _check_epsilon(alloc, pay, spent)
-    return Outcome(
-        gamma=gamma,
-        gamma_source=source,
-        eta=float(alloc.eta),
-        epsilon_total=spent,
-        payments_minor=minor,
-        model=learner.export_model(),
-        guarantee=str(report.guarantee),
-        stages=report.stage_summary(),
-        validation_error=_validation_error(learner, inst.X_val, inst.y_val, inst.task),
-        timings={},
-        certificates=numerics.payment_certificates(pay),
-    )
+    error = _validation_error(learner, inst.X_val, inst.y_val, inst.task)
+    return _outcome(alloc, pay, (gamma, source), minor, spent, learner, error)
 
 
 def compute_tradeoff(

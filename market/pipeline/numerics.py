@@ -154,9 +154,12 @@ def records_per_seller_shortfall(name: str, counts: Sequence[int]) -> str | None
 
     A learner whose privacy unit is the seller with all its records
     (``min_records_per_seller > 1``) needs that many records from every seller; any
-    other learner prices exactly one record per seller.
+    other learner prices exactly one record per seller, except a vertical one, whose
+    sellers are parties each offering a column block of many records.
     """
     spec = learner_spec(name)
+    if spec.partition == "vertical":
+        return None
     need = spec.min_records_per_seller
     short = sum(1 for n in counts if n < need)
     if short:
