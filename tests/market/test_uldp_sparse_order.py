@@ -112,7 +112,10 @@ def test_order_returns_support_and_coefficients_with_per_seller_epsilon(
         if j in support:
             assert np.sign(coef[j]) == np.sign(c), (j, coef[j])
     assert model["intercept"] is not None
-    assert abs(model["intercept"]) < 1.5
+    # the true intercept is 0; its LDP estimate had a standard deviation of about 0.7
+    # (raw units) over 12 fits, with Laplace tails (2.7 seen once in CI), while a
+    # mistake in the raw-unit mapping moves it by the target's half span (12)
+    assert abs(model["intercept"]) < 4.0
     # one allocation and one ε debit per seller, covering all of its records
     allocs = env.client.get(f"/v1/orders/{oid}/allocations", headers=env.admin).json()
     items = allocs["items"]
