@@ -39,15 +39,18 @@ class Progress(Protocol):
         """``done`` of ``total`` units of the current stage are finished."""
 
 
+def _learner_args(inst: OrderInstance) -> dict[str, Any]:
+    """What the registry needs to bind the instance's learner: its settings and schema."""
+    return {
+        "config": inst.config(),
+        "task": inst.task,
+        "schema": inst.schema(),
+    }
+
+
 def build_learner(inst: OrderInstance) -> Any:
     """The instance's learner from the registry, bound to its mechanism settings."""
-    return numerics.build_learner(
-        inst.learner,
-        inst.params,
-        config=inst.config(),
-        task=inst.task,
-        schema=inst.schema(),
-    )
+    return numerics.build_learner(inst.learner, inst.params, **_learner_args(inst))
 
 
 def tuning_release(inst: OrderInstance) -> Any:
@@ -56,9 +59,7 @@ def tuning_release(inst: OrderInstance) -> Any:
     return numerics.learner_release(
         inst.learner,
         inst.params,
-        config=inst.config(),
-        task=inst.task,
-        schema=inst.schema(),
+        **_learner_args(inst),
         X=inst.X,
         y=inst.y,
         groups=inst.groups,

@@ -236,26 +236,41 @@ def load_instance(
     groups = np.repeat(np.arange(len(chosen)), [o.n_records for o in chosen])
     X_val, y_val = _validation(market)
     return OrderInstance(
-        market_id=market.id,  # type: ignore[arg-type]
-        task=market.task,
-        learner=learner,
-        params=params,
-        values=values,
-        parameters_version=parameters_version,
-        prior=numerics.build_prior(market.cost_prior),
+        **_shared_fields(market, chosen, values, parameters_version, learner, params),
         features=list(market.features),
         target=dict(market.target) if market.target else None,
-        offer_ids=[o.id for o in chosen],  # type: ignore[misc]
-        seller_ids=[o.seller_id for o in chosen],
         X=X,
         y=y,
         groups=groups.astype(np.int64),
-        costs=np.array([o.reported_cost for o in chosen], dtype=float),
         eps_max=eps_max[included],
         n_offers=len(active),
         X_val=X_val,
         y_val=y_val,
     )
+
+
+def _shared_fields(
+    market: Market,
+    chosen: list[Any],
+    values: dict[str, Any],
+    parameters_version: int,
+    learner: str,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """The fields every instance takes from its market, settings version, learner and
+    chosen offers (one per priced seller, in pricing order)."""
+    return {
+        "market_id": market.id,
+        "task": market.task,
+        "learner": learner,
+        "params": params,
+        "values": values,
+        "parameters_version": parameters_version,
+        "prior": numerics.build_prior(market.cost_prior),
+        "offer_ids": [o.id for o in chosen],
+        "seller_ids": [o.seller_id for o in chosen],
+        "costs": np.array([o.reported_cost for o in chosen], dtype=float),
+    }
 
 
 def _vertical_instance(
@@ -292,21 +307,12 @@ def _vertical_instance(
     universe, blocks = numerics.align_blocks(keys, blocks_raw)
     y = vertical.aligned_labels(universe, label_keys, labels)
     return OrderInstance(
-        market_id=market.id,  # type: ignore[arg-type]
-        task=market.task,
-        learner=learner,
-        params=params,
-        values=values,
-        parameters_version=parameters_version,
-        prior=numerics.build_prior(market.cost_prior),
+        **_shared_fields(market, ordered, values, parameters_version, learner, params),
         features=vertical.ordered_features(market),
         target=None,
-        offer_ids=[o.id for o in ordered],
-        seller_ids=[o.seller_id for o in ordered],
         X=np.hstack(blocks),
         y=y,
         groups=np.arange(len(names), dtype=np.int64),
-        costs=np.array([o.reported_cost for o in ordered], dtype=float),
         eps_max=np.array([by_party[p][1] for p in names], dtype=float),
         n_offers=n_offers,
         X_val=None,

@@ -46,7 +46,7 @@ def test_audit_command_reports_monotonicity(tmp_path: Path) -> None:
     args = [
         "--csv", str(csv), "--cost-low", "0", "--cost-high", "1",
         "--mu", "1", "--sigma", "0.1", "--k", "2", "--n-sellers", "2",
-        "--workers", "1", "--mono-points", "20", "--certify", "raise_lambda",
+        "--workers", "1", "--mono-points", "20", "--certify", "auto",
         "--out", str(out),
     ]  # fmt: skip
     res = CliRunner().invoke(app, args)

@@ -236,13 +236,23 @@ def test_audit_issue_instance_400_points_every_seller() -> None:
     assert eps3[-1] == 0.0
 
 
-@pytest.mark.parametrize("seed", range(19))
-def test_audit_random_instances_400_points(seed: int) -> None:
+def _audit_random_default_instance(seed: int) -> None:
     X, y, c, cfg = default_instance(seed)
     rep = _audit(X, y, c, cfg, 400)
     assert rep.certified
     assert rep.n_violations == 0
     assert max(max(s.epsilon) for s in rep.sweeps) > 0.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_audit_random_instances_400_points(seed: int) -> None:
+    _audit_random_default_instance(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3, 19))
+def test_audit_random_instances_400_points_slow(seed: int) -> None:
+    _audit_random_default_instance(seed)
 
 
 @pytest.mark.slow
