@@ -101,10 +101,21 @@ class MPyCBackend:
         Seconds before every party is stopped and ``RuntimeError`` raised.
     integral : bool
         Share covariates as integers on the ``2^{-8}`` grid (blocks must be on it).
+    prss : bool
+        Use MPyC's pseudorandom secret sharing for the random bits of every
+        truncation (one modular square root per bit and party). Default False:
+        ``--no-prss``, ``t + 1`` parties input random ±1 values whose product is the
+        bit (same passive threshold ``t``; about 2–3× faster here).
+
+    Attributes
+    ----------
+    last_timings : list of dict
+        Per process, seconds spent starting (``start``), sharing the inputs
+        (``share``) and in the Newton protocol (``newton``) in the last run.
     """
 
     def __init__(self, n_parties: int = 1, *, timeout: float = 600.0, integral: bool = True,
-                 bit_length: int = 64, frac_bits: int = 32) -> None:  # fmt: skip
+                 bit_length: int = 64, frac_bits: int = 32, prss: bool = False) -> None:  # fmt: skip
         require_mpc()
         if n_parties == 2 or n_parties < 1:
             raise ValueError(
@@ -115,6 +126,8 @@ class MPyCBackend:
         self.integral = integral
         self.bit_length = bit_length
         self.frac_bits = frac_bits
+        self.prss = prss
+        self.last_timings: list[dict[str, float]] = []
         self.last_pids: list[int] = []
         self.last_ports: list[int] = []
 
@@ -159,15 +172,17 @@ class MPyCBackend:
         )
 
     def _commands(self, job: Path) -> list[list[str]]:
-        base = [sys.executable, "-m", "learners.secure_vertical._mpyc_party", str(job)]
+        launcher = Path(__file__).with_name("_mpyc_main.py")
+        base = [sys.executable, str(launcher), str(job)]
+        opts = ["--no-log"] if self.prss else ["--no-log", "--no-prss"]
         m = self.n_parties
         if m == 1:
-            return [[*base, "0", "--", "--no-log"]]
+            return [[*base, "0", "--", *opts]]
         ports = free_ports(m)
         self.last_ports = ports
         addrs = [a for p in ports for a in ("-P", f"127.0.0.1:{p}")]
         return [
-            [*base, str(i), "--", "-M", str(m), "-I", str(i), *addrs, "--no-log"]
+            [*base, str(i), "--", "-M", str(m), "-I", str(i), *addrs, *opts]
             for i in range(m)
         ]
 
@@ -211,5 +226,6 @@ class MPyCBackend:
         ]
         if any(o["beta"] != outs[0]["beta"] for o in outs[1:]):
             raise RuntimeError("MPyC parties opened different estimates")
+        self.last_timings = [dict(o.get("timings", {})) for o in outs]
         result: dict[str, Any] = outs[0]
         return result

@@ -17,15 +17,25 @@ otherwise look integral). The sigmoid (``MPyCOps.sigmoid``) takes the sign bit a
 clamps ``|η|`` to 16 (two secure comparisons), ``e^{−|η|/2^7}`` by a degree-6 Taylor
 polynomial squared 7 times (the spec's degree 4 with 8 squarings left errors of 1.2e-8:
 each squaring doubles the truncation error), and replaces the secure fixed-point
-division by 4 Newton steps for ``1/(1 + e)`` on ``[1, 2]`` (37 s instead of 61 s for a
-one-process step at ``n = 1000`` on the shared machine). R2 solves ``I Δ = g`` by Gauss–Jordan with secure reciprocals.
+division by 3 Newton steps for ``1/(1 + e)`` on ``[1, 2]``. R2 solves ``I Δ = g`` by
+Gauss–Jordan with secure reciprocals.
+
+Cost (``benchmarks/secure_vertical.py``): every secret × secret fixed-point product is
+truncated, and each truncation consumes ``f = 32`` secret random bits per element.
+MPyC's default (PRSS) makes each bit with a secret square and a public modular square
+root (one ``powmod`` per bit, per party), which dominated the step; the runner passes
+``--no-prss``, where ``t + 1`` parties each input random ±1 values and their product
+(one resharing) is the bit — secure against the same ``t`` passive colluders.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import secrets
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +48,7 @@ from learners.secure_vertical._newton import secure_newton
 FloatArray = NDArray[np.float64]
 CLAMP = 16.0
 SQUARINGS = 7
+RECIPROCAL_STEPS = 3
 
 
 def bind_loopback() -> None:
@@ -51,6 +62,56 @@ def bind_loopback() -> None:
         return await original(self, *args, **kwargs)
 
     asyncio.base_events.BaseEventLoop.create_server = create_server  # type: ignore[method-assign]
+
+
+class PooledEntropy:
+    """OS entropy read in large blocks: ``randbits``/``randbelow`` with the semantics of
+    :mod:`secrets` (uniform, from ``os.urandom``), but one system call per ``pool``
+    bytes instead of one per value.
+
+    MPyC draws every Shamir coefficient with ``secrets.randbelow`` and every random bit
+    of a truncation with ``secrets.randbits(1)``, one ``os.urandom`` call each: about
+    1.7 million calls per Newton step at ``n = 1000`` (a third of the step).
+    :func:`use_pooled_entropy` points :mod:`secrets` at this pool inside a party process.
+    """
+
+    def __init__(self, pool: int = 1 << 16) -> None:
+        self.pool = pool
+        self._buf = b""
+        self._pos = 0
+
+    def _take(self, nbytes: int) -> bytes:
+        if self._pos + nbytes > len(self._buf):
+            self._buf = os.urandom(max(self.pool, nbytes))
+            self._pos = 0
+        out = self._buf[self._pos : self._pos + nbytes]
+        self._pos += nbytes
+        return out
+
+    def randbits(self, k: int) -> int:
+        """A uniform integer in ``[0, 2^k)``."""
+        if k < 0:
+            raise ValueError("number of bits must be non-negative")
+        nbytes = (k + 7) // 8
+        return int.from_bytes(self._take(nbytes), "little") >> (8 * nbytes - k)
+
+    def randbelow(self, exclusive_upper_bound: int) -> int:
+        """A uniform integer in ``[0, exclusive_upper_bound)`` (rejection sampling)."""
+        if exclusive_upper_bound <= 0:
+            raise ValueError("Upper bound must be positive.")
+        k = exclusive_upper_bound.bit_length()
+        while True:
+            r = self.randbits(k)
+            if r < exclusive_upper_bound:
+                return r
+
+
+def use_pooled_entropy() -> None:
+    """Route :func:`secrets.randbits` and :func:`secrets.randbelow` (MPyC's sources of
+    shares and random bits) through one :class:`PooledEntropy` in this process."""
+    pool = PooledEntropy()
+    secrets.randbits = pool.randbits  # type: ignore[assignment]
+    secrets.randbelow = pool.randbelow  # type: ignore[assignment]
 
 
 class MPyCOps:
@@ -128,8 +189,9 @@ class MPyCOps:
         """``σ(η)`` without a secure division: with ``s = [η ≥ 0]`` and
         ``u = min(|η|, 16)``, ``e = e^{−u} ∈ [e^{−16}, 1]`` (Taylor + squarings), so
         ``1 + e ∈ [1, 2]`` and its reciprocal ``r`` takes a public linear start
-        ``24/17 − 8/17·x`` (relative error ≤ 1/17) and 4 Newton steps
-        ``r ← r(2 − x r)`` (error ≤ 17^{−16}); ``σ(η) = (1 − s) + (2s − 1) r``."""
+        ``24/17 − 8/17·x`` (relative error ≤ 1/17) and 3 Newton steps
+        ``r ← r(2 − x r)`` (each squares the relative error: ≤ 17^{−8} ≈ 1.4e-10,
+        below the grid ``2^{−32}`` ≈ 2.3e-10); ``σ(η) = (1 − s) + (2s − 1) r``."""
         mpc = self.mpc
         s = eta >= 0
         sign = 2 * s - 1
@@ -142,7 +204,7 @@ class MPyCOps:
             p = p * p
         x = 1 + p
         r = 24.0 / 17.0 - (8.0 / 17.0) * x
-        for _ in range(4):
+        for _ in range(RECIPROCAL_STEPS):
             r = r * (2 - x * r)
         return (1 - s) + sign * r
 
@@ -186,7 +248,10 @@ class MPyCOps:
 
 
 def run_party(job: Path, pid: int) -> dict[str, Any]:
-    """The party program (module docstring); returns what it writes to ``out_PID.json``."""
+    """The party program (module docstring); returns what it writes to ``out_PID.json``,
+    including ``timings`` (seconds: ``start`` = import and connecting, ``share`` = the
+    inputs, ``newton`` = the protocol)."""
+    t0 = time.perf_counter()
     from mpyc.runtime import mpc
 
     meta = json.loads((job / "meta.json").read_text())
@@ -194,6 +259,7 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
     data = dict(np.load(path)) if path.exists() else {}
     ops = MPyCOps(mpc, meta, data)
     mpc.run(mpc.start())
+    t1 = time.perf_counter()
     blocks = [
         ops.share(k, None, integral=ops.integral)
         for k in range(len(meta["block_shapes"]))
@@ -206,6 +272,7 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
         if meta["weights"] is not None
         else None
     )
+    t2 = time.perf_counter()
     trace = secure_newton(
         ops,
         X,
@@ -219,8 +286,10 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
         max_iter=int(meta["max_iter"]),
         fixed_iterations=bool(meta["fixed_iterations"]),
     )
+    t3 = time.perf_counter()
     mpc.run(mpc.shutdown())
     return {
+        "timings": {"start": t1 - t0, "share": t2 - t1, "newton": t3 - t2},
         "beta": [float(v) for v in trace.beta],
         "n_iter": trace.n_iter,
         "converged": trace.converged,
@@ -264,6 +333,7 @@ def main(argv: list[str]) -> int:
         rest = rest[1:]
     sys.argv = [argv[0], *rest]
     bind_loopback()
+    use_pooled_entropy()
     out = run_party(job, pid)
     (job / f"out_{pid}.json").write_text(json.dumps(out))
     return 0

@@ -98,6 +98,26 @@ def test_v11_listener_binds_loopback_only() -> None:
     assert out.stdout.strip() == "['127.0.0.1']"
 
 
+def test_pooled_entropy_is_uniform_and_in_range() -> None:
+    from scipy.stats import chisquare
+
+    from learners.secure_vertical._mpyc_party import PooledEntropy
+
+    pool = PooledEntropy(pool=4096)  # small pool: many refills in the test
+    bound = 2**61 - 1  # not a power of two: rejection sampling is exercised
+    draws = np.array([pool.randbelow(bound) for _ in range(20000)], dtype=object)
+    assert all(0 <= v < bound for v in draws)
+    top = np.array([int(v * 16 // bound) for v in draws])  # 16 equal bins
+    assert chisquare(np.bincount(top, minlength=16)).pvalue > 1e-4
+    bits = np.array([pool.randbits(1) for _ in range(20000)])
+    assert set(np.unique(bits)) == {0, 1}
+    assert abs(bits.mean() - 0.5) < 0.02  # 5.7 standard deviations
+    assert all(0 <= pool.randbits(7) < 128 for _ in range(1000))
+    assert pool.randbits(0) == 0
+    with pytest.raises(ValueError, match="Upper bound"):
+        pool.randbelow(0)
+
+
 def test_missing_extra_is_a_value_error_naming_it(
     monkeypatch: pytest.MonkeyPatch, rng: np.random.Generator
 ) -> None:
