@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import secrets
 import sys
@@ -112,6 +113,65 @@ def use_pooled_entropy() -> None:
     pool = PooledEntropy()
     secrets.randbits = pool.randbits  # type: ignore[assignment]
     secrets.randbelow = pool.randbelow  # type: ignore[assignment]
+
+
+def install_fast_truncation(mpc: Any) -> None:
+    """Replace ``mpc.np_trunc`` (used by every secret × secret fixed-point product) for
+    secure arrays by a truncation whose low mask is a sum of ``d`` random integers.
+
+    MPyC's probabilistic truncation of ``a`` by ``f`` bits (Catrina–de Hoogh) opens
+    ``c = a + 2^{l−1} + r_lo + 2^f r_hi`` with ``r_lo`` built from ``f`` secret random
+    *bits* per element (the dominant cost of the Newton step). Here ``r_lo = Σ_j u_j``
+    is the sum of the ``d`` independent random shares MPyC's ``_np_randoms`` already
+    produces (``d = t + 1`` inputs without PRSS, ``d = C(m, t)`` PRSS terms), each
+    ``u_j`` uniform on ``[0, 2^f)``:
+
+    * privacy: ``c mod 2^f = (a + r_lo) mod 2^f`` is uniform as soon as one ``u_j`` is
+      unknown (every coalition of ``t`` parties misses one); ``c div 2^f`` is hidden
+      statistically by ``r_hi`` (``k`` = ``sec_param`` bits), exactly as in MPyC;
+    * result: ``(a + r_lo − (c mod 2^f)) / 2^f = ⌊(a + r_lo)/2^f⌋ = ⌊a/2^f⌋ + δ`` with
+      ``δ ∈ {0, …, d}`` and mean ``a mod 2^f / 2^f + (d − 1)/2``; subtracting
+      ``⌊(d − 1)/2⌋`` leaves a bias of at most half a unit of the last place
+      (``2^{−33}`` at ``f = 32``) and an error of at most ``d`` units;
+    * range: ``c < 2^l + d·2^f + 2^{k+l}`` fits MPyC's field (``l + f + k + 2`` bits).
+
+    Cost: ``2`` random field elements per element instead of ``f + 1``.
+    Non-array (field) arguments keep MPyC's own routine.
+    """
+    from mpyc import asyncoro
+
+    original = mpc.np_trunc
+
+    @asyncoro.mpc_coro
+    async def fast(a: Any, f: int | None, l: int | None):  # type: ignore[no-untyped-def]  # noqa: E741, ANN202  (mpc_coro reads the return annotation as a type)
+        sftype = type(a)
+        await asyncoro.returnType((sftype, a.shape))
+        field = sftype.sectype.field
+        l = l or sftype.sectype.bit_length  # noqa: E741
+        if f is None:
+            f = sftype.frac_length
+        if issubclass(sftype, mpc.SecureFixedPoint):
+            l += f  # noqa: E741
+        k = mpc.options.sec_param
+        t, m = mpc.threshold, len(mpc.parties)
+        d = t + 1 if mpc.options.no_prss else math.comb(m, t)
+        r_lo = mpc._np_randoms(field, a.size, d << f)
+        r_hi = mpc._np_randoms(field, a.size, 1 << (k + l - f))
+        if mpc.options.no_prss:
+            r_lo, r_hi = await r_lo, await r_hi
+        a = await mpc.gather(a)
+        masked = a.value + r_lo.value.reshape(a.shape)
+        opened = field.array(masked + (1 << (l - 1)) + (r_hi.value.reshape(a.shape) << f))
+        c = await mpc.output(opened)
+        low = c.value & ((1 << f) - 1)
+        return (field.array(masked - low) >> f) - (d - 1) // 2
+
+    def np_trunc(a: Any, f: int | None = None, l: int | None = None) -> Any:  # noqa: E741
+        if isinstance(a, mpc.SecureObject):
+            return fast(a, f, l)
+        return original(a, f, l)
+
+    mpc.np_trunc = np_trunc
 
 
 class MPyCOps:
@@ -254,6 +314,7 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     from mpyc.runtime import mpc
 
+    install_fast_truncation(mpc)
     meta = json.loads((job / "meta.json").read_text())
     path = job / f"data_{pid}.npz"
     data = dict(np.load(path)) if path.exists() else {}
@@ -302,6 +363,7 @@ def selftest() -> dict[str, Any]:
     solve of a 7×7 SPD system (spec §10 V11), against float64."""
     from mpyc.runtime import mpc
 
+    install_fast_truncation(mpc)
     meta = {"n_parties": 1, "bit_length": 64, "frac_bits": 32, "integral": False,
             "grid_bits": 8, "d": 7}  # fmt: skip
     ops = MPyCOps(mpc, meta, {})
