@@ -359,8 +359,9 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
 
 
 def selftest() -> dict[str, Any]:
-    """One process: the fixed-point sigmoid on a grid of ``[−20, 20]`` and the secret
-    solve of a 7×7 SPD system (spec §10 V11), against float64."""
+    """One process: the fixed-point sigmoid on a grid of ``[−20, 20]``, the secret
+    solve of a 7×7 SPD system (spec §10 V11), against float64, and the error of 4000
+    truncated products (:func:`install_fast_truncation`) in units of ``2^{−32}``."""
     from mpyc.runtime import mpc
 
     install_fast_truncation(mpc)
@@ -378,9 +379,14 @@ def selftest() -> dict[str, Any]:
         ops.secfxp.array(info, integral=False), ops.secfxp.array(g, integral=False)
     )
     delta = ops.open(sec, label="selftest")
+    ulp = 2.0**-32  # products of values on the 2^-32 grid: only the truncation errs
+    a, b = (np.round(rng.uniform(-3, 3, 4000) / ulp) * ulp for _ in range(2))
+    prod = ops.open(ops.secfxp.array(a, integral=False) * ops.secfxp.array(b, integral=False),
+                    label="selftest")  # fmt: skip
     mpc.run(mpc.shutdown())
     return {"x": x.tolist(), "sigmoid": sig.tolist(), "solve": delta.tolist(),
-            "info": info.tolist(), "g": g.tolist()}  # fmt: skip
+            "info": info.tolist(), "g": g.tolist(),
+            "product_error_ulp": ((prod - a * b) / ulp).tolist()}  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

@@ -70,6 +70,10 @@ def test_v11_sigmoid_and_secret_solve() -> None:
     assert np.max(np.abs(sig - clamped)[~inside]) < 2e-8  # clamped beyond ±16
     solve = np.linalg.solve(np.array(d["info"]), np.array(d["g"]))
     assert np.max(np.abs(np.array(d["solve"]) - solve)) < 1e-7
+    # truncation (one process: d = 1 random term): within 1 unit, unbiased rounding
+    err = np.array(d["product_error_ulp"])
+    assert np.max(np.abs(err)) <= 1.0 + 1e-3
+    assert abs(err.mean()) < 0.05  # sd of the mean ≈ 0.29/√4000 = 0.005
 
 
 def test_v11_mismatched_integral_flags_rejected_before_running() -> None:
