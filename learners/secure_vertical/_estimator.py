@@ -25,7 +25,7 @@ from learners.secure_vertical._dp import (
     imputation_scale,
     mpc_dp_report,
     noisy_pattern_moments,
-    objective_noise,
+    objective_weights,
     record_epsilon,
 )
 from learners.secure_vertical._em import (
@@ -36,6 +36,7 @@ from learners.secure_vertical._em import (
     patterns,
     record_theta,
 )
+from learners.secure_vertical._joint_noise import JointNoise, contributors, joint_noise
 from learners.secure_vertical._ledger import Ledger
 from learners.secure_vertical._newton import NewtonTrace, secure_newton
 from learners.spec import LearnerSpec, ParamError, ParamSpec
@@ -330,7 +331,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         party_blocks[0] = np.hstack(
             [np.full((int(rows.sum()), 1), c0), party_blocks[0]]
         )
-        weights = noise = None
+        weights = None
+        noise: JointNoise | None = None
         lam = float(self.lam)
         a = np.zeros(0)
         eta = 0.0
@@ -341,7 +343,11 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 raise ValueError(
                     "sample_epsilon: nothing left for β after ε_θ; raise ε"
                 )
-            a, eta, lam, noise = objective_noise(targets, lam, sum(sizes) + 1, rng)
+            a, eta, lam = objective_weights(targets, lam)
+            # §7.2: c drawn jointly by t + 1 compute parties in MPC (one drawer in plain)
+            drawers = contributors(self.mpc_parties) if self.backend == "mpc" else 1
+            noise = joint_noise(2.0 / eta, sum(sizes) + 1, drawers, rng,
+                                seeded=self.random_state is not None)  # fmt: skip
             weights = a
         design = np.hstack(party_blocks)
         self.max_row_norm_ = float(np.max(np.linalg.norm(design, axis=1)))
@@ -354,7 +360,12 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         self._set_result(trace, c0=c0, pm=pm, reveal=reveal, ledger=ledger)
         self.privacy_report_: PrivacyReport | None = None
         if dp:
-            grad = self._grad_norm(party_blocks, y01[rows], a, lam, noise, trace.beta)
+            assert noise is not None
+            grad = (
+                self._mpc_grad_norm
+                if self.backend == "mpc"
+                else self._grad_norm(party_blocks, y01[rows], a, lam, noise.total(), trace.beta)
+            )
             self.privacy_report_ = expand_report(mpc_dp_report(
                 eps_theta=eps_theta, a=a, eta=eta, lam=lam, labelled=rows,
                 grad_norm=grad, gtol=self._tol(),
@@ -423,7 +434,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
 
     def _run(
         self, party_blocks: list[FloatArray], y: FloatArray, *, weights: Any, lam: float,
-        noise: Any, reveal: str, dp: bool, ledger: Ledger,
+        noise: JointNoise | None, reveal: str, dp: bool, ledger: Ledger,
     ) -> NewtonTrace:  # fmt: skip
         d = sum(b.shape[1] for b in party_blocks)
         max_iter = self.dp_iterations if dp else self.max_iter
@@ -438,15 +449,18 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             runner = MPyCBackend(
                 n_parties=self.mpc_parties, timeout=float(self.mpc_timeout)
             )
-            return runner.newton(party_blocks, y, weights=weights, lam=lam, noise=noise,
-                                 reveal=reveal, tol=self._tol(), max_iter=max_iter,
-                                 fixed_iterations=dp, ledger=ledger)  # fmt: skip
+            trace = runner.newton(party_blocks, y, weights=weights, lam=lam, noise=noise,
+                                  reveal=reveal, tol=self._tol(), max_iter=max_iter,
+                                  fixed_iterations=dp, ledger=ledger)  # fmt: skip
+            self._mpc_grad_norm: float = runner.last_grad_norm
+            return trace
         ops = PlainBackend(ledger)
         Xs = ops.hstack(
             [ops.share(k, b, integral=False) for k, b in enumerate(party_blocks)]
         )
         ys = ops.share(0, y, integral=True)
-        return secure_newton(ops, Xs, ys, d=d, weights=weights, lam=lam, noise=noise,
+        c = None if noise is None else noise.total()
+        return secure_newton(ops, Xs, ys, d=d, weights=weights, lam=lam, noise=c,
                              reveal=reveal, tol=self._tol(), max_iter=max_iter,  # type: ignore[arg-type]
                              fixed_iterations=dp)  # fmt: skip
 

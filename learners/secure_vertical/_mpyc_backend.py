@@ -6,8 +6,10 @@ temporary directory, starts ``m`` party processes
 time, waits with a timeout and stops every process it started by pid. ``m = 1`` runs
 one process (no secrecy, but the same fixed-point protocol: the default tests);
 ``m ≥ 3`` gives Shamir sharing with threshold ``t = ⌊(m−1)/2⌋``. Data provider ``k``
-inputs from process ``k mod m``; the DP perturbation comes from the last process (the
-market operator's compute node).
+inputs from process ``k mod m``; the DP perturbation is drawn jointly: processes
+``0..t`` each draw a full-strength ``c_j`` from their own OS entropy and share it
+(:mod:`learners.secure_vertical._joint_noise`); no process, and not this runner,
+knows ``c = Σ_j c_j``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from learners.secure_vertical._joint_noise import JointNoise, contributors
 from learners.secure_vertical._ledger import Ledger
 from learners.secure_vertical._newton import NewtonTrace
 
@@ -102,20 +105,24 @@ class MPyCBackend:
     integral : bool
         Share covariates as integers on the ``2^{-8}`` grid (blocks must be on it).
     prss : bool
-        Use MPyC's pseudorandom secret sharing for the random bits of every
-        truncation (one modular square root per bit and party). Default False:
-        ``--no-prss``, ``t + 1`` parties input random ±1 values whose product is the
-        bit (same passive threshold ``t``; about 2–3× faster here).
+        Random shares by MPyC's pseudorandom secret sharing (default; no interaction).
+        With False (``--no-prss``), ``t + 1`` parties input random values instead. The
+        truncation's low mask is a sum of ``d`` such terms (``C(m, t)`` with PRSS,
+        ``t + 1`` without); an odd ``d`` (PRSS at ``m = 3``: ``d = 3``) makes the
+        rounding exactly unbiased, an even one leaves a bias of ½ unit of ``2^{−32}``
+        per product (see ``_mpyc_party.install_fast_truncation``).
 
     Attributes
     ----------
     last_timings : list of dict
         Per process, seconds spent starting (``start``), sharing the inputs
         (``share``) and in the Newton protocol (``newton``) in the last run.
+    last_grad_norm : float
+        ``‖∇F(β̂)‖`` opened after a DP run (NaN otherwise).
     """
 
     def __init__(self, n_parties: int = 1, *, timeout: float = 600.0, integral: bool = True,
-                 bit_length: int = 64, frac_bits: int = 32, prss: bool = False) -> None:  # fmt: skip
+                 bit_length: int = 64, frac_bits: int = 32, prss: bool = True) -> None:  # fmt: skip
         require_mpc()
         if n_parties == 2 or n_parties < 1:
             raise ValueError(
@@ -128,16 +135,25 @@ class MPyCBackend:
         self.frac_bits = frac_bits
         self.prss = prss
         self.last_timings: list[dict[str, float]] = []
+        self.last_grad_norm = float("nan")
         self.last_pids: list[int] = []
         self.last_ports: list[int] = []
 
     def newton(
         self, party_blocks: list[FloatArray], y: FloatArray, *, weights: FloatArray | None,
-        lam: float, noise: FloatArray | None, reveal: str, tol: float, max_iter: int,
+        lam: float, noise: JointNoise | None, reveal: str, tol: float, max_iter: int,
         fixed_iterations: bool, ledger: Ledger,
     ) -> NewtonTrace:  # fmt: skip
-        """Secure Newton (§4.3) on the providers' blocks; ``ledger`` gets the openings."""
+        """Secure Newton (§4.3) on the providers' blocks; ``ledger`` gets the openings.
+
+        With ``noise`` (DP), the ``t + 1`` drawers must match ``noise.seeds``, and the
+        parties also open ``‖∇F(β̂)‖`` of the perturbed objective at the released
+        ``β̂`` (a scalar solver diagnostic, :attr:`last_grad_norm`)."""
         m = self.n_parties
+        if noise is not None and len(noise.seeds) != contributors(m):
+            raise ValueError(
+                f"noise: {len(noise.seeds)} drawers given, {contributors(m)} needed for m = {m}"
+            )
         flags = [self.integral] * len(party_blocks)
         check_integral_flags([flags] * m, party_blocks)
         n = int(y.shape[0])
@@ -148,7 +164,8 @@ class MPyCBackend:
             "frac_bits": self.frac_bits, "lam": lam, "reveal": reveal, "tol": tol,
             "max_iter": max_iter, "fixed_iterations": fixed_iterations,
             "weights": None if weights is None else [float(v) for v in weights],
-            "has_noise": noise is not None, "noise_host": m - 1,
+            "noise": None if noise is None else {
+                "scale": noise.scale, "dim": noise.dim, "seeds": list(noise.seeds)},
         }  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="privmarket-mpc-") as tmp:
             job = Path(tmp)
@@ -160,8 +177,6 @@ class MPyCBackend:
                         data[f"block_{k}"] = b
                 if pid == 0:
                     data["y"] = np.asarray(y, dtype=float)
-                if noise is not None and pid == m - 1:
-                    data["noise"] = np.asarray(noise, dtype=float)
                 np.savez(job / f"data_{pid}.npz", **data)  # type: ignore[arg-type]
             out = self._run_parties(job)
         ledger.extend(out["ledger"])
@@ -227,5 +242,6 @@ class MPyCBackend:
         if any(o["beta"] != outs[0]["beta"] for o in outs[1:]):
             raise RuntimeError("MPyC parties opened different estimates")
         self.last_timings = [dict(o.get("timings", {})) for o in outs]
+        self.last_grad_norm = float(outs[0].get("grad_norm", float("nan")))
         result: dict[str, Any] = outs[0]
         return result

@@ -21,11 +21,12 @@ division by 3 Newton steps for ``1/(1 + e)`` on ``[1, 2]``. R2 solves ``I Δ = g
 Gauss–Jordan with secure reciprocals.
 
 Cost (``benchmarks/secure_vertical.py``): every secret × secret fixed-point product is
-truncated, and each truncation consumes ``f = 32`` secret random bits per element.
-MPyC's default (PRSS) makes each bit with a secret square and a public modular square
-root (one ``powmod`` per bit, per party), which dominated the step; the runner passes
-``--no-prss``, where ``t + 1`` parties each input random ±1 values and their product
-(one resharing) is the bit — secure against the same ``t`` passive colluders.
+truncated, and MPyC's truncation consumes ``f = 32`` secret random bits per element
+(with PRSS, one secret square and one public modular square root per bit and party),
+which dominated the step. :func:`install_fast_truncation` masks the low part with a
+sum of random shares instead (two random field elements per element), and
+:func:`use_pooled_entropy` serves MPyC's per-value ``secrets`` calls from pooled OS
+entropy.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from learners.secure_vertical._joint_noise import JointNoise
 from learners.secure_vertical._ledger import Ledger
 from learners.secure_vertical._newton import secure_newton
 
@@ -50,6 +52,7 @@ FloatArray = NDArray[np.float64]
 CLAMP = 16.0
 SQUARINGS = 7
 RECIPROCAL_STEPS = 3
+GRAD_SCALE = 2.0**8
 
 
 def bind_loopback() -> None:
@@ -143,7 +146,8 @@ def install_fast_truncation(mpc: Any) -> None:
     original = mpc.np_trunc
 
     @asyncoro.mpc_coro
-    async def fast(a: Any, f: int | None, l: int | None):  # type: ignore[no-untyped-def]  # noqa: E741, ANN202  (mpc_coro reads the return annotation as a type)
+    # no return annotation: mpc_coro would read it as the result's type
+    async def fast(a: Any, f: int | None, l: int | None):  # type: ignore[no-untyped-def]  # noqa: E741
         sftype = type(a)
         await asyncoro.returnType((sftype, a.shape))
         field = sftype.sectype.field
@@ -161,7 +165,9 @@ def install_fast_truncation(mpc: Any) -> None:
             r_lo, r_hi = await r_lo, await r_hi
         a = await mpc.gather(a)
         masked = a.value + r_lo.value.reshape(a.shape)
-        opened = field.array(masked + (1 << (l - 1)) + (r_hi.value.reshape(a.shape) << f))
+        opened = field.array(
+            masked + (1 << (l - 1)) + (r_hi.value.reshape(a.shape) << f)
+        )
         c = await mpc.output(opened)
         low = c.value & ((1 << f) - 1)
         return (field.array(masked - low) >> f) - (d - 1) // 2
@@ -230,12 +236,32 @@ class MPyCOps:
             self.host(0), "y", (int(self.meta["n"]),), integral=True, scale=1.0
         )
 
-    def share_noise(self) -> Any:
-        """The secret perturbation ``c`` from the noise host (the operator's node)."""
-        holder = int(self.meta["noise_host"])
-        return self._input(
-            holder, "noise", (int(self.meta["d"]),), integral=False, scale=1.0
-        )
+    def share_joint_noise(self) -> Any:
+        """``[c] = Σ_j [c_j]`` (spec §7.2): process ``j ∈ {0..t}`` draws ``c_j``
+        (:meth:`JointNoise.draw`, on the grid ``2^{−32}``) here, from its own OS
+        entropy unless a test seed is given, and secret-shares it; nobody learns ``c``."""
+        spec = self.meta["noise"]
+        noise = JointNoise(float(spec["scale"]), int(spec["dim"]), tuple(spec["seeds"]))
+        total: Any = None
+        for j in range(len(noise.seeds)):
+            if self.pid == j:
+                self.data[f"noise_{j}"] = noise.draw(j)
+            part = self._input(j, f"noise_{j}", (noise.dim,), integral=False, scale=1.0)
+            total = part if total is None else total + part
+        return total
+
+    def grad_norm(
+        self, X: Any, y: Any, beta: FloatArray, weights: FloatArray | None,
+        lam: float, noise: Any,
+    ) -> float:  # fmt: skip
+        """``‖∇F(β̂)‖`` of the perturbed objective at the opened ``β̂`` (a solver
+        diagnostic for the market, one opened scalar). ``g`` is scaled by ``2^8``
+        before squaring so a residual near ``1e-6`` stays above the grid ``2^{−32}``."""
+        pi = self.sigmoid(self.predict(X, beta))
+        g, _ = self.score_information(X, y, pi, weights)
+        gs = (g - lam * beta - noise) * GRAD_SCALE
+        sq = self.open(self.mpc.np_sum(gs * gs), label="grad_norm", row=7)
+        return float(np.sqrt(max(float(sq), 0.0)) / GRAD_SCALE)
 
     def hstack(self, blocks: list[Any]) -> Any:
         return self.mpc.np_hstack(blocks) if len(blocks) > 1 else blocks[0]
@@ -327,7 +353,7 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
     ]
     X = ops.hstack(blocks)
     y = ops.share_labels()
-    noise = ops.share_noise() if meta["has_noise"] else None
+    noise = ops.share_joint_noise() if meta["noise"] is not None else None
     weights = (
         np.asarray(meta["weights"], dtype=float)
         if meta["weights"] is not None
@@ -348,8 +374,14 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
         fixed_iterations=bool(meta["fixed_iterations"]),
     )
     t3 = time.perf_counter()
+    grad_norm = (
+        ops.grad_norm(X, y, trace.beta, weights, float(meta["lam"]), noise)
+        if noise is not None
+        else float("nan")
+    )
     mpc.run(mpc.shutdown())
     return {
+        "grad_norm": grad_norm,
         "timings": {"start": t1 - t0, "share": t2 - t1, "newton": t3 - t2},
         "beta": [float(v) for v in trace.beta],
         "n_iter": trace.n_iter,

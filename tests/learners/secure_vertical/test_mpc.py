@@ -18,6 +18,7 @@ from learners.secure_vertical import (
     _mpyc_backend,
     secure_newton,
 )
+from learners.secure_vertical._joint_noise import JointNoise
 from learners.secure_vertical._mpyc_backend import (
     MPyCBackend,
     check_integral_flags,
@@ -131,6 +132,16 @@ def test_missing_extra_is_a_value_error_naming_it(
         SecureVerticalLogisticRegression(backend="mpc").fit(split(X, [3, 3]), y)
 
 
+def test_joint_noise_needs_t_plus_one_drawers(rng: np.random.Generator) -> None:
+    X, y = v1_data(rng, n=20)
+    blocks = [quantise(b) for b in split(X, [2, 2, 2])]
+    one_drawer = JointNoise(1.0, 7, (1,))
+    with pytest.raises(ValueError, match="noise: 1 drawers given, 2 needed"):
+        MPyCBackend(3).newton(blocks, y, weights=None, lam=0.1, noise=one_drawer,
+                              reveal="R2", tol=1e-6, max_iter=1, fixed_iterations=True,
+                              ledger=Ledger())  # fmt: skip
+
+
 def test_two_processes_refused() -> None:
     with pytest.raises(ValueError, match="n_parties"):
         MPyCBackend(2)
@@ -171,4 +182,6 @@ def test_dp_fit_in_mpc_matches_plain_with_the_same_noise(
     np.testing.assert_allclose(mpc.coef_, plain.coef_, atol=5e-3)
     assert mpc.privacy_report_ is not None
     assert mpc.privacy_report_.guarantee == "mpc_plus_dp"
-    assert mpc.ledger_.labels() == {"beta"}  # fixed iterations: only β̂ is opened
+    # fixed iterations: only β̂ and the scalar ‖∇F(β̂)‖ are opened
+    assert mpc.ledger_.labels() == {"beta", "grad_norm"}
+    assert mpc.privacy_report_.grad_norm < 1e-3
