@@ -17,6 +17,13 @@ from learners.privacy import PrivacyReport
 from learners.registry import ReleaseContext
 from learners.secure_vertical._backend import PlainBackend
 from learners.secure_vertical._blocks import check_blocks, check_labels
+from learners.secure_vertical._categorical import (
+    check_levels,
+    dummy_design,
+    noisy_tables,
+    pattern_tables,
+    saturated_em,
+)
 from learners.secure_vertical._dp import (
     clip_radii,
     clip_rows,
@@ -43,7 +50,8 @@ from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 FloatArray = NDArray[np.float64]
 BACKENDS: tuple[str, ...] = ("plain", "reference", "mpc")
-IMPUTATIONS: tuple[str, ...] = ("em", "complete_case")
+IMPUTATIONS: tuple[str, ...] = ("em", "complete_case")  # orderable (numeric schemas)
+LEARNER_IMPUTATIONS: tuple[str, ...] = (*IMPUTATIONS, "categorical_em")
 
 
 def check_installation(
@@ -75,7 +83,13 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     Parameters
     ----------
     backend : {"plain", "reference", "mpc"}, default="plain"
-    imputation : {"em", "complete_case"}, default="em"
+    imputation : {"em", "complete_case", "categorical_em"}, default="em"
+        ``"categorical_em"``: every column is categorical (codes ``0..L−1``, level
+        counts in ``categorical_levels``); the saturated multinomial model of spec §5.5
+        is fitted by EM from the per-pattern contingency tables (released with
+        ``ε_θ`` discrete Laplace noise in a DP fit), each column becomes dummies
+        (reference level 0 dropped), and a missing block's dummies are its posterior
+        level probabilities given the record's observed cell.
     lam : float, default=0.0
         Ridge ``λ ≥ 0`` (``> 0`` for a DP fit).
     random_state : int, Generator or None, default=None
@@ -98,6 +112,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         MPyC processes (1: single process; ≥ 3 for secrecy).
     mpc_timeout : float, default=600
         Seconds before the MPyC parties are stopped.
+    categorical_levels : list of list of int or None, default=None
+        Per party, the level count of each of its columns (``categorical_em`` only).
 
     Attributes
     ----------
@@ -112,6 +128,10 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         None for a non-DP fit.
     theta_ : Theta or None
         The imputation model (public: opened at E2, or released with DP).
+    dummy_columns_ : list of (party, column, level) or None
+        ``categorical_em``: what each coefficient is (in ``coef_`` order).
+    cell_probabilities_ : ndarray or None
+        ``categorical_em``: the fitted full-table cell probabilities ``q``.
 
     Examples
     --------
@@ -155,7 +175,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "backend": [StrOptions(set(BACKENDS))],
-        "imputation": [StrOptions(set(IMPUTATIONS))],
+        "imputation": [StrOptions(set(LEARNER_IMPUTATIONS))],
+        "categorical_levels": [list, tuple, None],
         "lam": [Interval(Real, 0, None, closed="left")],
         "random_state": RANDOM_STATE_CONSTRAINT,
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -187,6 +208,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         em_max_iter: int = 2000,
         mpc_parties: int = 1,
         mpc_timeout: float = 600.0,
+        categorical_levels: Sequence[Sequence[int]] | None = None,
     ) -> None:
         self.backend = backend
         self.imputation = imputation
@@ -202,6 +224,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         self.em_max_iter = em_max_iter
         self.mpc_parties = mpc_parties
         self.mpc_timeout = mpc_timeout
+        self.categorical_levels = categorical_levels
 
     # ---- the order protocol ------------------------------------------------------
 
@@ -292,13 +315,20 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         rng = np.random.default_rng(self.random_state)
         sizes = [b.shape[1] for b in blocks]
         ledger = Ledger()
+        self.dummy_columns_: list[tuple[int, int, int]] | None = None
+        self.cell_probabilities_: FloatArray | None = None
+        cat_eps_theta = 0.0
+        if self.imputation == "categorical_em":
+            blocks, cat_eps_theta = self._categorical_blocks(blocks, eps_rec, rng, ledger)
+            held = np.ones_like(held)
+            sizes = [b.shape[1] for b in blocks]
         c0 = 1.0
         if dp:
             c0, radii = clip_radii(sizes)
             blocks = [clip_rows(b, r) for b, r in zip(blocks, radii, strict=True)]
         Xfull = np.hstack(blocks)
         n = Xfull.shape[0]
-        eps_theta = np.zeros(n)
+        eps_theta = np.full(n, cat_eps_theta)
         keep = np.ones(n, dtype=bool)
         self.theta_ = None
         if not held.all():
@@ -397,6 +427,29 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 raise ValueError("sample_epsilon must be finite and >= 0")
             return se
         return None
+
+    def _categorical_blocks(
+        self, blocks: list[FloatArray], eps_rec: FloatArray | None,
+        rng: np.random.Generator, ledger: Ledger,
+    ) -> tuple[list[FloatArray], float]:  # fmt: skip
+        """§5.5: pattern tables (noisy with ``ε_θ`` in a DP fit) → saturated EM →
+        dummy blocks with imputed posterior probabilities; returns the blocks and
+        ``ε_θ`` (0 without DP)."""
+        levels, W = check_levels(blocks, self.categorical_levels)
+        tables = pattern_tables(W, levels)
+        eps_theta = 0.0
+        if eps_rec is not None:
+            eps_theta = float(self.theta_share) * float(eps_rec.min())
+            tables = noisy_tables(tables, eps_theta, rng)
+        label = "pattern tables N_m" + (" + DP noise" if eps_rec is not None else "")
+        for _, counts in tables:
+            ledger.record(label, counts.shape, row=13)
+        q = saturated_em(levels, tables, n_iter=int(self.em_max_iter))
+        self.cell_probabilities_ = q
+        out, self.dummy_columns_ = dummy_design(
+            W, levels, q, [b.shape[1] for b in blocks]
+        )
+        return out, eps_theta
 
     def _dp_impute(
         self, X: FloatArray, sizes: list[int], radii: FloatArray, eps_theta: float,
