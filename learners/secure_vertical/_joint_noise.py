@@ -76,12 +76,14 @@ class JointNoise:
         b = sample_gamma_direction_noise(
             self.dim, rng=np.random.default_rng(self.seeds[j])
         )
-        return np.round(self.scale * b / GRID) * GRID
+        return np.asarray(np.round(self.scale * b / GRID) * GRID, dtype=float)
 
     def total(self) -> FloatArray:
         """``Σ_j c_j`` (what the protocol uses; computed in the clear by the plain
         backend, which has one contributor)."""
-        return np.sum([self.draw(j) for j in range(len(self.seeds))], axis=0)
+        return np.asarray(
+            np.sum([self.draw(j) for j in range(len(self.seeds))], axis=0), dtype=float
+        )
 
 
 def joint_noise(

@@ -114,8 +114,8 @@ def use_pooled_entropy() -> None:
     """Route :func:`secrets.randbits` and :func:`secrets.randbelow` (MPyC's sources of
     shares and random bits) through one :class:`PooledEntropy` in this process."""
     pool = PooledEntropy()
-    secrets.randbits = pool.randbits  # type: ignore[assignment]
-    secrets.randbelow = pool.randbelow  # type: ignore[assignment]
+    secrets.randbits = pool.randbits
+    secrets.randbelow = pool.randbelow
 
 
 def install_fast_truncation(mpc: Any) -> None:
@@ -145,8 +145,8 @@ def install_fast_truncation(mpc: Any) -> None:
 
     original = mpc.np_trunc
 
-    @asyncoro.mpc_coro
     # no return annotation: mpc_coro would read it as the result's type
+    @asyncoro.mpc_coro  # type: ignore[untyped-decorator]
     async def fast(a: Any, f: int | None, l: int | None):  # type: ignore[no-untyped-def]  # noqa: E741
         sftype = type(a)
         await asyncoro.returnType((sftype, a.shape))
