@@ -331,13 +331,17 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         eps_theta = np.full(n, cat_eps_theta)
         keep = np.ones(n, dtype=bool)
         self.theta_ = None
+        X_observed = Xfull.copy()  # NaN: missing (MPC imputes inside the protocol)
+        imp_scales: dict[tuple[int, ...], FloatArray] = {}
         if not held.all():
             if self.imputation == "complete_case":
                 keep = np.asarray(held.all(axis=1), dtype=bool)
             elif dp:
                 assert eps_rec is not None
                 eps_theta[:] = float(self.theta_share) * float(eps_rec.min())
-                Xfull = self._dp_impute(Xfull, sizes, radii, eps_theta[0], rng, ledger)
+                Xfull, imp_scales = self._dp_impute(
+                    Xfull, sizes, radii, eps_theta[0], rng, ledger
+                )
             else:
                 init = default_init(Xfull.shape[1], self.n_components)
                 fit = fit_gaussian_mixture(
@@ -351,11 +355,25 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             raise ValueError("blocks: no labelled record is complete (complete_case)")
         edges = np.concatenate([[0], np.cumsum(sizes)])
         party_blocks = [Xfull[rows, edges[k] : edges[k + 1]] for k in range(len(sizes))]
+        mpc_imputation = None
         if self.backend == "mpc":
             # covariates shared as integers on the public 2^-8 grid (§8.3)
-            from learners.secure_vertical._mpyc_backend import quantise, require_mpc
+            from learners.secure_vertical._mpyc_backend import (
+                MPCImputation,
+                quantise,
+                require_mpc,
+            )
 
             require_mpc()
+            if self.theta_ is not None:
+                # §5.4/§5.6: the parties share only what they hold (zeros elsewhere);
+                # the imputation runs inside MPC from the public θ (§6 row 12)
+                Xo = X_observed[rows]
+                party_blocks = [
+                    np.nan_to_num(Xo[:, edges[k] : edges[k + 1]], nan=0.0)
+                    for k in range(len(sizes))
+                ]
+                mpc_imputation = MPCImputation.build(self.theta_, Xo, imp_scales)
             party_blocks = [quantise(b) for b in party_blocks]
             c0 = float(quantise(np.array([c0]))[0])
         party_blocks[0] = np.hstack(
@@ -386,7 +404,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             for k, b in enumerate(party_blocks)
         ]
         trace = self._run(party_blocks, y01[rows], weights=weights, lam=lam, noise=noise,
-                          reveal=reveal, dp=dp, ledger=ledger)  # fmt: skip
+                          reveal=reveal, dp=dp, ledger=ledger,
+                          imputation=mpc_imputation)  # fmt: skip
         self._set_result(trace, c0=c0, pm=pm, reveal=reveal, ledger=ledger)
         self.privacy_report_: PrivacyReport | None = None
         if dp:
@@ -454,9 +473,10 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     def _dp_impute(
         self, X: FloatArray, sizes: list[int], radii: FloatArray, eps_theta: float,
         rng: np.random.Generator, ledger: Ledger,
-    ) -> FloatArray:  # fmt: skip
+    ) -> tuple[FloatArray, dict[tuple[int, ...], FloatArray]]:  # fmt: skip
         """§7.3: noisy pattern moments → EM (post-processing) → imputation, clipped
-        with a public factor."""
+        with a public factor; returns the imputed design and the factors per pattern
+        (keyed by its observed coordinates)."""
         moments = noisy_pattern_moments(X, eps_theta, rng)
         for pat in moments.pats:
             ledger.record(
@@ -466,6 +486,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         record_theta(ledger, theta, iteration=None)
         self.theta_ = theta
         out = impute_conditional_mean(X, theta)
+        scales: dict[tuple[int, ...], FloatArray] = {}
         block_of = np.repeat(np.arange(len(sizes), dtype=np.intp), sizes)
         radius_of = radii[block_of]
         for pat in patterns(X):
@@ -478,7 +499,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 theta, pat, r_obs, radius_of[pat.mis], block_of[pat.mis]
             )
             out[np.ix_(pat.rows, pat.mis)] *= scale[None, :]
-        return out
+            scales[tuple(int(c) for c in pat.obs)] = scale
+        return out, scales
 
     def _tol(self) -> float:
         if self.tol is not None:
@@ -488,6 +510,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     def _run(
         self, party_blocks: list[FloatArray], y: FloatArray, *, weights: Any, lam: float,
         noise: JointNoise | None, reveal: str, dp: bool, ledger: Ledger,
+        imputation: Any = None,
     ) -> NewtonTrace:  # fmt: skip
         d = sum(b.shape[1] for b in party_blocks)
         max_iter = self.dp_iterations if dp else self.max_iter
@@ -504,7 +527,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             )
             trace = runner.newton(party_blocks, y, weights=weights, lam=lam, noise=noise,
                                   reveal=reveal, tol=self._tol(), max_iter=max_iter,
-                                  fixed_iterations=dp, ledger=ledger)  # fmt: skip
+                                  fixed_iterations=dp, ledger=ledger,
+                                  imputation=imputation)  # fmt: skip
             self._mpc_grad_norm: float = runner.last_grad_norm
             return trace
         ops = PlainBackend(ledger)

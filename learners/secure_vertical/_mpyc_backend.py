@@ -23,12 +23,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from learners.secure_vertical._em import Theta, patterns
 from learners.secure_vertical._joint_noise import JointNoise, contributors
 from learners.secure_vertical._ledger import Ledger
 from learners.secure_vertical._newton import NewtonTrace
@@ -93,6 +95,48 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+@dataclass(frozen=True, slots=True)
+class MPCImputation:
+    """Public inputs of the imputation inside MPC (spec §5.4, §5.6): the mixture ``θ``
+    (opened at E2, or released with DP) and, per missing-data pattern of the fitted
+    records, its rows, observed and missing covariate coordinates and the public
+    per-coordinate factor (DP clipping of imputed blocks; 1 otherwise)."""
+
+    theta: Theta
+    patterns: tuple[
+        tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], FloatArray], ...
+    ]
+
+    @classmethod
+    def build(
+        cls, theta: Theta, X: FloatArray, scales: dict[tuple[int, ...], FloatArray]
+    ) -> MPCImputation:
+        """From the covariates ``X`` of the fitted records (NaN = missing)."""
+        pats = []
+        for pat in patterns(X):
+            key = tuple(int(c) for c in pat.obs)
+            scale = scales.get(key, np.ones(pat.mis.size))
+            pats.append((pat.rows, pat.obs, pat.mis, np.asarray(scale, dtype=float)))
+        return cls(theta, tuple(pats))
+
+    def to_meta(self) -> dict[str, Any]:
+        """JSON-ready public metadata for the parties."""
+        return {
+            "weights": self.theta.weights.tolist(),
+            "means": self.theta.means.tolist(),
+            "covariances": self.theta.covariances.tolist(),
+            "patterns": [
+                {
+                    "rows": r.tolist(),
+                    "obs": o.tolist(),
+                    "mis": m.tolist(),
+                    "scale": s.tolist(),
+                }
+                for r, o, m, s in self.patterns
+            ],
+        }
+
+
 class MPyCBackend:
     """Run the secure Newton–Raphson in ``n_parties`` MPyC processes.
 
@@ -142,13 +186,15 @@ class MPyCBackend:
     def newton(
         self, party_blocks: list[FloatArray], y: FloatArray, *, weights: FloatArray | None,
         lam: float, noise: JointNoise | None, reveal: str, tol: float, max_iter: int,
-        fixed_iterations: bool, ledger: Ledger,
+        fixed_iterations: bool, ledger: Ledger, imputation: MPCImputation | None = None,
     ) -> NewtonTrace:  # fmt: skip
         """Secure Newton (§4.3) on the providers' blocks; ``ledger`` gets the openings.
 
         With ``noise`` (DP), the ``t + 1`` drawers must match ``noise.seeds``, and the
         parties also open ``‖∇F(β̂)‖`` of the perturbed objective at the released
-        ``β̂`` (a scalar solver diagnostic, :attr:`last_grad_norm`)."""
+        ``β̂`` (a scalar solver diagnostic, :attr:`last_grad_norm`). With
+        ``imputation``, the blocks hold zeros where a party lacks a record and the
+        missing blocks are imputed inside MPC (never seen by any process)."""
         m = self.n_parties
         if noise is not None and len(noise.seeds) != contributors(m):
             raise ValueError(
@@ -164,6 +210,7 @@ class MPyCBackend:
             "frac_bits": self.frac_bits, "lam": lam, "reveal": reveal, "tol": tol,
             "max_iter": max_iter, "fixed_iterations": fixed_iterations,
             "weights": None if weights is None else [float(v) for v in weights],
+            "imputation": None if imputation is None else imputation.to_meta(),
             "noise": None if noise is None else {
                 "scale": noise.scale, "dim": noise.dim, "seeds": list(noise.seeds)},
         }  # fmt: skip

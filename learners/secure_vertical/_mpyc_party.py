@@ -250,6 +250,61 @@ class MPyCOps:
             total = part if total is None else total + part
         return total
 
+    def impute(self, X: Any, spec: dict[str, Any]) -> tuple[Any, NDArray[np.intp]]:
+        """Conditional-mean imputation inside MPC (spec §5.1, §5.4, §5.6) from the
+        public ``θ``; returns the completed design (real units, not integral) with
+        its rows grouped by pattern, and that row order.
+
+        Per pattern (observed ``O``, missing ``M``) and component ``j``, each party
+        computes the public ``P = (Σ_j^{OO})⁻¹``, ``B = Σ_j^{MO} P`` and
+        ``a = μ_j^M − B μ_j^O``; in MPC: ``ê_j = a + B x^O`` (public × secret) and,
+        for ``J = 2``, ``α_1 = σ(log r_1 − log r_2)`` with
+        ``log r_j = log π_j − ½ log det Σ_j^{OO} − ½ (x^O − μ_j^O)ᵀ P (x^O − μ_j^O)``
+        (``|O| log 2π`` cancels), by the protocol's sigmoid;
+        ``x̃^M = ê_2 + α_1 (ê_1 − ê_2)``, times the public DP factor. Nothing is
+        opened. ``J > 2`` would need a secure softmax and is refused.
+        """
+        mpc = self.mpc
+        weights = np.asarray(spec["weights"], dtype=float)
+        means = np.asarray(spec["means"], dtype=float)
+        covs = np.asarray(spec["covariances"], dtype=float)
+        if weights.size > 2:
+            raise ValueError("imputation: inside MPC needs J <= 2 mixture components")
+        Xr = X * (1.0 / self.scale) if self.scale != 1.0 else X
+        pieces, order = [], []
+        for pat in spec["patterns"]:
+            rows = np.asarray(pat["rows"], dtype=np.intp)
+            obs = np.asarray(pat["obs"], dtype=np.intp)
+            mis = np.asarray(pat["mis"], dtype=np.intp)
+            Xp = Xr[rows]
+            order.append(rows)
+            if mis.size == 0:
+                pieces.append(Xp)
+                continue
+            xo = Xp[:, 1 + obs]  # column 0 is the intercept
+            fills, logr = [], []
+            for j in range(weights.size):
+                S = covs[j]
+                P = np.linalg.inv(S[np.ix_(obs, obs)])
+                B = S[np.ix_(mis, obs)] @ P
+                a = means[j][mis] - B @ means[j][obs]
+                fills.append(xo @ B.T + a)
+                if weights.size == 2:
+                    D = xo - means[j][obs]
+                    quad = mpc.np_sum((D @ P) * D, axis=1)
+                    _, logdet = np.linalg.slogdet(S[np.ix_(obs, obs)])
+                    logr.append(float(np.log(weights[j]) - 0.5 * logdet) - 0.5 * quad)
+            if weights.size == 1:
+                fill = fills[0]
+            else:
+                alpha = self.sigmoid(logr[0] - logr[1]).reshape(-1, 1)
+                fill = fills[1] + alpha * (fills[0] - fills[1])
+            fill = fill * np.asarray(pat["scale"], dtype=float)
+            full = mpc.np_hstack([Xp[:, :1], xo, fill])
+            pieces.append(full[:, np.argsort(np.r_[0, 1 + obs, 1 + mis])])
+        out = mpc.np_vstack(pieces) if len(pieces) > 1 else pieces[0]
+        return out, np.concatenate(order)
+
     def grad_norm(
         self, X: Any, y: Any, beta: FloatArray, weights: FloatArray | None,
         lam: float, noise: Any,
@@ -359,6 +414,11 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
         if meta["weights"] is not None
         else None
     )
+    if meta.get("imputation") is not None:
+        X, order = ops.impute(X, meta["imputation"])
+        y = y[order]
+        weights = None if weights is None else weights[order]
+        ops.scale = 1.0  # the completed design is in real units (not integral)
     t2 = time.perf_counter()
     trace = secure_newton(
         ops,

@@ -57,6 +57,41 @@ def test_v1_mpc_one_process_matches_float_fit_on_quantised_x(
     assert not est.ledger_.opens_dimension(100)
 
 
+def test_mpc_imputes_missing_blocks_inside_the_protocol(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partial overlap, J = 2: the parties receive zeros where they lack a record (no
+    imputed value reaches any process, §6 row 12), impute inside MPC, and the fit
+    equals the plain fit (EM and imputation in float64) on the same grid values."""
+    X, y = v1_data(rng, n=120)
+    blocks = [quantise(b) for b in split(X, [2, 2, 2])]
+    blocks[1][:30] = np.nan
+    blocks[2][20:50] = np.nan
+    kw = {"n_components": 2, "covariance": "fixed_identity"}
+    plain = SecureVerticalLogisticRegression(**kw).fit(blocks, y)  # type: ignore[arg-type]
+    saved: list[dict[str, np.ndarray]] = []
+    savez = np.savez
+
+    def capture(path: object, **arrays: np.ndarray) -> None:
+        saved.append(arrays)
+        savez(path, **arrays)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_mpyc_backend.np, "savez", capture)
+    mpc = SecureVerticalLogisticRegression(backend="mpc", mpc_timeout=900, **kw).fit(  # type: ignore[arg-type]
+        blocks, y
+    )
+    np.testing.assert_allclose(
+        np.r_[mpc.intercept_, mpc.coef_],
+        np.r_[plain.intercept_, plain.coef_],
+        atol=1e-5,
+    )
+    (files,) = saved  # one process holds every provider's block
+    np.testing.assert_array_equal(files["block_1"][:30], 0.0)
+    np.testing.assert_array_equal(files["block_2"][20:50], 0.0)
+    np.testing.assert_array_equal(files["block_1"][30:], blocks[1][30:])
+    assert not mpc.ledger_.opens_dimension(120)
+
+
 def test_v11_sigmoid_and_secret_solve() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "learners.secure_vertical._mpyc_party", "--selftest"],
@@ -185,3 +220,23 @@ def test_dp_fit_in_mpc_matches_plain_with_the_same_noise(
     # fixed iterations: only β̂ and the scalar ‖∇F(β̂)‖ are opened
     assert mpc.ledger_.labels() == {"beta", "grad_norm"}
     assert mpc.privacy_report_.grad_norm < 1e-3
+
+
+@pytest.mark.slow
+def test_dp_fit_with_missing_blocks_imputes_inside_mpc(
+    rng: np.random.Generator,
+) -> None:
+    """DP with partial overlap: θ released with ε_θ, the clipped imputation (public
+    factors) inside MPC; equals the plain DP fit with the same seeded noise."""
+    X, y = v1_data(rng, n=100)
+    blocks = [quantise(b) for b in split(X / 6.0, [2, 2, 2])]
+    blocks[1][:25] = np.nan
+    blocks[2][15:40] = np.nan
+    eps = [2.0, 1.0, 3.0]
+    kw = {"lam": 0.05, "random_state": 11, "dp_iterations": 8}
+    plain = SecureVerticalLogisticRegression(**kw).fit(blocks, y, party_epsilon=eps)
+    mpc = SecureVerticalLogisticRegression(backend="mpc", mpc_timeout=900, **kw).fit(
+        blocks, y, party_epsilon=eps
+    )
+    np.testing.assert_allclose(mpc.coef_, plain.coef_, atol=5e-3)
+    assert not mpc.ledger_.opens_dimension(100)
