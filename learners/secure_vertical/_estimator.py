@@ -319,7 +319,9 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         self.cell_probabilities_: FloatArray | None = None
         cat_eps_theta = 0.0
         if self.imputation == "categorical_em":
-            blocks, cat_eps_theta = self._categorical_blocks(blocks, eps_rec, rng, ledger)
+            blocks, cat_eps_theta = self._categorical_blocks(
+                blocks, eps_rec, rng, ledger
+            )
             held = np.ones_like(held)
             sizes = [b.shape[1] for b in blocks]
         c0 = 1.0
@@ -342,6 +344,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 Xfull, imp_scales = self._dp_impute(
                     Xfull, sizes, radii, eps_theta[0], rng, ledger
                 )
+            elif self.backend == "mpc":
+                pass  # EM (E1) and imputation run inside MPC (below)
             else:
                 init = default_init(Xfull.shape[1], self.n_components)
                 fit = fit_gaussian_mixture(
@@ -350,12 +354,17 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 )  # fmt: skip
                 self.theta_ = fit.theta
                 Xfull = impute_conditional_mean(Xfull, fit.theta)
-        rows = keep & labelled
-        if not rows.any():
+        mpc_em = (
+            self.backend == "mpc" and not dp and not held.all()
+            and self.imputation == "em"
+        )  # fmt: skip
+        rows = keep if mpc_em else keep & labelled
+        if not (keep & labelled).any():
             raise ValueError("blocks: no labelled record is complete (complete_case)")
         edges = np.concatenate([[0], np.cumsum(sizes)])
         party_blocks = [Xfull[rows, edges[k] : edges[k + 1]] for k in range(len(sizes))]
         mpc_imputation = None
+        weights_em: FloatArray | None = None
         if self.backend == "mpc":
             # covariates shared as integers on the public 2^-8 grid (§8.3)
             from learners.secure_vertical._mpyc_backend import (
@@ -365,7 +374,21 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             )
 
             require_mpc()
-            if self.theta_ is not None:
+            if mpc_em:
+                # §5.4 E1: EM inside MPC from the public start; records without y
+                # take part in the EM and get weight 0 in the logistic fit
+                Xo = X_observed[rows]
+                party_blocks = [
+                    np.nan_to_num(Xo[:, edges[k] : edges[k + 1]], nan=0.0)
+                    for k in range(len(sizes))
+                ]
+                em = {"covariance": self.covariance, "max_iter": int(self.em_max_iter),
+                      "tol": 1e-8}  # fmt: skip
+                init = default_init(Xo.shape[1], self.n_components)
+                mpc_imputation = MPCImputation.build(init, Xo, {}, em)
+                if not labelled[rows].all():
+                    weights_em = labelled[rows].astype(float)
+            elif self.theta_ is not None:
                 # §5.4/§5.6: the parties share only what they hold (zeros elsewhere);
                 # the imputation runs inside MPC from the public θ (§6 row 12)
                 Xo = X_observed[rows]
@@ -379,7 +402,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         party_blocks[0] = np.hstack(
             [np.full((int(rows.sum()), 1), c0), party_blocks[0]]
         )
-        weights = None
+        weights = weights_em
         noise: JointNoise | None = None
         lam = float(self.lam)
         a = np.zeros(0)
@@ -403,7 +426,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             float(np.max(np.linalg.norm(b[:, 1:] if k == 0 else b, axis=1)))
             for k, b in enumerate(party_blocks)
         ]
-        trace = self._run(party_blocks, y01[rows], weights=weights, lam=lam, noise=noise,
+        y_fit = np.where(labelled, y01, 0.0)[rows]
+        trace = self._run(party_blocks, y_fit, weights=weights, lam=lam, noise=noise,
                           reveal=reveal, dp=dp, ledger=ledger,
                           imputation=mpc_imputation)  # fmt: skip
         self._set_result(trace, c0=c0, pm=pm, reveal=reveal, ledger=ledger)
@@ -413,7 +437,9 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             grad = (
                 self._mpc_grad_norm
                 if self.backend == "mpc"
-                else self._grad_norm(party_blocks, y01[rows], a, lam, noise.total(), trace.beta)
+                else self._grad_norm(
+                    party_blocks, y01[rows], a, lam, noise.total(), trace.beta
+                )
             )
             self.privacy_report_ = expand_report(mpc_dp_report(
                 eps_theta=eps_theta, a=a, eta=eta, lam=lam, labelled=rows,
@@ -530,6 +556,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                                   fixed_iterations=dp, ledger=ledger,
                                   imputation=imputation)  # fmt: skip
             self._mpc_grad_norm: float = runner.last_grad_norm
+            if runner.last_theta is not None:
+                self.theta_ = runner.last_theta
             return trace
         ops = PlainBackend(ledger)
         Xs = ops.hstack(

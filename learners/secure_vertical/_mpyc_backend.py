@@ -98,30 +98,39 @@ def free_ports(count: int) -> list[int]:
 @dataclass(frozen=True, slots=True)
 class MPCImputation:
     """Public inputs of the imputation inside MPC (spec §5.4, §5.6): the mixture ``θ``
-    (opened at E2, or released with DP) and, per missing-data pattern of the fitted
-    records, its rows, observed and missing covariate coordinates and the public
-    per-coordinate factor (DP clipping of imputed blocks; 1 otherwise)."""
+    (released with DP), or — with ``em`` (``covariance``, ``max_iter``, ``tol``) — the
+    public start of an EM run inside MPC at reveal level E1; and, per missing-data
+    pattern of the records, its rows, observed and missing covariate coordinates and
+    the public per-coordinate factor (DP clipping of imputed blocks; 1 otherwise)."""
 
     theta: Theta
     patterns: tuple[
         tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], FloatArray], ...
     ]
+    em: dict[str, Any] | None = None
 
     @classmethod
     def build(
-        cls, theta: Theta, X: FloatArray, scales: dict[tuple[int, ...], FloatArray]
-    ) -> MPCImputation:
-        """From the covariates ``X`` of the fitted records (NaN = missing)."""
+        cls, theta: Theta, X: FloatArray, scales: dict[tuple[int, ...], FloatArray],
+        em: dict[str, Any] | None = None,
+    ) -> MPCImputation:  # fmt: skip
+        """From the covariates ``X`` of the records (NaN = missing)."""
         pats = []
         for pat in patterns(X):
             key = tuple(int(c) for c in pat.obs)
             scale = scales.get(key, np.ones(pat.mis.size))
             pats.append((pat.rows, pat.obs, pat.mis, np.asarray(scale, dtype=float)))
-        return cls(theta, tuple(pats))
+        return cls(theta, tuple(pats), em)
 
     def to_meta(self) -> dict[str, Any]:
         """JSON-ready public metadata for the parties."""
+        em = None
+        if self.em is not None:
+            em = {**self.em, "weights": self.theta.weights.tolist(),
+                  "means": self.theta.means.tolist(),
+                  "covariances": self.theta.covariances.tolist()}  # fmt: skip
         return {
+            "em": em,
             "weights": self.theta.weights.tolist(),
             "means": self.theta.means.tolist(),
             "covariances": self.theta.covariances.tolist(),
@@ -163,6 +172,8 @@ class MPyCBackend:
         (``share``) and in the Newton protocol (``newton``) in the last run.
     last_grad_norm : float
         ``‖∇F(β̂)‖`` opened after a DP run (NaN otherwise).
+    last_theta : Theta or None
+        The mixture fitted by the EM inside MPC (E1), if one ran.
     """
 
     def __init__(self, n_parties: int = 1, *, timeout: float = 600.0, integral: bool = True,
@@ -180,6 +191,8 @@ class MPyCBackend:
         self.prss = prss
         self.last_timings: list[dict[str, float]] = []
         self.last_grad_norm = float("nan")
+        self.last_theta: Theta | None = None
+        self.last_em_iterations = 0
         self.last_pids: list[int] = []
         self.last_ports: list[int] = []
 
@@ -290,5 +303,11 @@ class MPyCBackend:
             raise RuntimeError("MPyC parties opened different estimates")
         self.last_timings = [dict(o.get("timings", {})) for o in outs]
         self.last_grad_norm = float(outs[0].get("grad_norm", float("nan")))
+        th = outs[0].get("theta")
+        self.last_theta = None if th is None else Theta(
+            np.asarray(th["weights"], dtype=float), np.asarray(th["means"], dtype=float),
+            np.asarray(th["covariances"], dtype=float),
+        )  # fmt: skip
+        self.last_em_iterations = int(outs[0].get("em_iterations", 0))
         result: dict[str, Any] = outs[0]
         return result

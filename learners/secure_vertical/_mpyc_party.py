@@ -195,6 +195,7 @@ class MPyCOps:
         self.integral = bool(meta["integral"])
         self.scale = 2.0 ** int(meta["grid_bits"]) if self.integral else 1.0
         self.ledger = Ledger()
+        self.em_iterations = 0
 
     def host(self, provider: int) -> int:
         """The process that inputs data provider ``provider``'s values."""
@@ -282,28 +283,124 @@ class MPyCOps:
                 pieces.append(Xp)
                 continue
             xo = Xp[:, 1 + obs]  # column 0 is the intercept
-            fills, logr = [], []
+            fills = []
             for j in range(weights.size):
                 S = covs[j]
-                P = np.linalg.inv(S[np.ix_(obs, obs)])
-                B = S[np.ix_(mis, obs)] @ P
+                B = S[np.ix_(mis, obs)] @ np.linalg.inv(S[np.ix_(obs, obs)])
                 a = means[j][mis] - B @ means[j][obs]
                 fills.append(xo @ B.T + a)
-                if weights.size == 2:
-                    D = xo - means[j][obs]
-                    quad = mpc.np_sum((D @ P) * D, axis=1)
-                    _, logdet = np.linalg.slogdet(S[np.ix_(obs, obs)])
-                    logr.append(float(np.log(weights[j]) - 0.5 * logdet) - 0.5 * quad)
             if weights.size == 1:
                 fill = fills[0]
             else:
-                alpha = self.sigmoid(logr[0] - logr[1]).reshape(-1, 1)
+                alpha = self.responsibility(xo, obs, weights, means, covs).reshape(
+                    -1, 1
+                )
                 fill = fills[1] + alpha * (fills[0] - fills[1])
             fill = fill * np.asarray(pat["scale"], dtype=float)
             full = mpc.np_hstack([Xp[:, :1], xo, fill])
             pieces.append(full[:, np.argsort(np.r_[0, 1 + obs, 1 + mis])])
         out = mpc.np_vstack(pieces) if len(pieces) > 1 else pieces[0]
         return out, np.concatenate(order)
+
+    def responsibility(
+        self, xo: Any, obs: NDArray[np.intp], weights: FloatArray, means: FloatArray,
+        covs: FloatArray,
+    ) -> Any:  # fmt: skip
+        """``[α_1] = σ(log r_1 − log r_2)`` of a pattern's records (``J = 2``, §5.4),
+        ``log r_j = log π_j − ½ log det Σ_j^{OO} − ½ (x^O − μ_j^O)ᵀ (Σ_j^{OO})⁻¹ (x^O − μ_j^O)``
+        (public matrices, one secure product per coordinate; ``|O| log 2π`` cancels)."""
+        logr = []
+        for j in range(2):
+            Soo = covs[j][np.ix_(obs, obs)]
+            D = xo - means[j][obs]
+            quad = self.mpc.np_sum((D @ np.linalg.inv(Soo)) * D, axis=1)
+            _, logdet = np.linalg.slogdet(Soo)
+            logr.append(float(np.log(weights[j]) - 0.5 * logdet) - 0.5 * quad)
+        return self.sigmoid(logr[0] - logr[1])
+
+    def em(self, X: Any, spec: dict[str, Any]) -> dict[str, Any]:
+        """EM for the Gaussian mixture at reveal level E1 (spec §5.4): per iteration
+        the responsibilities stay secret and only the pattern sums
+        ``c_jm = Σ α_ij``, ``s_jm = Σ α_ij x_i^O``, ``Q_jm = Σ α_ij x_i^O x_i^Oᵀ`` are
+        opened (§6 row 10, E1); every party then runs the M-step of §5.2 in the clear
+        (:func:`~learners.secure_vertical._em.m_step`). Stops when ``θ`` moves less
+        than ``tol`` (max-abs over means and covariances; the log-likelihood needs a
+        secure ``log``, §4.3) or after ``max_iter``. Returns ``θ`` as metadata for
+        :meth:`impute` (public: E1 opens what determines it)."""
+        from learners.secure_vertical._em import Pattern, Theta, m_step
+
+        mpc = self.mpc
+        cfg = spec["em"]
+        Xr = X * (1.0 / self.scale) if self.scale != 1.0 else X
+        theta = Theta(
+            np.asarray(cfg["weights"], dtype=float),
+            np.asarray(cfg["means"], dtype=float),
+            np.asarray(cfg["covariances"], dtype=float),
+        )
+        if theta.n_components > 2:
+            raise ValueError("imputation: inside MPC needs J <= 2 mixture components")
+        pats = [
+            Pattern(
+                np.asarray(p["rows"], dtype=np.intp),
+                np.asarray(p["obs"], dtype=np.intp),
+                np.asarray(p["mis"], dtype=np.intp),
+            )
+            for p in spec["patterns"]
+        ]
+        blocks = [Xr[pat.rows][:, 1 + pat.obs] for pat in pats]
+        n = sum(int(pat.rows.size) for pat in pats)
+        for it in range(1, int(cfg["max_iter"]) + 1):
+            sums = []
+            for pat, xo in zip(pats, blocks, strict=True):
+                if theta.n_components == 1:
+                    alphas: list[Any] = [None]
+                else:
+                    a1 = self.responsibility(
+                        xo, pat.obs, theta.weights, theta.means, theta.covariances
+                    )
+                    alphas = [a1, 1 - a1]
+                per_j = []
+                for al in alphas:
+                    if al is None:
+                        c: Any = float(pat.rows.size)
+                        s_ = mpc.np_sum(xo, axis=0)
+                        Q = xo.T @ xo
+                    else:
+                        c = mpc.np_sum(al)
+                        s_ = al @ xo
+                        Q = (xo.T * al) @ xo
+                    k = pat.obs.size
+                    c_o = (
+                        c
+                        if isinstance(c, float)
+                        else float(
+                            self.open(
+                                c, label="pattern sums (c, s, Q)", row=10, iteration=it
+                            )
+                        )
+                    )
+                    s_o = self.open(
+                        s_, label="pattern sums (c, s, Q)", row=10, iteration=it
+                    )
+                    Q_o = self.open(
+                        Q, label="pattern sums (c, s, Q)", row=10, iteration=it
+                    )
+                    per_j.append((c_o, s_o.reshape(k), Q_o.reshape(k, k)))
+                sums.append(per_j)
+            new = m_step(sums, theta, pats, n=n, covariance=cfg["covariance"])
+            change = float(np.max(np.abs(new.means - theta.means))) + float(
+                np.max(np.abs(new.covariances - theta.covariances))
+            )
+            theta = new
+            if change < float(cfg["tol"]):
+                break
+        self.em_iterations = it
+        return {
+            "weights": theta.weights.tolist(),
+            "means": theta.means.tolist(),
+            "covariances": theta.covariances.tolist(),
+            "patterns": spec["patterns"],
+        }
 
     def grad_norm(
         self, X: Any, y: Any, beta: FloatArray, weights: FloatArray | None,
@@ -414,8 +511,12 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
         if meta["weights"] is not None
         else None
     )
+    theta_out = None
     if meta.get("imputation") is not None:
-        X, order = ops.impute(X, meta["imputation"])
+        spec = meta["imputation"]
+        if spec.get("em") is not None:
+            spec = theta_out = ops.em(X, spec)
+        X, order = ops.impute(X, spec)
         y = y[order]
         weights = None if weights is None else weights[order]
         ops.scale = 1.0  # the completed design is in real units (not integral)
@@ -441,6 +542,10 @@ def run_party(job: Path, pid: int) -> dict[str, Any]:
     )
     mpc.run(mpc.shutdown())
     return {
+        "theta": None
+        if theta_out is None
+        else {k: theta_out[k] for k in ("weights", "means", "covariances")},
+        "em_iterations": getattr(ops, "em_iterations", 0),
         "grad_norm": grad_norm,
         "timings": {"start": t1 - t0, "share": t2 - t1, "newton": t3 - t2},
         "beta": [float(v) for v in trace.beta],

@@ -18,13 +18,18 @@ from learners.secure_vertical import (
     _mpyc_backend,
     secure_newton,
 )
+from learners.secure_vertical._em import (
+    default_init,
+    fit_gaussian_mixture,
+    impute_conditional_mean,
+)
 from learners.secure_vertical._joint_noise import JointNoise
 from learners.secure_vertical._mpyc_backend import (
     MPyCBackend,
     check_integral_flags,
     quantise,
 )
-from tests.learners.secure_vertical._data import split, v1_data
+from tests.learners.secure_vertical._data import split, v1_data, v5_data
 
 pytest.importorskip("mpyc")
 ROOT = Path(__file__).resolve().parents[3]
@@ -57,18 +62,30 @@ def test_v1_mpc_one_process_matches_float_fit_on_quantised_x(
     assert not est.ledger_.opens_dimension(100)
 
 
-def test_mpc_imputes_missing_blocks_inside_the_protocol(
+@pytest.mark.slow
+def test_mpc_runs_em_and_imputation_inside_the_protocol(
     rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Partial overlap, J = 2: the parties receive zeros where they lack a record (no
-    imputed value reaches any process, §6 row 12), impute inside MPC, and the fit
-    equals the plain fit (EM and imputation in float64) on the same grid values."""
-    X, y = v1_data(rng, n=120)
-    blocks = [quantise(b) for b in split(X, [2, 2, 2])]
-    blocks[1][:30] = np.nan
-    blocks[2][20:50] = np.nan
+    """V5 data (five patterns, J = 2, fixed identity covariance; the label holder
+    lacks rows 41–60, which are unlabelled): EM at reveal level E1 and the
+    imputation run inside MPC; the parties receive zeros where they lack a record (no
+    imputed value reaches any process, §6 row 12); θ and the fit equal the float64
+    EM and fit on the same grid values."""
+    X, Xm = v5_data(rng, n=100)
+    Xq = quantise(Xm)
+    eta = -0.5 + 0.15 * X.sum(axis=1)
+    y = (rng.random(100) < 1 / (1 + np.exp(-eta))).astype(float)
+    y[40:60] = np.nan
+    blocks = split(Xq, [2, 2, 2])
     kw = {"n_components": 2, "covariance": "fixed_identity"}
-    plain = SecureVerticalLogisticRegression(**kw).fit(blocks, y)  # type: ignore[arg-type]
+    # reference: the pooled float64 EM run to convergence in θ, its imputation, and
+    # the pooled fit on the labelled completed records
+    ref_theta = fit_gaussian_mixture(
+        Xq, default_init(6, 2), covariance="fixed_identity", tol=1e-15
+    ).theta
+    done = ~np.isnan(y)
+    completed = split(impute_conditional_mean(Xq, ref_theta)[done], [2, 2, 2])
+    plain = SecureVerticalLogisticRegression().fit(completed, y[done])
     saved: list[dict[str, np.ndarray]] = []
     savez = np.savez
 
@@ -80,16 +97,23 @@ def test_mpc_imputes_missing_blocks_inside_the_protocol(
     mpc = SecureVerticalLogisticRegression(backend="mpc", mpc_timeout=900, **kw).fit(  # type: ignore[arg-type]
         blocks, y
     )
+    assert mpc.theta_ is not None
+    np.testing.assert_allclose(mpc.theta_.means, ref_theta.means, atol=1e-5)
+    np.testing.assert_allclose(mpc.theta_.weights, ref_theta.weights, atol=1e-5)
     np.testing.assert_allclose(
         np.r_[mpc.intercept_, mpc.coef_],
         np.r_[plain.intercept_, plain.coef_],
         atol=1e-5,
     )
     (files,) = saved  # one process holds every provider's block
-    np.testing.assert_array_equal(files["block_1"][:30], 0.0)
-    np.testing.assert_array_equal(files["block_2"][20:50], 0.0)
-    np.testing.assert_array_equal(files["block_1"][30:], blocks[1][30:])
-    assert not mpc.ledger_.opens_dimension(120)
+    np.testing.assert_array_equal(files["block_0"][40:60, 1:], 0.0)  # col 0: intercept
+    np.testing.assert_array_equal(files["block_1"][20:40], 0.0)
+    np.testing.assert_array_equal(files["block_2"][60:80], 0.0)
+    np.testing.assert_array_equal(files["block_1"][80:], blocks[1][80:])
+    # E1: pattern sums opened (α and imputations never), nothing of size n
+    assert "pattern sums (c, s, Q)" in mpc.ledger_.labels()
+    assert 10 in mpc.leakage_rows_
+    assert not mpc.ledger_.opens_dimension(100)
 
 
 def test_v11_sigmoid_and_secret_solve() -> None:
