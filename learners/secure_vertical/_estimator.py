@@ -75,7 +75,11 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     ledger of what MPC mode opens), ``"reference"`` (the paper's protocols with
     simulated parties, §4.1: **not private**, for reproduction only) or ``"mpc"``
     (MPyC, the optional extra ``mpc``). Missing blocks are imputed by EM (Gaussian
-    mixture, §5) or the records dropped (``complete_case``). With ``sample_epsilon`` or
+    mixture, §5) or the records dropped (``complete_case``). With ``backend="mpc"`` the
+    parties share only the blocks they hold: a non-DP EM runs inside MPC at reveal
+    level E1 (pattern sums opened, responsibilities secret; ``J ≤ 2``), a DP fit
+    releases ``θ`` from noisy pattern moments, and in both cases the imputation runs
+    inside MPC (no process sees an imputed value, §6 row 12). With ``sample_epsilon`` or
     ``party_epsilon`` the release is DP (§7): ``ε_θ`` for the imputation model, then the
     heterogeneous objective perturbation for ``β`` (reveal level R2, fixed iterations),
     labelled ``mpc_plus_dp``.
