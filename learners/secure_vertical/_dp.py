@@ -156,12 +156,21 @@ def imputation_scale(
     return out
 
 
+def objective_weights(
+    targets: FloatArray, lam: float
+) -> tuple[FloatArray, float, float]:
+    """``(a, η, λ_eff)`` of the heterogeneous objective perturbation (§7.2)."""
+    a, eta, lam_eff = ridge_remedy(targets, lam)
+    return a, eta, lam_eff
+
+
 def objective_noise(
     targets: FloatArray, lam: float, d: int, rng: np.random.Generator
 ) -> tuple[FloatArray, float, float, FloatArray]:
     """``(a, η, λ_eff, c)`` of the heterogeneous objective perturbation (§7.2) with
-    ``c = (2/η) b`` rounded to the fixed-point grid."""
-    a, eta, lam_eff = ridge_remedy(targets, lam)
+    ``c = (2/η) b`` rounded to the fixed-point grid (one drawer: the plain backend;
+    in MPC the parties draw it jointly, :mod:`._joint_noise`)."""
+    a, eta, lam_eff = objective_weights(targets, lam)
     b = sample_gamma_direction_noise(d, rng=rng)
     c = np.round((2.0 / eta) * b / GRID) * GRID
     return a, eta, lam_eff, c

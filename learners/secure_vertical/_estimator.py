@@ -17,6 +17,13 @@ from learners.privacy import PrivacyReport
 from learners.registry import ReleaseContext
 from learners.secure_vertical._backend import PlainBackend
 from learners.secure_vertical._blocks import check_blocks, check_labels
+from learners.secure_vertical._categorical import (
+    check_levels,
+    dummy_design,
+    noisy_tables,
+    pattern_tables,
+    saturated_em,
+)
 from learners.secure_vertical._dp import (
     clip_radii,
     clip_rows,
@@ -25,7 +32,7 @@ from learners.secure_vertical._dp import (
     imputation_scale,
     mpc_dp_report,
     noisy_pattern_moments,
-    objective_noise,
+    objective_weights,
     record_epsilon,
 )
 from learners.secure_vertical._em import (
@@ -36,13 +43,15 @@ from learners.secure_vertical._em import (
     patterns,
     record_theta,
 )
+from learners.secure_vertical._joint_noise import JointNoise, contributors, joint_noise
 from learners.secure_vertical._ledger import Ledger
 from learners.secure_vertical._newton import NewtonTrace, secure_newton
 from learners.spec import LearnerSpec, ParamError, ParamSpec
 
 FloatArray = NDArray[np.float64]
 BACKENDS: tuple[str, ...] = ("plain", "reference", "mpc")
-IMPUTATIONS: tuple[str, ...] = ("em", "complete_case")
+IMPUTATIONS: tuple[str, ...] = ("em", "complete_case")  # orderable (numeric schemas)
+LEARNER_IMPUTATIONS: tuple[str, ...] = (*IMPUTATIONS, "categorical_em")
 
 
 def check_installation(
@@ -66,7 +75,11 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     ledger of what MPC mode opens), ``"reference"`` (the paper's protocols with
     simulated parties, §4.1: **not private**, for reproduction only) or ``"mpc"``
     (MPyC, the optional extra ``mpc``). Missing blocks are imputed by EM (Gaussian
-    mixture, §5) or the records dropped (``complete_case``). With ``sample_epsilon`` or
+    mixture, §5) or the records dropped (``complete_case``). With ``backend="mpc"`` the
+    parties share only the blocks they hold: a non-DP EM runs inside MPC at reveal
+    level E1 (pattern sums opened, responsibilities secret; ``J ≤ 2``), a DP fit
+    releases ``θ`` from noisy pattern moments, and in both cases the imputation runs
+    inside MPC (no process sees an imputed value, §6 row 12). With ``sample_epsilon`` or
     ``party_epsilon`` the release is DP (§7): ``ε_θ`` for the imputation model, then the
     heterogeneous objective perturbation for ``β`` (reveal level R2, fixed iterations),
     labelled ``mpc_plus_dp``.
@@ -74,7 +87,13 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     Parameters
     ----------
     backend : {"plain", "reference", "mpc"}, default="plain"
-    imputation : {"em", "complete_case"}, default="em"
+    imputation : {"em", "complete_case", "categorical_em"}, default="em"
+        ``"categorical_em"``: every column is categorical (codes ``0..L−1``, level
+        counts in ``categorical_levels``); the saturated multinomial model of spec §5.5
+        is fitted by EM from the per-pattern contingency tables (released with
+        ``ε_θ`` discrete Laplace noise in a DP fit), each column becomes dummies
+        (reference level 0 dropped), and a missing block's dummies are its posterior
+        level probabilities given the record's observed cell.
     lam : float, default=0.0
         Ridge ``λ ≥ 0`` (``> 0`` for a DP fit).
     random_state : int, Generator or None, default=None
@@ -97,6 +116,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         MPyC processes (1: single process; ≥ 3 for secrecy).
     mpc_timeout : float, default=600
         Seconds before the MPyC parties are stopped.
+    categorical_levels : list of list of int or None, default=None
+        Per party, the level count of each of its columns (``categorical_em`` only).
 
     Attributes
     ----------
@@ -111,6 +132,10 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         None for a non-DP fit.
     theta_ : Theta or None
         The imputation model (public: opened at E2, or released with DP).
+    dummy_columns_ : list of (party, column, level) or None
+        ``categorical_em``: what each coefficient is (in ``coef_`` order).
+    cell_probabilities_ : ndarray or None
+        ``categorical_em``: the fitted full-table cell probabilities ``q``.
 
     Examples
     --------
@@ -154,7 +179,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "backend": [StrOptions(set(BACKENDS))],
-        "imputation": [StrOptions(set(IMPUTATIONS))],
+        "imputation": [StrOptions(set(LEARNER_IMPUTATIONS))],
+        "categorical_levels": [list, tuple, None],
         "lam": [Interval(Real, 0, None, closed="left")],
         "random_state": RANDOM_STATE_CONSTRAINT,
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -186,6 +212,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         em_max_iter: int = 2000,
         mpc_parties: int = 1,
         mpc_timeout: float = 600.0,
+        categorical_levels: Sequence[Sequence[int]] | None = None,
     ) -> None:
         self.backend = backend
         self.imputation = imputation
@@ -201,6 +228,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         self.em_max_iter = em_max_iter
         self.mpc_parties = mpc_parties
         self.mpc_timeout = mpc_timeout
+        self.categorical_levels = categorical_levels
 
     # ---- the order protocol ------------------------------------------------------
 
@@ -291,22 +319,37 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         rng = np.random.default_rng(self.random_state)
         sizes = [b.shape[1] for b in blocks]
         ledger = Ledger()
+        self.dummy_columns_: list[tuple[int, int, int]] | None = None
+        self.cell_probabilities_: FloatArray | None = None
+        cat_eps_theta = 0.0
+        if self.imputation == "categorical_em":
+            blocks, cat_eps_theta = self._categorical_blocks(
+                blocks, eps_rec, rng, ledger
+            )
+            held = np.ones_like(held)
+            sizes = [b.shape[1] for b in blocks]
         c0 = 1.0
         if dp:
             c0, radii = clip_radii(sizes)
             blocks = [clip_rows(b, r) for b, r in zip(blocks, radii, strict=True)]
         Xfull = np.hstack(blocks)
         n = Xfull.shape[0]
-        eps_theta = np.zeros(n)
+        eps_theta = np.full(n, cat_eps_theta)
         keep = np.ones(n, dtype=bool)
         self.theta_ = None
+        X_observed = Xfull.copy()  # NaN: missing (MPC imputes inside the protocol)
+        imp_scales: dict[tuple[int, ...], FloatArray] = {}
         if not held.all():
             if self.imputation == "complete_case":
                 keep = np.asarray(held.all(axis=1), dtype=bool)
             elif dp:
                 assert eps_rec is not None
                 eps_theta[:] = float(self.theta_share) * float(eps_rec.min())
-                Xfull = self._dp_impute(Xfull, sizes, radii, eps_theta[0], rng, ledger)
+                Xfull, imp_scales = self._dp_impute(
+                    Xfull, sizes, radii, eps_theta[0], rng, ledger
+                )
+            elif self.backend == "mpc":
+                pass  # EM (E1) and imputation run inside MPC (below)
             else:
                 init = default_init(Xfull.shape[1], self.n_components)
                 fit = fit_gaussian_mixture(
@@ -315,22 +358,56 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 )  # fmt: skip
                 self.theta_ = fit.theta
                 Xfull = impute_conditional_mean(Xfull, fit.theta)
-        rows = keep & labelled
-        if not rows.any():
+        mpc_em = (
+            self.backend == "mpc" and not dp and not held.all()
+            and self.imputation == "em"
+        )  # fmt: skip
+        rows = keep if mpc_em else keep & labelled
+        if not (keep & labelled).any():
             raise ValueError("blocks: no labelled record is complete (complete_case)")
         edges = np.concatenate([[0], np.cumsum(sizes)])
         party_blocks = [Xfull[rows, edges[k] : edges[k + 1]] for k in range(len(sizes))]
+        mpc_imputation = None
+        weights_em: FloatArray | None = None
         if self.backend == "mpc":
             # covariates shared as integers on the public 2^-8 grid (§8.3)
-            from learners.secure_vertical._mpyc_backend import quantise, require_mpc
+            from learners.secure_vertical._mpyc_backend import (
+                MPCImputation,
+                quantise,
+                require_mpc,
+            )
 
             require_mpc()
+            if mpc_em:
+                # §5.4 E1: EM inside MPC from the public start; records without y
+                # take part in the EM and get weight 0 in the logistic fit
+                Xo = X_observed[rows]
+                party_blocks = [
+                    np.nan_to_num(Xo[:, edges[k] : edges[k + 1]], nan=0.0)
+                    for k in range(len(sizes))
+                ]
+                em = {"covariance": self.covariance, "max_iter": int(self.em_max_iter),
+                      "tol": 1e-8}  # fmt: skip
+                init = default_init(Xo.shape[1], self.n_components)
+                mpc_imputation = MPCImputation.build(init, Xo, {}, em)
+                if not labelled[rows].all():
+                    weights_em = labelled[rows].astype(float)
+            elif self.theta_ is not None:
+                # §5.4/§5.6: the parties share only what they hold (zeros elsewhere);
+                # the imputation runs inside MPC from the public θ (§6 row 12)
+                Xo = X_observed[rows]
+                party_blocks = [
+                    np.nan_to_num(Xo[:, edges[k] : edges[k + 1]], nan=0.0)
+                    for k in range(len(sizes))
+                ]
+                mpc_imputation = MPCImputation.build(self.theta_, Xo, imp_scales)
             party_blocks = [quantise(b) for b in party_blocks]
             c0 = float(quantise(np.array([c0]))[0])
         party_blocks[0] = np.hstack(
             [np.full((int(rows.sum()), 1), c0), party_blocks[0]]
         )
-        weights = noise = None
+        weights = weights_em
+        noise: JointNoise | None = None
         lam = float(self.lam)
         a = np.zeros(0)
         eta = 0.0
@@ -341,7 +418,11 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 raise ValueError(
                     "sample_epsilon: nothing left for β after ε_θ; raise ε"
                 )
-            a, eta, lam, noise = objective_noise(targets, lam, sum(sizes) + 1, rng)
+            a, eta, lam = objective_weights(targets, lam)
+            # §7.2: c drawn jointly by t + 1 compute parties in MPC (one drawer in plain)
+            drawers = contributors(self.mpc_parties) if self.backend == "mpc" else 1
+            noise = joint_noise(2.0 / eta, sum(sizes) + 1, drawers, rng,
+                                seeded=self.random_state is not None)  # fmt: skip
             weights = a
         design = np.hstack(party_blocks)
         self.max_row_norm_ = float(np.max(np.linalg.norm(design, axis=1)))
@@ -349,12 +430,21 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             float(np.max(np.linalg.norm(b[:, 1:] if k == 0 else b, axis=1)))
             for k, b in enumerate(party_blocks)
         ]
-        trace = self._run(party_blocks, y01[rows], weights=weights, lam=lam, noise=noise,
-                          reveal=reveal, dp=dp, ledger=ledger)  # fmt: skip
+        y_fit = np.where(labelled, y01, 0.0)[rows]
+        trace = self._run(party_blocks, y_fit, weights=weights, lam=lam, noise=noise,
+                          reveal=reveal, dp=dp, ledger=ledger,
+                          imputation=mpc_imputation)  # fmt: skip
         self._set_result(trace, c0=c0, pm=pm, reveal=reveal, ledger=ledger)
         self.privacy_report_: PrivacyReport | None = None
         if dp:
-            grad = self._grad_norm(party_blocks, y01[rows], a, lam, noise, trace.beta)
+            assert noise is not None
+            grad = (
+                self._mpc_grad_norm
+                if self.backend == "mpc"
+                else self._grad_norm(
+                    party_blocks, y01[rows], a, lam, noise.total(), trace.beta
+                )
+            )
             self.privacy_report_ = expand_report(mpc_dp_report(
                 eps_theta=eps_theta, a=a, eta=eta, lam=lam, labelled=rows,
                 grad_norm=grad, gtol=self._tol(),
@@ -387,12 +477,36 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             return se
         return None
 
+    def _categorical_blocks(
+        self, blocks: list[FloatArray], eps_rec: FloatArray | None,
+        rng: np.random.Generator, ledger: Ledger,
+    ) -> tuple[list[FloatArray], float]:  # fmt: skip
+        """§5.5: pattern tables (noisy with ``ε_θ`` in a DP fit) → saturated EM →
+        dummy blocks with imputed posterior probabilities; returns the blocks and
+        ``ε_θ`` (0 without DP)."""
+        levels, W = check_levels(blocks, self.categorical_levels)
+        tables = pattern_tables(W, levels)
+        eps_theta = 0.0
+        if eps_rec is not None:
+            eps_theta = float(self.theta_share) * float(eps_rec.min())
+            tables = noisy_tables(tables, eps_theta, rng)
+        label = "pattern tables N_m" + (" + DP noise" if eps_rec is not None else "")
+        for _, counts in tables:
+            ledger.record(label, counts.shape, row=13)
+        q = saturated_em(levels, tables, n_iter=int(self.em_max_iter))
+        self.cell_probabilities_ = q
+        out, self.dummy_columns_ = dummy_design(
+            W, levels, q, [b.shape[1] for b in blocks]
+        )
+        return out, eps_theta
+
     def _dp_impute(
         self, X: FloatArray, sizes: list[int], radii: FloatArray, eps_theta: float,
         rng: np.random.Generator, ledger: Ledger,
-    ) -> FloatArray:  # fmt: skip
+    ) -> tuple[FloatArray, dict[tuple[int, ...], FloatArray]]:  # fmt: skip
         """§7.3: noisy pattern moments → EM (post-processing) → imputation, clipped
-        with a public factor."""
+        with a public factor; returns the imputed design and the factors per pattern
+        (keyed by its observed coordinates)."""
         moments = noisy_pattern_moments(X, eps_theta, rng)
         for pat in moments.pats:
             ledger.record(
@@ -402,6 +516,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         record_theta(ledger, theta, iteration=None)
         self.theta_ = theta
         out = impute_conditional_mean(X, theta)
+        scales: dict[tuple[int, ...], FloatArray] = {}
         block_of = np.repeat(np.arange(len(sizes), dtype=np.intp), sizes)
         radius_of = radii[block_of]
         for pat in patterns(X):
@@ -414,7 +529,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 theta, pat, r_obs, radius_of[pat.mis], block_of[pat.mis]
             )
             out[np.ix_(pat.rows, pat.mis)] *= scale[None, :]
-        return out
+            scales[tuple(int(c) for c in pat.obs)] = scale
+        return out, scales
 
     def _tol(self) -> float:
         if self.tol is not None:
@@ -423,7 +539,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
 
     def _run(
         self, party_blocks: list[FloatArray], y: FloatArray, *, weights: Any, lam: float,
-        noise: Any, reveal: str, dp: bool, ledger: Ledger,
+        noise: JointNoise | None, reveal: str, dp: bool, ledger: Ledger,
+        imputation: Any = None,
     ) -> NewtonTrace:  # fmt: skip
         d = sum(b.shape[1] for b in party_blocks)
         max_iter = self.dp_iterations if dp else self.max_iter
@@ -438,15 +555,21 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             runner = MPyCBackend(
                 n_parties=self.mpc_parties, timeout=float(self.mpc_timeout)
             )
-            return runner.newton(party_blocks, y, weights=weights, lam=lam, noise=noise,
-                                 reveal=reveal, tol=self._tol(), max_iter=max_iter,
-                                 fixed_iterations=dp, ledger=ledger)  # fmt: skip
+            trace = runner.newton(party_blocks, y, weights=weights, lam=lam, noise=noise,
+                                  reveal=reveal, tol=self._tol(), max_iter=max_iter,
+                                  fixed_iterations=dp, ledger=ledger,
+                                  imputation=imputation)  # fmt: skip
+            self._mpc_grad_norm: float = runner.last_grad_norm
+            if runner.last_theta is not None:
+                self.theta_ = runner.last_theta
+            return trace
         ops = PlainBackend(ledger)
         Xs = ops.hstack(
             [ops.share(k, b, integral=False) for k, b in enumerate(party_blocks)]
         )
         ys = ops.share(0, y, integral=True)
-        return secure_newton(ops, Xs, ys, d=d, weights=weights, lam=lam, noise=noise,
+        c = None if noise is None else noise.total()
+        return secure_newton(ops, Xs, ys, d=d, weights=weights, lam=lam, noise=c,
                              reveal=reveal, tol=self._tol(), max_iter=max_iter,  # type: ignore[arg-type]
                              fixed_iterations=dp)  # fmt: skip
 

@@ -68,10 +68,13 @@ def _poll(api: Api, oid: int, headers: dict[str, str], timeout: float) -> Any:
     raise AssertionError(f"order {oid} did not finish")
 
 
-def test_vertical_order_end_to_end_three_parties(
-    make_api: Callable[..., Api], rng: np.random.Generator
-) -> None:
-    api = make_api(workers=1, job_lease_seconds=30)
+def _order_end_to_end(
+    make_api: Callable[..., Api], rng: np.random.Generator, backend: str,
+    *, lease: int, timeout: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Three parties offer their blocks, a buyer orders with ``backend``; checks the
+    release and the payments and returns the model document."""
+    api = make_api(workers=1, job_lease_seconds=lease)
     admin = api.admin()
     r = api.client.post("/v1/markets", headers=admin, json=vertical_market())
     assert r.status_code == 201, r.text
@@ -91,13 +94,13 @@ def test_vertical_order_end_to_end_three_parties(
         sellers.append((h, r.json()["id"]))
     buyer = api.register("buyer", "b")
     body = {"learner": "secure_vertical_logistic", "budget": 50.0, "gamma": 0.05,
-            "params": {"backend": "plain", "imputation": "em"}}  # fmt: skip
+            "params": {"backend": backend, "imputation": "em"}}  # fmt: skip
     r = api.client.post(f"/v1/markets/{mid}/orders", headers=buyer, json=body)
     assert r.status_code == 202, r.text
     oid = r.json()["id"]
-    st = _poll(api, oid, buyer, timeout=600)
+    st = _poll(api, oid, buyer, timeout=timeout)
     assert st["status"] == "succeeded", st
-    model = api.client.get(f"/v1/orders/{oid}/model", headers=buyer).json()
+    model: dict[str, Any] = api.client.get(f"/v1/orders/{oid}/model", headers=buyer).json()
     assert model["privacy"]["guarantee"] == "mpc_plus_dp"
     assert model["feature_names"] == [f"x{j}" for j in range(1, 7)]
     assert len(model["coefficients"]) == 6
@@ -117,6 +120,30 @@ def test_vertical_order_end_to_end_three_parties(
         assert a["epsilon"] > 0
         priv = api.client.get("/v1/sellers/me/privacy", headers=h).json()
         assert priv["items"][0]["epsilon_spent"] == pytest.approx(a["epsilon"])
+    return model
+
+
+def test_vertical_order_end_to_end_three_parties(
+    make_api: Callable[..., Api], rng: np.random.Generator
+) -> None:
+    model = _order_end_to_end(make_api, rng, "plain", lease=30, timeout=600)
+    assert model["backend"] == "plain"
+
+
+@pytest.mark.slow
+def test_vertical_order_end_to_end_mpc_three_processes(
+    make_api: Callable[..., Api], rng: np.random.Generator
+) -> None:
+    """The same order with ``backend: "mpc"``: three MPyC processes on 127.0.0.1 run
+    the DP Newton fit (R2, fixed iterations, noise drawn jointly); bounded by the
+    order poll (900 s) and the runner's own timeout."""
+    pytest.importorskip("mpyc")
+    model = _order_end_to_end(make_api, rng, "mpc", lease=900, timeout=900)
+    assert (model["backend"], model["reveal_level"]) == ("mpc", "R2")
+    labels = {o["label"] for o in model["opened"]}
+    # R2 with fixed iterations: β̂ and the scalar ‖∇F(β̂)‖, never I, g or a per-iteration β
+    assert {"beta", "grad_norm"} <= labels
+    assert not labels & {"I", "g", "beta_t", "converged"}
 
 
 @pytest.mark.parametrize(

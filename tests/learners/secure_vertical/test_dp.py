@@ -11,6 +11,7 @@ from learners._newton import minimize_ridge_risk
 from learners.losses import LogisticLoss
 from learners.secure_vertical import SecureVerticalLogisticRegression
 from learners.secure_vertical._dp import clip_radii, objective_noise, record_epsilon
+from learners.secure_vertical._joint_noise import JointNoise, contributors, joint_noise
 from tests.learners.secure_vertical._data import split, v1_data
 
 
@@ -100,6 +101,32 @@ def test_noise_norm_is_gamma_d(rng: np.random.Generator) -> None:
         _, eta, _, c = objective_noise(T, 0.1, d, rng)
         norms.append(np.linalg.norm(c) * eta / 2)
     assert kstest(norms, gamma(d).cdf).pvalue > 1e-3
+
+
+def test_joint_noise_draws_on_the_grid_with_gamma_norm(
+    rng: np.random.Generator,
+) -> None:
+    assert [contributors(m) for m in (1, 3, 4, 5, 7)] == [1, 2, 2, 3, 4]
+    d, scale = 7, 0.5
+    noise = joint_noise(scale, d, 2, rng, seeded=True)
+    c0, c1 = noise.draw(0), noise.draw(1)
+    np.testing.assert_array_equal(noise.draw(0), c0)  # a seed fixes the draw
+    assert not np.array_equal(c0, c1)  # drawers are independent
+    np.testing.assert_array_equal(noise.total(), c0 + c1)
+    for c in (c0, c1):  # on the fixed-point grid 2^-32
+        np.testing.assert_array_equal(np.round(c * 2.0**32), c * 2.0**32)
+    unseeded = joint_noise(scale, d, 2, rng, seeded=False)
+    assert unseeded.seeds == (None, None)
+    assert not np.array_equal(unseeded.draw(0), unseeded.draw(0))  # OS entropy
+    norms = [
+        np.linalg.norm(joint_noise(scale, d, 1, rng, seeded=True).draw(0)) / scale
+        for _ in range(1000)
+    ]
+    assert kstest(norms, gamma(d).cdf).pvalue > 1e-3
+    with pytest.raises(ValueError, match="scale"):
+        JointNoise(0.0, d, (None,))
+    with pytest.raises(ValueError, match="seeds"):
+        JointNoise(1.0, d, ())
 
 
 def test_record_epsilon_is_min_over_holders() -> None:

@@ -18,12 +18,18 @@ from learners.secure_vertical import (
     _mpyc_backend,
     secure_newton,
 )
+from learners.secure_vertical._em import (
+    default_init,
+    fit_gaussian_mixture,
+    impute_conditional_mean,
+)
+from learners.secure_vertical._joint_noise import JointNoise
 from learners.secure_vertical._mpyc_backend import (
     MPyCBackend,
     check_integral_flags,
     quantise,
 )
-from tests.learners.secure_vertical._data import split, v1_data
+from tests.learners.secure_vertical._data import split, v1_data, v5_data
 
 pytest.importorskip("mpyc")
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,6 +62,60 @@ def test_v1_mpc_one_process_matches_float_fit_on_quantised_x(
     assert not est.ledger_.opens_dimension(100)
 
 
+@pytest.mark.slow
+def test_mpc_runs_em_and_imputation_inside_the_protocol(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """V5 data (five patterns, J = 2, fixed identity covariance; the label holder
+    lacks rows 41–60, which are unlabelled): EM at reveal level E1 and the
+    imputation run inside MPC; the parties receive zeros where they lack a record (no
+    imputed value reaches any process, §6 row 12); θ and the fit equal the float64
+    EM and fit on the same grid values."""
+    X, Xm = v5_data(rng, n=100)
+    Xq = quantise(Xm)
+    eta = -0.5 + 0.15 * X.sum(axis=1)
+    y = (rng.random(100) < 1 / (1 + np.exp(-eta))).astype(float)
+    y[40:60] = np.nan
+    blocks = split(Xq, [2, 2, 2])
+    kw = {"n_components": 2, "covariance": "fixed_identity"}
+    # reference: the pooled float64 EM run to convergence in θ, its imputation, and
+    # the pooled fit on the labelled completed records
+    ref_theta = fit_gaussian_mixture(
+        Xq, default_init(6, 2), covariance="fixed_identity", tol=1e-15
+    ).theta
+    done = ~np.isnan(y)
+    completed = split(impute_conditional_mean(Xq, ref_theta)[done], [2, 2, 2])
+    plain = SecureVerticalLogisticRegression().fit(completed, y[done])
+    saved: list[dict[str, np.ndarray]] = []
+    savez = np.savez
+
+    def capture(path: object, **arrays: np.ndarray) -> None:
+        saved.append(arrays)
+        savez(path, **arrays)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_mpyc_backend.np, "savez", capture)
+    mpc = SecureVerticalLogisticRegression(backend="mpc", mpc_timeout=900, **kw).fit(  # type: ignore[arg-type]
+        blocks, y
+    )
+    assert mpc.theta_ is not None
+    np.testing.assert_allclose(mpc.theta_.means, ref_theta.means, atol=1e-5)
+    np.testing.assert_allclose(mpc.theta_.weights, ref_theta.weights, atol=1e-5)
+    np.testing.assert_allclose(
+        np.r_[mpc.intercept_, mpc.coef_],
+        np.r_[plain.intercept_, plain.coef_],
+        atol=1e-5,
+    )
+    (files,) = saved  # one process holds every provider's block
+    np.testing.assert_array_equal(files["block_0"][40:60, 1:], 0.0)  # col 0: intercept
+    np.testing.assert_array_equal(files["block_1"][20:40], 0.0)
+    np.testing.assert_array_equal(files["block_2"][60:80], 0.0)
+    np.testing.assert_array_equal(files["block_1"][80:], blocks[1][80:])
+    # E1: pattern sums opened (α and imputations never), nothing of size n
+    assert "pattern sums (c, s, Q)" in mpc.ledger_.labels()
+    assert 10 in mpc.leakage_rows_
+    assert not mpc.ledger_.opens_dimension(100)
+
+
 def test_v11_sigmoid_and_secret_solve() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "learners.secure_vertical._mpyc_party", "--selftest"],
@@ -70,6 +130,10 @@ def test_v11_sigmoid_and_secret_solve() -> None:
     assert np.max(np.abs(sig - clamped)[~inside]) < 2e-8  # clamped beyond ±16
     solve = np.linalg.solve(np.array(d["info"]), np.array(d["g"]))
     assert np.max(np.abs(np.array(d["solve"]) - solve)) < 1e-7
+    # truncation (one process: d = 1 random term): within 1 unit, unbiased rounding
+    err = np.array(d["product_error_ulp"])
+    assert np.max(np.abs(err)) <= 1.0 + 1e-3
+    assert abs(err.mean()) < 0.05  # sd of the mean ≈ 0.29/√4000 = 0.005
 
 
 def test_v11_mismatched_integral_flags_rejected_before_running() -> None:
@@ -98,6 +162,26 @@ def test_v11_listener_binds_loopback_only() -> None:
     assert out.stdout.strip() == "['127.0.0.1']"
 
 
+def test_pooled_entropy_is_uniform_and_in_range() -> None:
+    from scipy.stats import chisquare
+
+    from learners.secure_vertical._mpyc_party import PooledEntropy
+
+    pool = PooledEntropy(pool=4096)  # small pool: many refills in the test
+    bound = 2**61 - 1  # not a power of two: rejection sampling is exercised
+    draws = np.array([pool.randbelow(bound) for _ in range(20000)], dtype=object)
+    assert all(0 <= v < bound for v in draws)
+    top = np.array([int(v * 16 // bound) for v in draws])  # 16 equal bins
+    assert chisquare(np.bincount(top, minlength=16)).pvalue > 1e-4
+    bits = np.array([pool.randbits(1) for _ in range(20000)])
+    assert set(np.unique(bits)) == {0, 1}
+    assert abs(bits.mean() - 0.5) < 0.02  # 5.7 standard deviations
+    assert all(0 <= pool.randbits(7) < 128 for _ in range(1000))
+    assert pool.randbits(0) == 0
+    with pytest.raises(ValueError, match="Upper bound"):
+        pool.randbelow(0)
+
+
 def test_missing_extra_is_a_value_error_naming_it(
     monkeypatch: pytest.MonkeyPatch, rng: np.random.Generator
 ) -> None:
@@ -105,6 +189,16 @@ def test_missing_extra_is_a_value_error_naming_it(
     X, y = v1_data(rng, n=30)
     with pytest.raises(ValueError, match="optional extra 'mpc'"):
         SecureVerticalLogisticRegression(backend="mpc").fit(split(X, [3, 3]), y)
+
+
+def test_joint_noise_needs_t_plus_one_drawers(rng: np.random.Generator) -> None:
+    X, y = v1_data(rng, n=20)
+    blocks = [quantise(b) for b in split(X, [2, 2, 2])]
+    one_drawer = JointNoise(1.0, 7, (1,))
+    with pytest.raises(ValueError, match="noise: 1 drawers given, 2 needed"):
+        MPyCBackend(3).newton(blocks, y, weights=None, lam=0.1, noise=one_drawer,
+                              reveal="R2", tol=1e-6, max_iter=1, fixed_iterations=True,
+                              ledger=Ledger())  # fmt: skip
 
 
 def test_two_processes_refused() -> None:
@@ -147,4 +241,26 @@ def test_dp_fit_in_mpc_matches_plain_with_the_same_noise(
     np.testing.assert_allclose(mpc.coef_, plain.coef_, atol=5e-3)
     assert mpc.privacy_report_ is not None
     assert mpc.privacy_report_.guarantee == "mpc_plus_dp"
-    assert mpc.ledger_.labels() == {"beta"}  # fixed iterations: only β̂ is opened
+    # fixed iterations: only β̂ and the scalar ‖∇F(β̂)‖ are opened
+    assert mpc.ledger_.labels() == {"beta", "grad_norm"}
+    assert mpc.privacy_report_.grad_norm < 1e-3
+
+
+@pytest.mark.slow
+def test_dp_fit_with_missing_blocks_imputes_inside_mpc(
+    rng: np.random.Generator,
+) -> None:
+    """DP with partial overlap: θ released with ε_θ, the clipped imputation (public
+    factors) inside MPC; equals the plain DP fit with the same seeded noise."""
+    X, y = v1_data(rng, n=100)
+    blocks = [quantise(b) for b in split(X / 6.0, [2, 2, 2])]
+    blocks[1][:25] = np.nan
+    blocks[2][15:40] = np.nan
+    eps = [2.0, 1.0, 3.0]
+    kw = {"lam": 0.05, "random_state": 11, "dp_iterations": 8}
+    plain = SecureVerticalLogisticRegression(**kw).fit(blocks, y, party_epsilon=eps)
+    mpc = SecureVerticalLogisticRegression(backend="mpc", mpc_timeout=900, **kw).fit(
+        blocks, y, party_epsilon=eps
+    )
+    np.testing.assert_allclose(mpc.coef_, plain.coef_, atol=5e-3)
+    assert not mpc.ledger_.opens_dimension(100)
