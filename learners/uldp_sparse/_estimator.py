@@ -60,6 +60,10 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Heavy-hitter pruning share ``α`` (0: top-k per level; the reference uses 0.1).
     batch_size : int, default=40
         M-SLR users per step ``b``; ``T = ⌊|G_est|/b⌋`` steps, every user in one.
+    small_batch_fallback : bool, default=True
+        M-SLR requires ``b ≥ 16K`` (``K = 2^⌈log2 s⌉``, ``s = |Ŝ|`` plus one with an
+        intercept) and otherwise falls back to 2-SLR (spec §7); ``algorithm_`` says
+        which ran. False runs M-SLR at any ``b`` (the paper's ``b = 40``).
     gradient_bound : float, default=3.0
         M-SLR gradient range ``B``.
     step_c0, step_power : float, default=0.1, 0.2
@@ -94,6 +98,8 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Per-user spend and message count.
     privacy_report_ : PrivacyReport
         Guarantee ``user_level_local``; every record carries its user's spend.
+    algorithm_ : {"two_round", "multi_round"}
+        The estimation stage that ran (``"two_round"`` when M-SLR fell back).
     n_users_ : int
     empty_coordinates_ : int
         ULDPMean coordinates that had no users (estimated as 0).
@@ -130,6 +136,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         "bound": [Interval(Real, 0, None, closed="neither")],
         "hh_alpha": [Interval(Real, 0, 1, closed="left")],
         "batch_size": [Interval(Integral, 2, None, closed="left")],
+        "small_batch_fallback": ["boolean"],
         "gradient_bound": [Interval(Real, 0, None, closed="neither")],
         "step_c0": [Interval(Real, 0, None, closed="neither")],
         "step_power": [Interval(Real, None, None, closed="neither")],
@@ -154,6 +161,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         bound: float = 1.0,
         hh_alpha: float = 0.0,
         batch_size: int = 40,
+        small_batch_fallback: bool = True,
         gradient_bound: float = 3.0,
         step_c0: float = 0.1,
         step_power: float = 0.2,
@@ -174,6 +182,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.bound = bound
         self.hh_alpha = hh_alpha
         self.batch_size = batch_size
+        self.small_batch_fallback = small_batch_fallback
         self.gradient_bound = gradient_bound
         self.step_c0 = step_c0
         self.step_power = step_power
@@ -219,6 +228,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             bound=float(self.bound),
             gradient_bound=float(self.gradient_bound),
             batch_size=int(self.batch_size),
+            small_batch_fallback=bool(self.small_batch_fallback),
             step_c0=float(self.step_c0),
             step_power=float(self.step_power),
             update=str(self.update),
@@ -271,6 +281,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.selection_ = fit.selection
         self.empty_coordinates_ = fit.empty_coordinates
         self.n_rounds_ = fit.n_rounds
+        self.algorithm_ = fit.algorithm
         self.n_users_ = int(eps_user.size)
         self.ledger_ = ledger
         self.privacy_report_ = privacy_report(ledger, user, exact=bool(self.exact))
@@ -294,6 +305,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             "intercept": float(self.intercept_),
             "support": [int(j) for j in self.support_],
             "algorithm": str(self.algorithm),
+            "algorithm_run": str(self.algorithm_),
             "sparsity": int(self.sparsity),
             "empty_coordinates": int(self.empty_coordinates_),
             "rounds": int(self.n_rounds_),

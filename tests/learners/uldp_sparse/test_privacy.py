@@ -100,8 +100,9 @@ def test_ledger_after_a_full_fit(algorithm: str, rng: np.random.Generator) -> No
     eps_user = rng.uniform(0.5, 6.0, 300)
     eps_user[:10] = 0.0
     est = ULDPSparseLinearRegression(
-        algorithm=algorithm, batch_size=40, random_state=3
+        algorithm=algorithm, batch_size=40, small_batch_fallback=False, random_state=3
     ).fit(des.X, des.y, sample_epsilon=eps_user[des.groups], groups=des.groups)
+    assert est.algorithm_ == algorithm
     led = est.ledger_
     assert led.within_budget()
     np.testing.assert_array_equal(led.messages, (eps_user > 0).astype(int))

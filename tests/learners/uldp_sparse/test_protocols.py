@@ -137,7 +137,11 @@ def test_v9a_equal_budgets_make_weighted_equal_unweighted_bit_for_bit(
     for algorithm in ("two_round", "multi_round"):
         fits = [
             ULDPSparseLinearRegression(
-                algorithm=algorithm, weighted=w, fit_intercept=True, random_state=5
+                algorithm=algorithm,
+                weighted=w,
+                fit_intercept=True,
+                small_batch_fallback=False,
+                random_state=5,
             ).fit(des.X, des.y, sample_epsilon=2.5, groups=des.groups)
             for w in (True, False)
         ]
