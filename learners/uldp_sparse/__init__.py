@@ -7,10 +7,13 @@ Facade of the subpackage (the modules starting with ``_`` are internal):
   ``uldp_sparse_linear``);
 - the users' side (elementwise over users, each on its own data, the broadcast state
   and its own coins): :func:`one_bit_randomizer`, :func:`heavy_hitter_randomizer`,
-  :func:`bin_randomizer`, :func:`laplace_randomizer`, with :func:`keep_probability`,
+  :func:`hashed_heavy_hitter_randomizer`, :func:`bin_randomizer`,
+  :func:`laplace_randomizer`, with :func:`keep_probability`,
   :func:`debias_factor`, :func:`bit_weight`;
 - the messages :class:`BitMessages` / :class:`ValueMessages` and the curator's side,
-  which reads messages only: :func:`frequency_oracle`, :func:`locate_bins`,
+  which reads messages only: :func:`frequency_oracle`,
+  :func:`hashed_frequency_oracle` (with the public :class:`PrefixHashes`,
+  :func:`hash_constants`, :func:`prefix_key`), :func:`locate_bins`,
   :func:`weighted_means`, :func:`laplace_weights`, :func:`curate_tree`;
 - the protocols :func:`heavy_hitters` (with :func:`exact_heavy_hitters`,
   :func:`prune`, :func:`tree_depth`) and :func:`uldp_mean`;
@@ -21,6 +24,7 @@ Facade of the subpackage (the modules starting with ``_`` are internal):
 
 from learners.uldp_sparse._curator import (
     frequency_oracle,
+    hashed_frequency_oracle,
     laplace_weights,
     locate_bins,
     weighted_means,
@@ -39,10 +43,12 @@ from learners.uldp_sparse._heavy_hitter import (
 from learners.uldp_sparse._ledger import PrivacyLedger
 from learners.uldp_sparse._mean import MeanResult, padded_dimension, uldp_mean
 from learners.uldp_sparse._messages import BitMessages, ValueMessages
+from learners.uldp_sparse._prefix_hash import PrefixHashes, hash_constants, prefix_key
 from learners.uldp_sparse._randomizers import (
     bin_randomizer,
     bit_weight,
     debias_factor,
+    hashed_heavy_hitter_randomizer,
     heavy_hitter_randomizer,
     keep_probability,
     laplace_noise,
@@ -68,6 +74,7 @@ __all__ = [
     "Design",
     "HeavyHitterResult",
     "MeanResult",
+    "PrefixHashes",
     "PrivacyLedger",
     "SettingResult",
     "ULDPSparseLinearRegression",
@@ -81,6 +88,9 @@ __all__ = [
     "frequency_oracle",
     "grid",
     "hadamard_entry",
+    "hash_constants",
+    "hashed_frequency_oracle",
+    "hashed_heavy_hitter_randomizer",
     "heavy_hitter_randomizer",
     "heavy_hitters",
     "independent_design",
@@ -92,6 +102,7 @@ __all__ = [
     "locate_bins",
     "one_bit_randomizer",
     "padded_dimension",
+    "prefix_key",
     "prune",
     "run_setting",
     "tree_depth",

@@ -58,6 +58,10 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         ``B``: public coefficient range ``[−B, B]`` (2-SLR), in units of ``x_scale·X``.
     hh_alpha : float, default=0.0
         Heavy-hitter pruning share ``α`` (0: top-k per level; the reference uses 0.1).
+    hh_oracle : {"direct", "hashed"}, default="direct"
+        Heavy-hitter frequency oracle: direct Hadamard response per level (spec A2
+        default) or the hashed TreeHist variant (``t`` hash pairs into ``M`` buckets,
+        median over hash cells; spec §4.2), for trees too deep for the direct one.
     batch_size : int, default=40
         M-SLR users per step ``b``; ``T = ⌊|G_est|/b⌋`` steps, every user in one.
     small_batch_fallback : bool, default=True
@@ -135,6 +139,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         "n_bins": [Interval(Integral, 2, None, closed="left")],
         "bound": [Interval(Real, 0, None, closed="neither")],
         "hh_alpha": [Interval(Real, 0, 1, closed="left")],
+        "hh_oracle": [StrOptions({"direct", "hashed"})],
         "batch_size": [Interval(Integral, 2, None, closed="left")],
         "small_batch_fallback": ["boolean"],
         "gradient_bound": [Interval(Real, 0, None, closed="neither")],
@@ -160,6 +165,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         n_bins: int = 8,
         bound: float = 1.0,
         hh_alpha: float = 0.0,
+        hh_oracle: str = "direct",
         batch_size: int = 40,
         small_batch_fallback: bool = True,
         gradient_bound: float = 3.0,
@@ -181,6 +187,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.n_bins = n_bins
         self.bound = bound
         self.hh_alpha = hh_alpha
+        self.hh_oracle = hh_oracle
         self.batch_size = batch_size
         self.small_batch_fallback = small_batch_fallback
         self.gradient_bound = gradient_bound
@@ -229,6 +236,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             gradient_bound=float(self.gradient_bound),
             batch_size=int(self.batch_size),
             small_batch_fallback=bool(self.small_batch_fallback),
+            oracle=str(self.hh_oracle),
             step_c0=float(self.step_c0),
             step_power=float(self.step_power),
             update=str(self.update),

@@ -58,6 +58,7 @@ class PipelineConfig:
     exact: bool
     x_scale: float = 1.0
     small_batch_fallback: bool = True
+    oracle: str = "direct"
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def _select(
     return heavy_hitters(
         v, eps[sel], d=d, k=cfg.k, rng_public=public, rng_private=private,
         alpha=cfg.alpha, weighted=cfg.weighted, ledger=ledger, users=sel,
+        oracle=cfg.oracle,
     )  # fmt: skip
 
 

@@ -3,6 +3,8 @@ attributes, and bad input (``ValueError`` naming the parameter)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -67,11 +69,12 @@ def test_multi_round_falls_back_to_two_round_below_sixteen_k(
     at ``b = 16K`` M-SLR runs its ``⌊|G_est|/b⌋`` gradient rounds."""
     des = independent_design(600, 20, 64, rng=rng)
 
-    def fit(**kw: object) -> ULDPSparseLinearRegression:
+    def fit(**kw: Any) -> ULDPSparseLinearRegression:
         est = ULDPSparseLinearRegression(
             sparsity=4, fit_intercept=fit_intercept, random_state=4, **kw
         )
-        return est.fit(des.X, des.y, sample_epsilon=3.0, groups=des.groups)
+        est.fit(des.X, des.y, sample_epsilon=3.0, groups=des.groups)
+        return est
 
     two = fit(algorithm="two_round")
     # d = 64 = 2^L: the k = 4 last-level survivors are all valid leaves, so |Ŝ| = 4 and
