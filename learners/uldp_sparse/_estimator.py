@@ -45,9 +45,12 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     algorithm : {"two_round", "multi_round"}, default="two_round"
     sparsity : int, default=8
         ``k``, the target support size (capped at ``d``).
-    selector : {"screening", "post_lasso"}, default="screening"
+    selector : {"screening", "post_lasso", "screening_signed"}, default="screening"
         Screening ranks ``|X_iᵀy_i|`` (spec §3, PROPOSAL); PostLasso screens to
-        ``k_screen`` columns then runs an adjusted Lasso on them.
+        ``k_screen`` columns then runs an adjusted Lasso on them;
+        ``"screening_signed"`` is the reference code's Screening on the signed
+        ``X_iᵀy_i`` (misses negative coefficients; for reproducing the paper's and the
+        spec's calibration, where every ``θ*_j > 0``, not for products).
     k_sel : int, default=None
         Local set size; None is ``⌈k/2⌉``.
     k_screen : int, default=None
@@ -133,7 +136,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "algorithm": [StrOptions({"two_round", "multi_round"})],
         "sparsity": [Interval(Integral, 1, None, closed="left")],
-        "selector": [StrOptions({"screening", "post_lasso"})],
+        "selector": [StrOptions({"screening", "post_lasso", "screening_signed"})],
         "k_sel": [Interval(Integral, 1, None, closed="left"), None],
         "k_screen": [Interval(Integral, 1, None, closed="left"), None],
         "n_bins": [Interval(Integral, 2, None, closed="left")],

@@ -27,6 +27,7 @@ from learners.uldp_sparse._local import (
     post_lasso_sets,
     screening_scores,
     top_k_rows,
+    top_k_signed_rows,
 )
 from learners.uldp_sparse._mean import padded_dimension, uldp_mean
 from learners.uldp_sparse._roles import deal, split_halves
@@ -91,6 +92,8 @@ def _select(
     d = X.shape[1]
     if cfg.selector == "post_lasso":
         sets = post_lasso_sets(X, y, user, sel, k_sel=cfg.k_sel, k_screen=cfg.k_screen)
+    elif cfg.selector == "screening_signed":
+        sets = top_k_signed_rows(screening_scores(X, y, user, sel), cfg.k_sel)
     else:
         sets = top_k_rows(screening_scores(X, y, user, sel), cfg.k_sel)
     v = pick_one(sets, private)

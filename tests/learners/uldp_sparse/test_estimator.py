@@ -195,3 +195,29 @@ def test_more_features_than_the_prefix_tree_supports_is_named() -> None:
     X = np.zeros((2, 2**20 + 1))
     with pytest.raises(ValueError, match="n_features"):
         ULDPSparseLinearRegression().fit(X, np.zeros(2), sample_epsilon=1.0)
+
+
+def test_signed_screening_is_blind_to_negative_coefficients(
+    rng: np.random.Generator,
+) -> None:
+    """The reference's signed Screening (kept to reproduce the spec's calibration) ranks
+    ``X_iᵀy_i`` itself, so a strongly negative coefficient is never reported; the
+    default ranks ``|X_iᵀy_i|`` and finds both (exact mode: the selection is counted)."""
+    n, m, d = 200, 50, 32
+    X = rng.standard_normal((n * m, d))
+    theta = np.zeros(d)
+    theta[[3, 10]] = [0.6, -0.6]
+    y = X @ theta + rng.standard_normal(n * m)
+    groups = np.repeat(np.arange(n), m)
+
+    def support(selector: str) -> set[int]:
+        est = ULDPSparseLinearRegression(
+            selector=selector, sparsity=2, exact=True, random_state=0
+        )
+        est.fit(X, y, sample_epsilon=1.0, groups=groups)
+        return set(est.support_.tolist())
+
+    assert support("screening") == {3, 10}
+    signed = support("screening_signed")
+    assert 3 in signed
+    assert 10 not in signed

@@ -82,6 +82,37 @@ def test_v3_reference_alpha_rule_collapses(rng: np.random.Generator) -> None:
     assert _recall(0.1, rng) <= 0.6
 
 
+def _tree_f1(share: float, rng: np.random.Generator, runs: int = 40) -> float:
+    """Mean F1 of the heavy hitters on V7's scaled-up selection half (n1 = 10,000,
+    d = 256, ε = 4, k = 8, top-k) when each of 8 random true indices holds ``share`` of
+    the votes and the rest are uniform."""
+    out = []
+    for _ in range(runs):
+        true = rng.choice(256, 8, replace=False)
+        p = np.full(256, (1 - 8 * share) / 256)
+        p[true] += share
+        v = rng.choice(256, size=10_000, p=p).astype(np.int64)
+        res = heavy_hitters(
+            v, np.full(v.size, 4.0), d=256, k=8, rng_public=rng, rng_private=rng
+        )
+        tp = len(set(res.support.tolist()) & set(true.tolist()))
+        out.append(2 * tp / (res.support.size + 8))
+    return float(np.mean(out))
+
+
+def test_v7_heavy_hitters_meet_the_calibration_at_its_vote_share(
+    rng: np.random.Generator,
+) -> None:
+    """V7's calibration (F1 ≈ 0.7 at n = 20,000) assumes each true index gets ≈ 6 % of
+    the votes (spec §4.3), the share of the reference's signed Screening at m = 100.
+    Fed that share (6.25 %) the tree reaches F1 ≥ 0.6 (an independent Gaussian model
+    of the tree gives 0.67); at the 4.8 % share of the |c| Screening default it does
+    not (model: 0.51): the V7 shortfall with the default selector is the vote share,
+    not the tree (benchmarks/RESULTS.md)."""
+    assert _tree_f1(0.0625, rng) >= 0.6
+    assert _tree_f1(0.048, rng) < 0.6
+
+
 def test_v3_exact_mode_recall_is_one(rng: np.random.Generator) -> None:
     for _ in range(10):
         v, heavy = _votes(20_000, 256, rng)
