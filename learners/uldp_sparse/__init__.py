@@ -16,7 +16,7 @@ Facade of the subpackage (the modules starting with ``_`` are internal):
   :func:`hash_constants`, :func:`prefix_key`), :func:`locate_bins`,
   :func:`weighted_means`, :func:`laplace_weights`, :func:`curate_tree`;
 - the protocols :func:`heavy_hitters` (with :func:`exact_heavy_hitters`,
-  :func:`prune`, :func:`tree_depth`) and :func:`uldp_mean`;
+  :func:`prune`, :func:`tree_depth`, :func:`assign_levels`, :func:`first_pruned_level`) and :func:`uldp_mean`;
 - the per-user :class:`PrivacyLedger`; :func:`hadamard_entry`;
 - the paper's synthetic design and experiment loop (:func:`independent_design`,
   :func:`run_setting`, :func:`grid`, :func:`f1_score`, :func:`local_lasso_l2`).
@@ -34,8 +34,10 @@ from learners.uldp_sparse._hadamard import hadamard_entry
 from learners.uldp_sparse._heavy_hitter import (
     MAX_TREE_DEPTH,
     HeavyHitterResult,
+    assign_levels,
     curate_tree,
     exact_heavy_hitters,
+    first_pruned_level,
     heavy_hitters,
     prune,
     tree_depth,
@@ -79,12 +81,14 @@ __all__ = [
     "SettingResult",
     "ULDPSparseLinearRegression",
     "ValueMessages",
+    "assign_levels",
     "bin_randomizer",
     "bit_weight",
     "curate_tree",
     "debias_factor",
     "exact_heavy_hitters",
     "f1_score",
+    "first_pruned_level",
     "frequency_oracle",
     "grid",
     "hadamard_entry",

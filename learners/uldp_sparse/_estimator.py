@@ -65,6 +65,11 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Heavy-hitter frequency oracle: direct Hadamard response per level (spec A2
         default) or the hashed TreeHist variant (``t`` hash pairs into ``M`` buckets,
         median over hash cells; spec §4.2), for trees too deep for the direct one.
+    hh_levels : {"all", "pruned"}, default="all"
+        Tree levels the selection users are dealt to: all ``L`` (spec §4.1) or, an
+        option **not in the spec**, only those where the pruning can drop a candidate
+        (with ``α = 0`` the levels ``2^ℓ ≤ k`` keep all their candidates whatever the
+        bits say, so their users' bits are wasted).
     batch_size : int, default=40
         M-SLR users per step ``b``; ``T = ⌊|G_est|/b⌋`` steps, every user in one.
     small_batch_fallback : bool, default=True
@@ -143,6 +148,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         "bound": [Interval(Real, 0, None, closed="neither")],
         "hh_alpha": [Interval(Real, 0, 1, closed="left")],
         "hh_oracle": [StrOptions({"direct", "hashed"})],
+        "hh_levels": [StrOptions({"all", "pruned"})],
         "batch_size": [Interval(Integral, 2, None, closed="left")],
         "small_batch_fallback": ["boolean"],
         "gradient_bound": [Interval(Real, 0, None, closed="neither")],
@@ -169,6 +175,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         bound: float = 1.0,
         hh_alpha: float = 0.0,
         hh_oracle: str = "direct",
+        hh_levels: str = "all",
         batch_size: int = 40,
         small_batch_fallback: bool = True,
         gradient_bound: float = 3.0,
@@ -191,6 +198,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.bound = bound
         self.hh_alpha = hh_alpha
         self.hh_oracle = hh_oracle
+        self.hh_levels = hh_levels
         self.batch_size = batch_size
         self.small_batch_fallback = small_batch_fallback
         self.gradient_bound = gradient_bound
@@ -240,6 +248,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             batch_size=int(self.batch_size),
             small_batch_fallback=bool(self.small_batch_fallback),
             oracle=str(self.hh_oracle),
+            levels=str(self.hh_levels),
             step_c0=float(self.step_c0),
             step_power=float(self.step_power),
             update=str(self.update),

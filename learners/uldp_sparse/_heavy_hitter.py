@@ -39,6 +39,39 @@ MAX_TREE_DEPTH = 20
 """Deepest prefix tree supported: ``d ≤ 2^20`` features."""
 STAGE = "selection: heavy-hitter bit"
 ORACLES = ("direct", "hashed")
+LEVEL_RULES = ("all", "pruned")
+
+
+def first_pruned_level(k: int, alpha: float) -> int:
+    """The first level whose top-``k`` pruning can drop a candidate: ``⌊log2 k⌋ + 1``
+    under top-k pruning (``α = 0``: levels with ``2^ℓ ≤ k`` keep every candidate,
+    whatever the estimates), 1 under the reference rule (``α > 0`` keeps only
+    ``k_lo = 1`` at early levels)."""
+    return 1 if alpha > 0 else k.bit_length()
+
+
+def assign_levels(
+    epsilon: FloatArray,
+    *,
+    n_levels: int,
+    k: int,
+    alpha: float,
+    rule: str,
+    rng: np.random.Generator,
+) -> IntArray:
+    """Each selection user's public tree level, dealt stratified by ``ε_i``.
+
+    ``"all"`` (spec §4.1): levels ``1..L``, ``≈ n1/L`` users each. ``"pruned"``
+    (**not in the spec**, an option): only the levels where pruning can drop a candidate
+    (:func:`first_pruned_level`), so no bit is spent on a level whose survivors are
+    fixed in advance; the assignment stays public and data-independent.
+    """
+    if rule not in LEVEL_RULES:
+        raise ValueError(f"hh_levels must be one of {LEVEL_RULES}, got {rule!r}")
+    first = 1
+    if rule == "pruned":
+        first = min(first_pruned_level(k, alpha), n_levels)
+    return deal(epsilon, n_levels - first + 1, rng) + first
 
 
 @dataclass(frozen=True)
@@ -134,9 +167,11 @@ def heavy_hitters(
     ledger: PrivacyLedger | None = None,
     users: IntArray | None = None,
     oracle: str = "direct",
+    levels: str = "all",
 ) -> HeavyHitterResult:
     """The private protocol of spec §4 on reported indices ``v``: one level and one bit
-    per user, the ``oracle`` ``"direct"`` (Hadamard response, default) or ``"hashed"``.
+    per user, the ``oracle`` ``"direct"`` (Hadamard response, default) or ``"hashed"``;
+    ``levels`` is the level rule of :func:`assign_levels`.
 
     ``users``: the ledger indices of the senders (default ``0..n1−1``).
     """
@@ -144,7 +179,9 @@ def heavy_hitters(
         raise ValueError(f"oracle must be one of {ORACLES}, got {oracle!r}")
     n1 = v.size
     L = tree_depth(d)
-    level = deal(epsilon, L, rng_public) + 1
+    level = assign_levels(
+        epsilon, n_levels=L, k=k, alpha=alpha, rule=levels, rng=rng_public
+    )
     if oracle == "hashed":
         return _hashed(
             v, epsilon, level, d=d, k=k, rng_public=rng_public,

@@ -60,6 +60,7 @@ class PipelineConfig:
     x_scale: float = 1.0
     small_batch_fallback: bool = True
     oracle: str = "direct"
+    levels: str = "all"
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def _select(
     return heavy_hitters(
         v, eps[sel], d=d, k=cfg.k, rng_public=public, rng_private=private,
         alpha=cfg.alpha, weighted=cfg.weighted, ledger=ledger, users=sel,
-        oracle=cfg.oracle,
+        oracle=cfg.oracle, levels=cfg.levels,
     )  # fmt: skip
 
 
