@@ -136,8 +136,8 @@ def test_v7_random_support_at_twenty_thousand_users() -> None:
     this design, which only the signed rule exploits); see the next test and
     benchmarks/RESULTS.md."""
     f1, l2 = _v7_big("screening_signed", (0.0, 0.1))
-    assert np.mean(f1[0.0]) >= 0.5
-    assert np.mean(l2) <= 0.40
+    assert np.mean(f1[0.0]) >= 0.5, f1
+    assert np.mean(l2) <= 0.40, l2
     assert np.mean(f1[0.1]) <= 0.4
 
 
@@ -151,5 +151,5 @@ def test_v7_random_support_at_twenty_thousand_users() -> None:
 def test_v7_random_support_at_twenty_thousand_users_spec_default_selector() -> None:
     """The same V7 bands with the spec's product default (Screening on ``|c|``)."""
     f1, l2 = _v7_big("screening", (0.0,))
-    assert np.mean(f1[0.0]) >= 0.5
-    assert np.mean(l2) <= 0.40
+    assert np.mean(f1[0.0]) >= 0.5, f1
+    assert np.mean(l2) <= 0.40, l2
