@@ -45,6 +45,7 @@ TWO_ROUND_GRID = {
 MULTI_ROUND_GRID = {
     f"multi_round,hh_alpha=0.1,n_bins={nb},gradient_bound={gb}": {
         "algorithm": "multi_round",
+        "small_batch_fallback": False,
         "hh_alpha": 0.1,
         "n_bins": nb,
         "gradient_bound": gb,

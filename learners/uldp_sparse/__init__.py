@@ -7,13 +7,16 @@ Facade of the subpackage (the modules starting with ``_`` are internal):
   ``uldp_sparse_linear``);
 - the users' side (elementwise over users, each on its own data, the broadcast state
   and its own coins): :func:`one_bit_randomizer`, :func:`heavy_hitter_randomizer`,
-  :func:`bin_randomizer`, :func:`laplace_randomizer`, with :func:`keep_probability`,
+  :func:`hashed_heavy_hitter_randomizer`, :func:`bin_randomizer`,
+  :func:`laplace_randomizer`, with :func:`keep_probability`,
   :func:`debias_factor`, :func:`bit_weight`;
 - the messages :class:`BitMessages` / :class:`ValueMessages` and the curator's side,
-  which reads messages only: :func:`frequency_oracle`, :func:`locate_bins`,
+  which reads messages only: :func:`frequency_oracle`,
+  :func:`hashed_frequency_oracle` (with the public :class:`PrefixHashes`,
+  :func:`hash_constants`, :func:`prefix_key`), :func:`locate_bins`,
   :func:`weighted_means`, :func:`laplace_weights`, :func:`curate_tree`;
 - the protocols :func:`heavy_hitters` (with :func:`exact_heavy_hitters`,
-  :func:`prune`, :func:`tree_depth`) and :func:`uldp_mean`;
+  :func:`prune`, :func:`tree_depth`, :func:`assign_levels`, :func:`first_pruned_level`) and :func:`uldp_mean`;
 - the per-user :class:`PrivacyLedger`; :func:`hadamard_entry`;
 - the paper's synthetic design and experiment loop (:func:`independent_design`,
   :func:`run_setting`, :func:`grid`, :func:`f1_score`, :func:`local_lasso_l2`).
@@ -21,6 +24,7 @@ Facade of the subpackage (the modules starting with ``_`` are internal):
 
 from learners.uldp_sparse._curator import (
     frequency_oracle,
+    hashed_frequency_oracle,
     laplace_weights,
     locate_bins,
     weighted_means,
@@ -30,8 +34,10 @@ from learners.uldp_sparse._hadamard import hadamard_entry
 from learners.uldp_sparse._heavy_hitter import (
     MAX_TREE_DEPTH,
     HeavyHitterResult,
+    assign_levels,
     curate_tree,
     exact_heavy_hitters,
+    first_pruned_level,
     heavy_hitters,
     prune,
     tree_depth,
@@ -39,10 +45,12 @@ from learners.uldp_sparse._heavy_hitter import (
 from learners.uldp_sparse._ledger import PrivacyLedger
 from learners.uldp_sparse._mean import MeanResult, padded_dimension, uldp_mean
 from learners.uldp_sparse._messages import BitMessages, ValueMessages
+from learners.uldp_sparse._prefix_hash import PrefixHashes, hash_constants, prefix_key
 from learners.uldp_sparse._randomizers import (
     bin_randomizer,
     bit_weight,
     debias_factor,
+    hashed_heavy_hitter_randomizer,
     heavy_hitter_randomizer,
     keep_probability,
     laplace_noise,
@@ -68,19 +76,25 @@ __all__ = [
     "Design",
     "HeavyHitterResult",
     "MeanResult",
+    "PrefixHashes",
     "PrivacyLedger",
     "SettingResult",
     "ULDPSparseLinearRegression",
     "ValueMessages",
+    "assign_levels",
     "bin_randomizer",
     "bit_weight",
     "curate_tree",
     "debias_factor",
     "exact_heavy_hitters",
     "f1_score",
+    "first_pruned_level",
     "frequency_oracle",
     "grid",
     "hadamard_entry",
+    "hash_constants",
+    "hashed_frequency_oracle",
+    "hashed_heavy_hitter_randomizer",
     "heavy_hitter_randomizer",
     "heavy_hitters",
     "independent_design",
@@ -92,6 +106,7 @@ __all__ = [
     "locate_bins",
     "one_bit_randomizer",
     "padded_dimension",
+    "prefix_key",
     "prune",
     "run_setting",
     "tree_depth",

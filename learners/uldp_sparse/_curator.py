@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from learners.uldp_sparse._hadamard import hadamard_entry
 from learners.uldp_sparse._messages import BitMessages, ValueMessages
+from learners.uldp_sparse._prefix_hash import PrefixHashes, prefix_key
 from learners.uldp_sparse._randomizers import bit_weight, debias_factor
 
 FloatArray = NDArray[np.float64]
@@ -49,6 +50,47 @@ def frequency_oracle(
     per_row = np.bincount(inverse, weights=w * c * messages.bit, minlength=rows.size)
     total = per_row @ hadamard_entry(rows[:, None], candidates[None, :])
     return np.asarray(n_total * total / w.sum(), dtype=float)
+
+
+def hashed_frequency_oracle(
+    messages: BitMessages,
+    candidates: IntArray,
+    *,
+    level: int,
+    hashes: PrefixHashes,
+    n_total: float,
+    weighted: bool = True,
+) -> FloatArray:
+    """Estimated counts of the candidate prefixes ``u`` of one level, hashed oracle
+    (spec §4.3): per hash cell ``j`` (``messages.cell``)
+    ``f̂_j(u) = n_total · Σ_{i: j_i = j} w_i ζ_i(u) / Σ_{i: j_i = j} w_i`` with
+    ``ζ_i(u) = c_i y_i g_j(key_u) H_M[r_i, h_j(key_u)]`` (the reference's
+    ``t·L·c_ε Σ`` with ``γ = n_total/|G_{ℓ,j}|`` in place of ``t·L``, equal in
+    expectation, and the weights of §12.2); ``f̂(u) = median_j f̂_j(u)`` over the cells
+    that have messages. Each cell's estimate is unbiased for the count over the draw of
+    the hashes (a colliding key adds ``± its count`` with a random sign). No messages:
+    zeros.
+    """
+    if messages.bit.size == 0:
+        return np.zeros(candidates.size)
+    if messages.cell is None:
+        raise ValueError("cell: the hashed oracle needs each message's hash index")
+    c = debias_factor(messages.epsilon)
+    w = _normalised(bit_weight(messages.epsilon)) if weighted else np.ones(c.size)
+    contrib = w * c * messages.bit
+    keys = prefix_key(candidates, level)
+    cells = np.unique(messages.cell)
+    est = np.empty((cells.size, candidates.size))
+    for idx, j in enumerate(cells):  # t hash cells (about log2(n1/β)), not users
+        mine = messages.cell == j
+        rows, inverse = np.unique(messages.row[mine], return_inverse=True)
+        per_row = np.bincount(inverse, weights=contrib[mine], minlength=rows.size)
+        cols = hashes.bucket(j, keys)
+        total = (per_row @ hadamard_entry(rows[:, None], cols[None, :])) * hashes.sign(
+            j, keys
+        )
+        est[idx] = n_total * total / w[mine].sum()
+    return np.asarray(np.median(est, axis=0), dtype=float)
 
 
 def locate_bins(

@@ -45,9 +45,12 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     algorithm : {"two_round", "multi_round"}, default="two_round"
     sparsity : int, default=8
         ``k``, the target support size (capped at ``d``).
-    selector : {"screening", "post_lasso"}, default="screening"
+    selector : {"screening", "post_lasso", "screening_signed"}, default="screening"
         Screening ranks ``|X_iᵀy_i|`` (spec §3, PROPOSAL); PostLasso screens to
-        ``k_screen`` columns then runs an adjusted Lasso on them.
+        ``k_screen`` columns then runs an adjusted Lasso on them;
+        ``"screening_signed"`` is the reference code's Screening on the signed
+        ``X_iᵀy_i`` (misses negative coefficients; for reproducing the paper's and the
+        spec's calibration, where every ``θ*_j > 0``, not for products).
     k_sel : int, default=None
         Local set size; None is ``⌈k/2⌉``.
     k_screen : int, default=None
@@ -58,8 +61,21 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         ``B``: public coefficient range ``[−B, B]`` (2-SLR), in units of ``x_scale·X``.
     hh_alpha : float, default=0.0
         Heavy-hitter pruning share ``α`` (0: top-k per level; the reference uses 0.1).
+    hh_oracle : {"direct", "hashed"}, default="direct"
+        Heavy-hitter frequency oracle: direct Hadamard response per level (spec A2
+        default) or the hashed TreeHist variant (``t`` hash pairs into ``M`` buckets,
+        median over hash cells; spec §4.2), for trees too deep for the direct one.
+    hh_levels : {"all", "pruned"}, default="all"
+        Tree levels the selection users are dealt to: all ``L`` (spec §4.1) or, an
+        option **not in the spec**, only those where the pruning can drop a candidate
+        (with ``α = 0`` the levels ``2^ℓ ≤ k`` keep all their candidates whatever the
+        bits say, so their users' bits are wasted).
     batch_size : int, default=40
         M-SLR users per step ``b``; ``T = ⌊|G_est|/b⌋`` steps, every user in one.
+    small_batch_fallback : bool, default=True
+        M-SLR requires ``b ≥ 16K`` (``K = 2^⌈log2 s⌉``, ``s = |Ŝ|`` plus one with an
+        intercept) and otherwise falls back to 2-SLR (spec §7); ``algorithm_`` says
+        which ran. False runs M-SLR at any ``b`` (the paper's ``b = 40``).
     gradient_bound : float, default=3.0
         M-SLR gradient range ``B``.
     step_c0, step_power : float, default=0.1, 0.2
@@ -94,6 +110,8 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Per-user spend and message count.
     privacy_report_ : PrivacyReport
         Guarantee ``user_level_local``; every record carries its user's spend.
+    algorithm_ : {"two_round", "multi_round"}
+        The estimation stage that ran (``"two_round"`` when M-SLR fell back).
     n_users_ : int
     empty_coordinates_ : int
         ULDPMean coordinates that had no users (estimated as 0).
@@ -123,13 +141,16 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "algorithm": [StrOptions({"two_round", "multi_round"})],
         "sparsity": [Interval(Integral, 1, None, closed="left")],
-        "selector": [StrOptions({"screening", "post_lasso"})],
+        "selector": [StrOptions({"screening", "post_lasso", "screening_signed"})],
         "k_sel": [Interval(Integral, 1, None, closed="left"), None],
         "k_screen": [Interval(Integral, 1, None, closed="left"), None],
         "n_bins": [Interval(Integral, 2, None, closed="left")],
         "bound": [Interval(Real, 0, None, closed="neither")],
         "hh_alpha": [Interval(Real, 0, 1, closed="left")],
+        "hh_oracle": [StrOptions({"direct", "hashed"})],
+        "hh_levels": [StrOptions({"all", "pruned"})],
         "batch_size": [Interval(Integral, 2, None, closed="left")],
+        "small_batch_fallback": ["boolean"],
         "gradient_bound": [Interval(Real, 0, None, closed="neither")],
         "step_c0": [Interval(Real, 0, None, closed="neither")],
         "step_power": [Interval(Real, None, None, closed="neither")],
@@ -153,7 +174,10 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         n_bins: int = 8,
         bound: float = 1.0,
         hh_alpha: float = 0.0,
+        hh_oracle: str = "direct",
+        hh_levels: str = "all",
         batch_size: int = 40,
+        small_batch_fallback: bool = True,
         gradient_bound: float = 3.0,
         step_c0: float = 0.1,
         step_power: float = 0.2,
@@ -173,7 +197,10 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.n_bins = n_bins
         self.bound = bound
         self.hh_alpha = hh_alpha
+        self.hh_oracle = hh_oracle
+        self.hh_levels = hh_levels
         self.batch_size = batch_size
+        self.small_batch_fallback = small_batch_fallback
         self.gradient_bound = gradient_bound
         self.step_c0 = step_c0
         self.step_power = step_power
@@ -219,6 +246,9 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             bound=float(self.bound),
             gradient_bound=float(self.gradient_bound),
             batch_size=int(self.batch_size),
+            small_batch_fallback=bool(self.small_batch_fallback),
+            oracle=str(self.hh_oracle),
+            levels=str(self.hh_levels),
             step_c0=float(self.step_c0),
             step_power=float(self.step_power),
             update=str(self.update),
@@ -271,6 +301,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.selection_ = fit.selection
         self.empty_coordinates_ = fit.empty_coordinates
         self.n_rounds_ = fit.n_rounds
+        self.algorithm_ = fit.algorithm
         self.n_users_ = int(eps_user.size)
         self.ledger_ = ledger
         self.privacy_report_ = privacy_report(ledger, user, exact=bool(self.exact))
@@ -294,6 +325,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             "intercept": float(self.intercept_),
             "support": [int(j) for j in self.support_],
             "algorithm": str(self.algorithm),
+            "algorithm_run": str(self.algorithm_),
             "sparsity": int(self.sparsity),
             "empty_coordinates": int(self.empty_coordinates_),
             "rounds": int(self.n_rounds_),

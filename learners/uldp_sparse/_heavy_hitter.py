@@ -5,6 +5,14 @@ Each selection user is dealt one tree level ``ℓ_i`` (public, stratified by ``�
 a public Hadamard row ``r_i ∈ [0, 2^{ℓ_i})``; it sends **one** bit
 ``RR_{ε_i}(H[r_i, pre_{ℓ_i}(v_i)])``, drawn once and reused by the curator for every
 candidate prefix (the reference code re-draws it per candidate: defect D1).
+
+Hashed variant (``oracle="hashed"``, the reference's TreeHist oracle, spec §4.2): the
+curator also draws ``t`` public hash pairs, deals each level's users into ``t`` hash
+cells (stratified by ``ε_i``, sizes differing by at most one: the balanced analogue of
+the reference's "uniform, re-drawn until each cell has ≥ 3 users") and gives each a row
+``r_i ∈ [0, M)``; the user sends ``RR_{ε_i}(g_{j_i}(key) H_M[r_i, h_{j_i}(key)])`` and the
+curator takes the median over cells. Meant for trees too deep for direct bookkeeping;
+at moderate ``d`` it is noisier than the direct oracle (spec §4.2, §15).
 """
 
 from __future__ import annotations
@@ -15,10 +23,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from learners.uldp_sparse._curator import frequency_oracle
+from learners.uldp_sparse._curator import frequency_oracle, hashed_frequency_oracle
 from learners.uldp_sparse._ledger import PrivacyLedger
 from learners.uldp_sparse._messages import BitMessages
-from learners.uldp_sparse._randomizers import heavy_hitter_randomizer
+from learners.uldp_sparse._prefix_hash import PrefixHashes, hash_constants
+from learners.uldp_sparse._randomizers import (
+    hashed_heavy_hitter_randomizer,
+    heavy_hitter_randomizer,
+)
 from learners.uldp_sparse._roles import deal
 
 FloatArray = NDArray[np.float64]
@@ -26,6 +38,40 @@ IntArray = NDArray[np.int64]
 MAX_TREE_DEPTH = 20
 """Deepest prefix tree supported: ``d ≤ 2^20`` features."""
 STAGE = "selection: heavy-hitter bit"
+ORACLES = ("direct", "hashed")
+LEVEL_RULES = ("all", "pruned")
+
+
+def first_pruned_level(k: int, alpha: float) -> int:
+    """The first level whose top-``k`` pruning can drop a candidate: ``⌊log2 k⌋ + 1``
+    under top-k pruning (``α = 0``: levels with ``2^ℓ ≤ k`` keep every candidate,
+    whatever the estimates), 1 under the reference rule (``α > 0`` keeps only
+    ``k_lo = 1`` at early levels)."""
+    return 1 if alpha > 0 else k.bit_length()
+
+
+def assign_levels(
+    epsilon: FloatArray,
+    *,
+    n_levels: int,
+    k: int,
+    alpha: float,
+    rule: str,
+    rng: np.random.Generator,
+) -> IntArray:
+    """Each selection user's public tree level, dealt stratified by ``ε_i``.
+
+    ``"all"`` (spec §4.1): levels ``1..L``, ``≈ n1/L`` users each. ``"pruned"``
+    (**not in the spec**, an option): only the levels where pruning can drop a candidate
+    (:func:`first_pruned_level`), so no bit is spent on a level whose survivors are
+    fixed in advance; the assignment stays public and data-independent.
+    """
+    if rule not in LEVEL_RULES:
+        raise ValueError(f"hh_levels must be one of {LEVEL_RULES}, got {rule!r}")
+    first = 1
+    if rule == "pruned":
+        first = min(first_pruned_level(k, alpha), n_levels)
+    return deal(epsilon, n_levels - first + 1, rng) + first
 
 
 @dataclass(frozen=True)
@@ -42,12 +88,15 @@ class HeavyHitterResult:
         ``f̂_L`` of the last level's survivors (same order as ``survivors[-1]``).
     n_levels : int
         ``L = ⌈log2 d⌉``.
+    hashes : PrefixHashes or None
+        The public hash pairs of the hashed oracle (None: direct oracle).
     """
 
     support: IntArray
     survivors: list[IntArray] = field(default_factory=list)
     estimates: FloatArray = field(default_factory=lambda: np.zeros(0))
     n_levels: int = 1
+    hashes: PrefixHashes | None = None
 
 
 def tree_depth(d: int) -> int:
@@ -117,14 +166,28 @@ def heavy_hitters(
     weighted: bool = True,
     ledger: PrivacyLedger | None = None,
     users: IntArray | None = None,
+    oracle: str = "direct",
+    levels: str = "all",
 ) -> HeavyHitterResult:
-    """The private protocol of spec §4 (direct Hadamard oracle) on reported indices ``v``.
+    """The private protocol of spec §4 on reported indices ``v``: one level and one bit
+    per user, the ``oracle`` ``"direct"`` (Hadamard response, default) or ``"hashed"``;
+    ``levels`` is the level rule of :func:`assign_levels`.
 
     ``users``: the ledger indices of the senders (default ``0..n1−1``).
     """
+    if oracle not in ORACLES:
+        raise ValueError(f"oracle must be one of {ORACLES}, got {oracle!r}")
     n1 = v.size
     L = tree_depth(d)
-    level = deal(epsilon, L, rng_public) + 1
+    level = assign_levels(
+        epsilon, n_levels=L, k=k, alpha=alpha, rule=levels, rng=rng_public
+    )
+    if oracle == "hashed":
+        return _hashed(
+            v, epsilon, level, d=d, k=k, rng_public=rng_public,
+            rng_private=rng_private, alpha=alpha, weighted=weighted, ledger=ledger,
+            users=users,
+        )  # fmt: skip
     row = rng_public.integers(0, np.left_shift(1, level))
     if ledger is not None:
         ledger.charge(np.arange(n1) if users is None else users, epsilon, STAGE)
@@ -135,11 +198,54 @@ def heavy_hitters(
     return curate_tree(messages, d=d, k=k, alpha=alpha, weighted=weighted)
 
 
+def _hashed(
+    v: IntArray,
+    epsilon: FloatArray,
+    level: IntArray,
+    *,
+    d: int,
+    k: int,
+    rng_public: np.random.Generator,
+    rng_private: np.random.Generator,
+    alpha: float,
+    weighted: bool,
+    ledger: PrivacyLedger | None,
+    users: IntArray | None,
+) -> HeavyHitterResult:
+    """The hashed variant (module docstring): public hashes, cells and rows first."""
+    n1 = v.size
+    L = tree_depth(d)
+    t, M = hash_constants(n1)
+    hashes = PrefixHashes.draw(t, M, rng_public)
+    cell = np.empty(n1, dtype=np.int64)
+    for lv in range(1, L + 1):  # levels, not users
+        mine = np.flatnonzero(level == lv)
+        cell[mine] = deal(epsilon[mine], t, rng_public)
+    row = rng_public.integers(0, M, size=n1)
+    if ledger is not None:
+        ledger.charge(np.arange(n1) if users is None else users, epsilon, STAGE)
+    bits = hashed_heavy_hitter_randomizer(
+        v, level=level, cell=cell, row=row, n_levels=L, hashes=hashes,
+        epsilon=epsilon, rng=rng_private,
+    )  # fmt: skip
+    messages = BitMessages(group=level, row=row, bit=bits, epsilon=epsilon, cell=cell)
+    return curate_tree(
+        messages, d=d, k=k, alpha=alpha, weighted=weighted, hashes=hashes
+    )
+
+
 def curate_tree(
-    messages: BitMessages, *, d: int, k: int, alpha: float = 0.0, weighted: bool = True
+    messages: BitMessages,
+    *,
+    d: int,
+    k: int,
+    alpha: float = 0.0,
+    weighted: bool = True,
+    hashes: PrefixHashes | None = None,
 ) -> HeavyHitterResult:
     """The curator's descent: estimate the candidates of each level from that level's
-    bits, prune, expand the survivors' children (spec §4.3)."""
+    bits (direct oracle, or the hashed one when ``hashes`` is given), prune, expand the
+    survivors' children (spec §4.3)."""
     L = tree_depth(d)
     n1 = float(messages.bit.size)
     candidates = np.array([0, 1], dtype=np.int64)
@@ -156,8 +262,15 @@ def curate_tree(
             row=messages.row[mask],
             bit=messages.bit[mask],
             epsilon=messages.epsilon[mask],
+            cell=None if messages.cell is None else messages.cell[mask],
         )
-        f_hat = frequency_oracle(sub, candidates, n_total=n1, weighted=weighted)
+        if hashes is None:
+            f_hat = frequency_oracle(sub, candidates, n_total=n1, weighted=weighted)
+        else:
+            f_hat = hashed_frequency_oracle(
+                sub, candidates, level=level, hashes=hashes, n_total=n1,
+                weighted=weighted,
+            )  # fmt: skip
         kept = prune(
             candidates, f_hat, level=level, n_levels=L, k=k, alpha=alpha, n_total=n1
         )
@@ -165,7 +278,7 @@ def curate_tree(
         estimates = f_hat[np.searchsorted(candidates, kept)]
     support, est = _leaves(survivors[-1], estimates, d)
     return HeavyHitterResult(
-        support=support, survivors=survivors, estimates=est, n_levels=L
+        support=support, survivors=survivors, estimates=est, n_levels=L, hashes=hashes
     )
 
 

@@ -45,6 +45,14 @@ def top_k_rows(scores: FloatArray, k: int) -> IntArray:
     return part.astype(np.int64)
 
 
+def top_k_signed_rows(scores: FloatArray, k: int) -> IntArray:
+    """Indices of the ``k`` largest **signed** scores of each row: the reference
+    implementation's Screening (spec §3), blind to negative coefficients."""
+    k = min(k, scores.shape[1])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    return part.astype(np.int64)
+
+
 def pick_one(sets: IntArray, rng: np.random.Generator) -> IntArray:
     """Each user reports one index of its local set uniformly (private coin)."""
     choice = rng.integers(0, sets.shape[1], size=sets.shape[0])

@@ -27,12 +27,16 @@ class BitMessages:
         The released bit ``y_i ∈ {−1, +1}``.
     epsilon : ndarray of float
         The sender's (public) budget ``ε_i``: the curator re-weights with it.
+    cell : ndarray of int or None
+        The public hash index ``j_i`` of the hashed heavy-hitter oracle (spec §4.2);
+        None for the direct oracle.
     """
 
     group: NDArray[np.int64]
     row: NDArray[np.int64]
     bit: NDArray[np.int8]
     epsilon: NDArray[np.float64]
+    cell: NDArray[np.int64] | None = None
 
 
 @dataclass(frozen=True, slots=True)

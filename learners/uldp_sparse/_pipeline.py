@@ -27,8 +27,9 @@ from learners.uldp_sparse._local import (
     post_lasso_sets,
     screening_scores,
     top_k_rows,
+    top_k_signed_rows,
 )
-from learners.uldp_sparse._mean import uldp_mean
+from learners.uldp_sparse._mean import padded_dimension, uldp_mean
 from learners.uldp_sparse._roles import deal, split_halves
 
 FloatArray = NDArray[np.float64]
@@ -57,6 +58,9 @@ class PipelineConfig:
     weighted: bool
     exact: bool
     x_scale: float = 1.0
+    small_batch_fallback: bool = True
+    oracle: str = "direct"
+    levels: str = "all"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class SparseFit:
     n_rounds: int
     n_selection: int
     n_estimation: int
+    algorithm: str = "two_round"
 
 
 def _select(
@@ -88,6 +93,8 @@ def _select(
     d = X.shape[1]
     if cfg.selector == "post_lasso":
         sets = post_lasso_sets(X, y, user, sel, k_sel=cfg.k_sel, k_screen=cfg.k_screen)
+    elif cfg.selector == "screening_signed":
+        sets = top_k_signed_rows(screening_scores(X, y, user, sel), cfg.k_sel)
     else:
         sets = top_k_rows(screening_scores(X, y, user, sel), cfg.k_sel)
     v = pick_one(sets, private)
@@ -97,6 +104,7 @@ def _select(
     return heavy_hitters(
         v, eps[sel], d=d, k=cfg.k, rng_public=public, rng_private=private,
         alpha=cfg.alpha, weighted=cfg.weighted, ledger=ledger, users=sel,
+        oracle=cfg.oracle, levels=cfg.levels,
     )  # fmt: skip
 
 
@@ -156,6 +164,26 @@ def _multi_round(
     return theta_ag, empty, T
 
 
+BATCH_USERS_PER_COORDINATE = 16
+"""M-SLR needs ``b ≥ 16K`` users per step (spec §7 PROPOSAL), else 2-SLR runs."""
+
+
+def estimation_algorithm(cfg: PipelineConfig, n_columns: int) -> str:
+    """The estimation stage that runs: ``cfg.algorithm``, except that M-SLR falls back to
+    2-SLR when its batch is smaller than ``16·K`` (spec §7: "require ``b ≥ 16K`` or fall
+    back to 2-SLR"), ``K = 2^⌈log2 s⌉`` the padded dimension of the gradients averaged by
+    ULDPMean (``s = |Ŝ|``, plus one for the intercept column). With fewer users each
+    coordinate of each half of a step's ULDPMean has fewer than 8 users on average.
+    ``b``, ``|Ŝ|`` and ``K`` are public, so the choice is post-processing.
+    """
+    if cfg.algorithm != "multi_round" or not cfg.small_batch_fallback:
+        return cfg.algorithm
+    K = padded_dimension(n_columns)
+    if cfg.batch_size < BATCH_USERS_PER_COORDINATE * K:
+        return "two_round"
+    return "multi_round"
+
+
 def fit_pipeline(
     X: FloatArray,
     y: FloatArray,
@@ -178,9 +206,10 @@ def fit_pipeline(
         Xs = np.hstack([Xs, np.ones((Xs.shape[0], 1))])
     theta = np.zeros(Xs.shape[1])
     empty, rounds = 0, 0
+    algorithm = estimation_algorithm(cfg, Xs.shape[1])
     if est.size:
         G, b, m = gram(Xs, y, user, est)
-        if cfg.algorithm == "multi_round":
+        if algorithm == "multi_round":
             theta, empty, rounds = _multi_round(G, b, m, est, eps, cfg, rngs, ledger)
         else:
             theta, empty = _mean(
@@ -200,4 +229,5 @@ def fit_pipeline(
         n_rounds=rounds,
         n_selection=int(sel.size),
         n_estimation=int(est.size),
+        algorithm=algorithm,
     )

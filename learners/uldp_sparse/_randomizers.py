@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from learners.uldp_sparse._hadamard import hadamard_entry
+from learners.uldp_sparse._prefix_hash import PrefixHashes, prefix_key
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -73,6 +74,25 @@ def heavy_hitter_randomizer(
     """One bit per user: ``RR_ε(H[r_i, pre_{ℓ_i}(v_i)])`` (direct Hadamard response, §4.2)."""
     x = hadamard_entry(row, tree_prefix(v, level, n_levels))
     return one_bit_randomizer(x, epsilon, rng)
+
+
+def hashed_heavy_hitter_randomizer(
+    v: IntArray,
+    *,
+    level: IntArray,
+    cell: IntArray,
+    row: IntArray,
+    n_levels: int,
+    hashes: PrefixHashes,
+    epsilon: FloatArray,
+    rng: np.random.Generator,
+) -> NDArray[np.int8]:
+    """One bit per user, hashed variant (spec §4.2):
+    ``RR_ε(g_{j_i}(key) · H_M[r_i, h_{j_i}(key)])``, ``key = key(pre_{ℓ_i}(v_i), ℓ_i)``,
+    with the public level ``ℓ_i``, hash index ``j_i`` (``cell``) and row ``r_i < M``."""
+    key = prefix_key(tree_prefix(v, level, n_levels), level)
+    x = hashes.sign(cell, key) * hadamard_entry(row, hashes.bucket(cell, key))
+    return one_bit_randomizer(x.astype(np.int8), epsilon, rng)
 
 
 def bin_index(value: FloatArray, *, bound: float, n_bins: int) -> IntArray:

@@ -87,7 +87,9 @@ ULDP_SPARSE_SPEC = LearnerSpec(
             default=40,
             low=2,
             high=100_000,
-            doc="multi_round: sellers per gradient step",
+            doc="multi_round: sellers per gradient step b; below 16·K (K = 2^ceil(log2 "
+            "s), s = selected features + intercept) the fit falls back to two_round "
+            "(spec §7), reported as algorithm_run",
         ),
         ParamSpec(
             name="gradient_bound",

@@ -3,6 +3,8 @@ attributes, and bad input (``ValueError`` naming the parameter)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -41,8 +43,11 @@ def test_fitted_model_is_sparse_and_predicts(
     algorithm: str, rng: np.random.Generator
 ) -> None:
     des = independent_design(300, 20, 40, rng=rng)
-    est = ULDPSparseLinearRegression(algorithm=algorithm, sparsity=4, random_state=1)
+    est = ULDPSparseLinearRegression(
+        algorithm=algorithm, sparsity=4, batch_size=64, random_state=1
+    )
     est.fit(des.X, des.y, sample_epsilon=3.0, groups=des.groups)
+    assert est.algorithm_ == algorithm  # b = 64 = 16·K for K = 4: M-SLR runs
     off = np.setdiff1d(np.arange(40), est.support_)
     assert np.all(est.coef_[off] == 0.0)
     assert 1 <= est.support_.size <= 4
@@ -51,6 +56,52 @@ def test_fitted_model_is_sparse_and_predicts(
     assert model["support"] == est.support_.tolist()
     assert len(model["coef"]) == 40
     assert model["intercept"] == 0.0
+    assert model["algorithm_run"] == algorithm
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_multi_round_falls_back_to_two_round_below_sixteen_k(
+    fit_intercept: bool, rng: np.random.Generator
+) -> None:
+    """Spec §7: M-SLR requires ``b ≥ 16K`` (``K = 2^⌈log2 s⌉`` over the selected
+    features plus the intercept column) or falls back to 2-SLR. At ``b = 16K − 1`` the
+    fit is bit for bit the 2-SLR fit under the same seed (same users, same messages);
+    at ``b = 16K`` M-SLR runs its ``⌊|G_est|/b⌋`` gradient rounds."""
+    des = independent_design(600, 20, 64, rng=rng)
+
+    def fit(**kw: Any) -> ULDPSparseLinearRegression:
+        est = ULDPSparseLinearRegression(
+            sparsity=4, fit_intercept=fit_intercept, random_state=4, **kw
+        )
+        est.fit(des.X, des.y, sample_epsilon=3.0, groups=des.groups)
+        return est
+
+    two = fit(algorithm="two_round")
+    # d = 64 = 2^L: the k = 4 last-level survivors are all valid leaves, so |Ŝ| = 4 and
+    # s = 4 (K = 4) without the intercept column, s = 5 (K = 8) with it
+    assert two.support_.size == 4
+    K = 8 if fit_intercept else 4
+    small = fit(algorithm="multi_round", batch_size=16 * K - 1)
+    assert small.algorithm_ == "two_round"
+    assert small.export_model()["algorithm_run"] == "two_round"
+    np.testing.assert_array_equal(small.support_, two.support_)
+    np.testing.assert_array_equal(small.coef_, two.coef_)
+    assert small.intercept_ == two.intercept_
+    assert small.n_rounds_ == 2
+    np.testing.assert_array_equal(small.ledger_.spent, two.ledger_.spent)
+
+    big = fit(algorithm="multi_round", batch_size=16 * K)
+    assert big.algorithm_ == "multi_round"
+    np.testing.assert_array_equal(big.support_, two.support_)
+    assert big.n_rounds_ == 300 // (16 * K) >= 2
+    assert not np.array_equal(big.coef_, two.coef_)
+    assert np.all(big.ledger_.messages == 1)
+
+    forced = fit(
+        algorithm="multi_round", batch_size=16 * K - 1, small_batch_fallback=False
+    )
+    assert forced.algorithm_ == "multi_round"
+    assert forced.n_rounds_ == 300 // (16 * K - 1)
 
 
 def test_v9c_users_at_zero_epsilon_send_nothing_and_the_fit_runs(
@@ -144,3 +195,29 @@ def test_more_features_than_the_prefix_tree_supports_is_named() -> None:
     X = np.zeros((2, 2**20 + 1))
     with pytest.raises(ValueError, match="n_features"):
         ULDPSparseLinearRegression().fit(X, np.zeros(2), sample_epsilon=1.0)
+
+
+def test_signed_screening_is_blind_to_negative_coefficients(
+    rng: np.random.Generator,
+) -> None:
+    """The reference's signed Screening (kept to reproduce the spec's calibration) ranks
+    ``X_iᵀy_i`` itself, so a strongly negative coefficient is never reported; the
+    default ranks ``|X_iᵀy_i|`` and finds both (exact mode: the selection is counted)."""
+    n, m, d = 200, 50, 32
+    X = rng.standard_normal((n * m, d))
+    theta = np.zeros(d)
+    theta[[3, 10]] = [0.6, -0.6]
+    y = X @ theta + rng.standard_normal(n * m)
+    groups = np.repeat(np.arange(n), m)
+
+    def support(selector: str) -> set[int]:
+        est = ULDPSparseLinearRegression(
+            selector=selector, sparsity=2, exact=True, random_state=0
+        )
+        est.fit(X, y, sample_epsilon=1.0, groups=groups)
+        return set(est.support_.tolist())
+
+    assert support("screening") == {3, 10}
+    signed = support("screening_signed")
+    assert 3 in signed
+    assert 10 not in signed

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from learners.uldp_sparse import (
+    PrefixHashes,
     PrivacyLedger,
     ULDPSparseLinearRegression,
     bin_randomizer,
     frequency_oracle,
     hadamard_entry,
+    hashed_heavy_hitter_randomizer,
     heavy_hitter_randomizer,
     independent_design,
     keep_probability,
@@ -68,6 +70,47 @@ def test_one_bit_randomizer_is_exactly_eps_ldp_by_enumeration(eps: float) -> Non
     assert worst >= math.exp(eps) * (1 - 1e-4)  # the bound is attained: not over-noised
 
 
+class TiledCoinGrid:
+    """:class:`CoinGrid` repeated: ``random(n)`` for ``n`` a multiple of ``GRID``."""
+
+    def random(self, n: int) -> np.ndarray:
+        assert n % GRID == 0
+        return np.tile((np.arange(GRID) + 0.5) / GRID, n // GRID)
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0])
+def test_hashed_one_bit_randomizer_is_exactly_eps_ldp_by_enumeration(
+    eps: float,
+) -> None:
+    """V1(a) for the hashed variant (spec §4.2): every input of a level-2 tree, every
+    public hash index and row of a drawn hash family (t = 2, M = 4), both outputs:
+    ``P(out|a)/P(out|b) ≤ e^ε``, attained."""
+    level = 2
+    hashes = PrefixHashes.draw(2, 4, np.random.default_rng(7))
+    cell, row, v = (
+        a.ravel() for a in np.meshgrid(np.arange(2), np.arange(4), np.arange(4))
+    )
+
+    def rep(a: np.ndarray) -> np.ndarray:  # one coin grid per combination
+        return np.asarray(np.repeat(a, GRID))
+
+    bits = hashed_heavy_hitter_randomizer(
+        rep(v), level=rep(np.full(v.size, level)), cell=rep(cell), row=rep(row),
+        n_levels=level, hashes=hashes, epsilon=np.full(v.size * GRID, eps),
+        rng=TiledCoinGrid(),  # type: ignore[arg-type]
+    ).reshape(v.size, GRID)  # fmt: skip
+    worst = 0.0
+    for j in range(2):
+        for r in range(4):
+            mine = (cell == j) & (row == r)
+            for out in (-1, 1):
+                p = np.mean(bits[mine] == out, axis=1)
+                assert p.min() > 0
+                worst = max(worst, float(p.max() / p.min()))
+    assert worst <= math.exp(eps) * (1 + 1e-4)
+    assert worst >= math.exp(eps) * (1 - 1e-4)
+
+
 def test_laplace_reports_project_into_the_interval_with_scale_delta_over_eps(
     rng: np.random.Generator,
 ) -> None:
@@ -100,8 +143,9 @@ def test_ledger_after_a_full_fit(algorithm: str, rng: np.random.Generator) -> No
     eps_user = rng.uniform(0.5, 6.0, 300)
     eps_user[:10] = 0.0
     est = ULDPSparseLinearRegression(
-        algorithm=algorithm, batch_size=40, random_state=3
+        algorithm=algorithm, batch_size=40, small_batch_fallback=False, random_state=3
     ).fit(des.X, des.y, sample_epsilon=eps_user[des.groups], groups=des.groups)
+    assert est.algorithm_ == algorithm
     led = est.ledger_
     assert led.within_budget()
     np.testing.assert_array_equal(led.messages, (eps_user > 0).astype(int))

@@ -13,8 +13,10 @@ from learners.uldp_sparse import (
     BitMessages,
     ULDPSparseLinearRegression,
     ValueMessages,
+    assign_levels,
     debias_factor,
     exact_heavy_hitters,
+    first_pruned_level,
     frequency_oracle,
     heavy_hitter_randomizer,
     heavy_hitters,
@@ -82,6 +84,70 @@ def test_v3_reference_alpha_rule_collapses(rng: np.random.Generator) -> None:
     assert _recall(0.1, rng) <= 0.6
 
 
+def _tree_f1(
+    share: float, rng: np.random.Generator, runs: int = 40, levels: str = "all"
+) -> float:
+    """Mean F1 of the heavy hitters on V7's scaled-up selection half (n1 = 10,000,
+    d = 256, ε = 4, k = 8, top-k) when each of 8 random true indices holds ``share`` of
+    the votes and the rest are uniform."""
+    out = []
+    for _ in range(runs):
+        true = rng.choice(256, 8, replace=False)
+        p = np.full(256, (1 - 8 * share) / 256)
+        p[true] += share
+        v = rng.choice(256, size=10_000, p=p).astype(np.int64)
+        res = heavy_hitters(
+            v, np.full(v.size, 4.0), d=256, k=8, rng_public=rng, rng_private=rng,
+            levels=levels,
+        )  # fmt: skip
+        tp = len(set(res.support.tolist()) & set(true.tolist()))
+        out.append(2 * tp / (res.support.size + 8))
+    return float(np.mean(out))
+
+
+def test_v7_heavy_hitters_meet_the_calibration_at_its_vote_share(
+    rng: np.random.Generator,
+) -> None:
+    """V7's calibration (F1 ≈ 0.7 at n = 20,000) assumes each true index gets ≈ 6 % of
+    the votes (spec §4.3), the share of the reference's signed Screening at m = 100.
+    Fed that share (6.25 %) the tree reaches F1 ≥ 0.6 (an independent Gaussian model
+    of the tree gives 0.67); at the 4.8 % share of the |c| Screening default it does
+    not (model: 0.51): the V7 shortfall with the default selector is the vote share,
+    not the tree (benchmarks/RESULTS.md)."""
+    assert _tree_f1(0.0625, rng) >= 0.6
+    assert _tree_f1(0.048, rng) < 0.6
+
+
+def test_levels_rule_pruned_spends_no_bit_on_levels_that_keep_everything(
+    rng: np.random.Generator,
+) -> None:
+    """Option ``levels="pruned"`` (not in the spec): with top-k pruning (α = 0) and
+    k = 8 the levels 1–3 keep all their 2, 4, 8 candidates whatever the bits say, so
+    users go to levels 4–8 only (≈ n1/5 each instead of n1/8); the tree model
+    predicts F1 0.65 instead of 0.51 at the |c| Screening's 4.8 % vote share.
+    With α > 0 every level prunes and the rule changes nothing."""
+    eps = np.full(10_000, 4.0)
+    lv = assign_levels(eps, n_levels=8, k=8, alpha=0.0, rule="pruned", rng=rng)
+    np.testing.assert_array_equal(np.unique(lv), np.arange(4, 9))
+    assert np.ptp(np.bincount(lv)[4:]) <= 1
+    lv_all = assign_levels(eps, n_levels=8, k=8, alpha=0.0, rule="all", rng=rng)
+    np.testing.assert_array_equal(np.unique(lv_all), np.arange(1, 9))
+    lv_ref = assign_levels(eps, n_levels=8, k=8, alpha=0.1, rule="pruned", rng=rng)
+    np.testing.assert_array_equal(np.unique(lv_ref), np.arange(1, 9))
+    assert first_pruned_level(8, 0.0) == 4
+    assert first_pruned_level(7, 0.0) == 3
+    with pytest.raises(ValueError, match="hh_levels"):
+        assign_levels(eps, n_levels=8, k=8, alpha=0.0, rule="some", rng=rng)
+
+    v = rng.integers(0, 256, 10_000)
+    res = heavy_hitters(
+        v, eps, d=256, k=8, rng_public=rng, rng_private=rng, levels="pruned"
+    )
+    for level in (1, 2, 3):
+        np.testing.assert_array_equal(res.survivors[level - 1], np.arange(2**level))
+    assert _tree_f1(0.048, rng, levels="pruned") >= 0.6
+
+
 def test_v3_exact_mode_recall_is_one(rng: np.random.Generator) -> None:
     for _ in range(10):
         v, heavy = _votes(20_000, 256, rng)
@@ -137,7 +203,11 @@ def test_v9a_equal_budgets_make_weighted_equal_unweighted_bit_for_bit(
     for algorithm in ("two_round", "multi_round"):
         fits = [
             ULDPSparseLinearRegression(
-                algorithm=algorithm, weighted=w, fit_intercept=True, random_state=5
+                algorithm=algorithm,
+                weighted=w,
+                fit_intercept=True,
+                small_batch_fallback=False,
+                random_state=5,
             ).fit(des.X, des.y, sample_epsilon=2.5, groups=des.groups)
             for w in (True, False)
         ]
