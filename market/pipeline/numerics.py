@@ -668,9 +668,19 @@ def audit_incentives(
     sellers: Any = None,
     eps_max: FloatArray | None = None,
 ) -> Any:
-    """IC regret / IR / budget self-audit (spec §6) via ``mechanisms.audit_incentives``."""
-    return mech.audit_incentives(
-        X, y, costs, prior, config, budget=budget, sellers=sellers, eps_max=eps_max
+    """IC regret / IR / budget self-audit (spec §6) via ``mechanisms.audit_incentives``,
+    on one :func:`payments_executor` for both of its passes (truthful payments of every
+    seller, then the misreports), as an order's payments run."""
+    return _on_payments_pool(
+        mech.audit_incentives,
+        X,
+        y,
+        costs,
+        prior=prior,
+        config=config,
+        budget=budget,
+        sellers=sellers,
+        eps_max=eps_max,
     )
 
 

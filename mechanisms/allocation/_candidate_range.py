@@ -60,9 +60,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
-from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._block_solver import solve_at_eta, solve_weights_compiled
 from mechanisms.allocation._problem import Problem
-from mechanisms.allocation._weights_kernel import range_value_kernel, weights_kernel
+from mechanisms.allocation._weights_kernel import range_value_kernel
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     project_capped_simplex,
@@ -180,12 +180,7 @@ def a_step(
     r: FloatArray, caps: FloatArray, mu: float, warm: WeightsStepState | None
 ) -> tuple[FloatArray, WeightsStepState | None]:
     """The exact a-block minimiser: the compiled kernel, else the NumPy solver."""
-    if mu > 0.0 and float(caps.sum()) > 1.0 + 1e-12:
-        A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
-        ok, A, s = weights_kernel(r, caps, mu, A0, s0)
-        if ok:
-            return np.clip(A - s * r, 0.0, caps), WeightsStepState(A, s)
-    return solve_weights(r, caps, mu, warm=warm)
+    return solve_weights_compiled(r, caps, mu, warm)
 
 
 @dataclass(frozen=True, slots=True)

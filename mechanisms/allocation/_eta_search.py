@@ -21,7 +21,11 @@ from learners._noise import sample_gamma_direction_noise
 from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import single_blas_thread
-from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._block_solver import (
+    BlockSolution,
+    fit_strict_w,
+    solve_at_eta,
+)
 from mechanisms.allocation._candidate_range import (
     CandidateModels,
     candidate_models,
@@ -437,6 +441,8 @@ def _result(
     cert: AllocationCertificate | None = None,
 ) -> Allocation:
     cfg = prob.cfg
+    if cfg.mode == "strict":
+        best = fit_strict_w(prob, best)
     range_rule = cert is not None and cert.rule == "candidate_models"
     lo_hi = (
         eta_bounds(prob)
