@@ -19,12 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from api.cli_mechanism import wisconsin
+from market.datasets import load_wisconsin
 from mechanisms import MechanismConfig, UniformPrior, allocate, myerson_payments
 from mechanisms.payments import default_workers
 
 CFG = MechanismConfig(gamma=1.0, lam=1e-2, mu=10.0, sigma=100.0, k=4.0)
 PRIOR = UniformPrior(1e-4, 5e-4)
+
+
+def wisconsin(m: int, *, rng: np.random.Generator) -> tuple[Any, Any]:
+    """``m`` Wisconsin records scaled with the published public bounds (intercept
+    column included), in a random order."""
+    X, y = load_wisconsin(intercept=True)
+    idx = rng.permutation(X.shape[0])[: min(m, X.shape[0])]
+    return X[idx], y[idx]
 
 
 def synthetic(m: int, d: int, *, rng: np.random.Generator) -> tuple[Any, Any]:

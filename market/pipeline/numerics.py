@@ -466,7 +466,7 @@ def check_settings(values: Mapping[str, Any], *, task: str) -> None:
 # ---- the mechanism ----
 
 
-SERIAL_PAYMENTS_MAX = 64
+SERIAL_PAYMENTS_MAX = 512
 """Up to this many sellers, payments run in the calling thread's process (one
 thread); above it in a ``forkserver`` process pool (never ``fork``: the service
 process has threads)."""

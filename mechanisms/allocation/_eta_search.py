@@ -137,7 +137,11 @@ def solve_allocation(
     costs — each grid point then starts from the stored solution there (payments).
     """
     t0 = time.perf_counter()
-    prob, lam_conv = effective_problem(prob)
+    reused = _reused_lambda_conv(prob, warm_start)
+    if reused is not None:
+        lam_conv = reused[0]
+    else:
+        prob, lam_conv = effective_problem(prob)
     bounds = eta_bounds(prob)
     if bounds is None:
         return _infeasible(prob, t0)
@@ -166,6 +170,22 @@ def solve_allocation(
         "total": t_total,
     }
     return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings, cert)
+
+
+def _reused_lambda_conv(
+    prob: Problem, warm_start: Allocation | None
+) -> tuple[float | None] | None:
+    """``(λ_conv,)`` of a candidate-range ``warm_start`` whose models were computed
+    from the same records, caps, scenarios and configuration (``λ_conv`` is a function
+    of those only, and ``certify="auto"`` does not change ``λ``); else ``None``.
+    Saves a payment re-solve the spectral norm of ``X`` (an O(m·d²) product)."""
+    cert = None if warm_start is None else warm_start.certificate
+    cand = getattr(cert, "models", None)
+    if cert is None or cert.rule != "candidate_models" or prob.cfg.certify != "auto":
+        return None
+    if not (isinstance(cand, CandidateModels) and cand.matches(prob)):
+        return None
+    return (cert.lam_conv,)
 
 
 def uses_candidate_range(prob: Problem, lam_conv: float | None) -> bool:

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mechanisms import MechanismConfig
+from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._local_resolve import local_resolve, stale_nodes
@@ -104,6 +105,84 @@ def test_shortcut_is_taken_across_active_set_changes() -> None:
                 taken += t
                 changed += t and c
                 left_cap += t and c and i in at_cap
+    assert taken >= 10
+    assert changed >= 3
+    assert left_cap >= 1
+
+
+# ------------------------------------------- the default rule (candidate-model range)
+
+AUTO = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, certify="auto")
+PRIOR01 = UniformPrior(0.0, 1.0)  # Ψ(c) = 2c, as in ``instance``
+
+
+def auto_instance(seed: int, m: int, capped: bool) -> Problem:
+    """``instance`` under the default rule (its public cost scenarios included)."""
+    prob = instance(seed, m, capped)
+    return dataclasses.replace(
+        prob, cfg=AUTO, scenario_psi=scenario_virtual_costs(PRIOR01, m)
+    )
+
+
+def compare_range(prob: Problem, i: int, factor: float) -> tuple[bool, bool]:
+    """Scale ``Ψ_i`` by ``factor``: the payment re-solve (``warm_start=base``: the
+    base's candidate models, ``λ_conv`` and closed search reused, nothing retrained)
+    must equal a cold :func:`solve_allocation` — what :func:`mechanisms.allocate`
+    returns for that report. Returns (rule applied, active set changed)."""
+    base = solve_allocation(prob)
+    if base.certificate is None or base.certificate.rule != "candidate_models":
+        return False, False
+    psi = prob.psi.copy()
+    psi[i] *= factor
+    moved = dataclasses.replace(prob, psi=psi)
+    fast = solve_allocation(moved, warm_start=base)
+    cold = solve_allocation(moved)
+    assert fast.certificate.models is base.certificate.models  # nothing retrained
+    assert fast.certified == cold.certified
+    np.testing.assert_allclose(
+        fast.epsilon_total, cold.epsilon_total, rtol=1e-6, atol=1e-7
+    )
+    assert fast.eta == pytest.approx(cold.eta, rel=1e-6)
+    assert fast.objective == pytest.approx(cold.objective, rel=1e-9, abs=1e-10)
+    changed = active_signature(prob, base) != active_signature(moved, cold)
+    return True, changed
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(
+    seed=st.integers(0, 10_000),
+    m=st.integers(5, 12),
+    capped=st.booleans(),
+    pick=st.integers(0, 11),
+    factor=st.floats(0.25, 4.0),
+)
+def test_range_resolve_equals_cold_solve(
+    seed: int, m: int, capped: bool, pick: int, factor: float
+) -> None:
+    compare_range(auto_instance(seed, m, capped), pick % m, factor)
+
+
+def test_range_resolve_across_active_set_changes() -> None:
+    """Not vacuous: raises that change the active set, including sellers leaving
+    their caps (``k/m`` or a binding ``ε_i^max``), agree with cold solves."""
+    taken = changed = left_cap = 0
+    for seed in range(3):
+        for capped in (False, True):
+            prob = auto_instance(seed, 10, capped)
+            base = solve_allocation(prob)
+            caps = prob.caps(base.eta)
+            at_cap = np.flatnonzero(base.weights >= caps * (1 - 1e-9))
+            for i in np.flatnonzero(base.weights > 0):
+                for factor in (1.05, 2.0):
+                    t, c = compare_range(prob, int(i), factor)
+                    taken += t
+                    changed += t and c
+                    left_cap += t and c and i in at_cap
     assert taken >= 10
     assert changed >= 3
     assert left_cap >= 1
