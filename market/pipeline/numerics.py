@@ -469,7 +469,11 @@ def check_settings(values: Mapping[str, Any], *, task: str) -> None:
 SERIAL_PAYMENTS_MAX = 512
 """Up to this many sellers, payments run in the calling thread's process (one
 thread); above it in a ``forkserver`` process pool (never ``fork``: the service
-process has threads)."""
+process has threads). Each pool worker first imports the numerics and loads the
+compiled kernels (about 3 s of CPU, measured on the 2-core development machine),
+while a seller's payment costs 10–20 ms of CPU at m = 300 (Wisconsin demo, strict
+and default mode; ``benchmarks/RESULTS.md``, issue 16 demo section): below a few
+hundred sellers the pool costs more than it saves."""
 
 
 def payments_executor(m: int) -> Any:
