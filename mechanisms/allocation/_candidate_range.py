@@ -82,6 +82,9 @@ N_START = 6  # evaluated η per model before branching
 RANGE_RTOL = 1e-10  # certified gap of the range search, relative to 1 + |G|
 MAX_EVALS = 20_000  # a-steps before giving up (status "uncertified")
 DEDUP_RTOL = 1e-9  # candidate models closer than this (relative) are one model
+# Bounds on a payment job's one-seller cache (per process): summaries are 3.2 kB each.
+MAX_SUMMARIES = 20_000
+MAX_VISITS = 200_000
 
 
 def scenario_virtual_costs(prior: Any, m: int) -> FloatArray:
@@ -272,9 +275,11 @@ class _Search:
         q = self.gamma * eta
         prob = self.prob
         if sm is None:
+            if len(cache.visits) >= MAX_VISITS:
+                cache.visits.clear()  # forget one-off points (seller-specific η)
             seen = cache.visits.get(key, 0) + 1
             cache.visits[key] = seen
-            if seen < 2:
+            if seen < 2 or len(cache.summaries) >= MAX_SUMMARIES:
                 return None
             sm = range_summary(
                 self.models.losses[j], cache.psi, q, eta,
