@@ -466,10 +466,14 @@ def check_settings(values: Mapping[str, Any], *, task: str) -> None:
 # ---- the mechanism ----
 
 
-SERIAL_PAYMENTS_MAX = 64
+SERIAL_PAYMENTS_MAX = 512
 """Up to this many sellers, payments run in the calling thread's process (one
 thread); above it in a ``forkserver`` process pool (never ``fork``: the service
-process has threads)."""
+process has threads). Each pool worker first imports the numerics and loads the
+compiled kernels (about 3 s of CPU, measured on the 2-core development machine),
+while a seller's payment costs 10–20 ms of CPU at m = 300 (Wisconsin demo, strict
+and default mode; ``benchmarks/RESULTS.md``, issue 16 demo section): below a few
+hundred sellers the pool costs more than it saves."""
 
 
 def payments_executor(m: int) -> Any:
@@ -668,9 +672,19 @@ def audit_incentives(
     sellers: Any = None,
     eps_max: FloatArray | None = None,
 ) -> Any:
-    """IC regret / IR / budget self-audit (spec §6) via ``mechanisms.audit_incentives``."""
-    return mech.audit_incentives(
-        X, y, costs, prior, config, budget=budget, sellers=sellers, eps_max=eps_max
+    """IC regret / IR / budget self-audit (spec §6) via ``mechanisms.audit_incentives``,
+    on one :func:`payments_executor` for both of its passes (truthful payments of every
+    seller, then the misreports), as an order's payments run."""
+    return _on_payments_pool(
+        mech.audit_incentives,
+        X,
+        y,
+        costs,
+        prior=prior,
+        config=config,
+        budget=budget,
+        sellers=sellers,
+        eps_max=eps_max,
     )
 
 

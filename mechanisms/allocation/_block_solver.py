@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from learners._newton import minimize_ridge_risk
 from mechanisms.allocation._problem import Problem, objective, search_value
 from mechanisms.allocation._reduced_newton import newton_reduced
+from mechanisms.allocation._weights_kernel import weights_kernel
 from mechanisms.allocation._weights_step import WeightsStepState, solve_weights
 
 FloatArray = NDArray[np.float64]
@@ -57,8 +58,22 @@ def weights_step(
     caps = prob.caps(eta)
     if cfg.u == "linear":
         r = losses + cfg.gamma * eta * prob.psi
-        return solve_weights(r, caps, cfg.mu, warm=state)
+        return solve_weights_compiled(r, caps, cfg.mu, state)
     return _weights_step_power(prob, losses, eta, caps), None
+
+
+def solve_weights_compiled(
+    r: FloatArray, caps: FloatArray, mu: float, warm: WeightsStepState | None
+) -> tuple[FloatArray, WeightsStepState | None]:
+    """The exact a-block minimiser (problem (A) of :mod:`._weights_step`): the
+    compiled kernel (:func:`._weights_kernel.weights_kernel`, same closed form and the
+    same ``Σ a = 1``, ``‖a‖ = μs`` checks), else the NumPy solver."""
+    if mu > 0.0 and float(caps.sum()) > 1.0 + 1e-12:
+        A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
+        ok, A, s = weights_kernel(r, caps, mu, A0, s0)
+        if ok:
+            return np.clip(A - s * r, 0.0, caps), WeightsStepState(A, s)
+    return solve_weights(r, caps, mu, warm=warm)
 
 
 def _weights_step_power(
@@ -96,10 +111,13 @@ def solve_at_eta(
     cfg, loss = prob.cfg, prob.loss
     c = prob.linear_term(eta)
     if cfg.mode == "strict":
+        # The strict search value does not depend on w (spec §4.4): w is fitted only
+        # for the returned allocation (:func:`fit_strict_w`), not at every η.
         const = np.full(prob.m, prob.strict_loss_value)
         a, state = weights_step(prob, const, eta, state)
-        w = minimize_ridge_risk(loss, prob.X, prob.y, a, cfg.lam, w0=w0).w
-        return _solution(prob, eta, w, a, 1, True, state)
+        w = np.array(w0, dtype=float)
+        val = search_value(prob, w, a, eta)
+        return BlockSolution(eta, w, a, np.nan, val, 1, True, state)
     if cfg.u == "linear" and cfg.mu > 0.0:
         w, a, state, it, converged, value = newton_reduced(
             prob, eta, w0=w0, state=state, gtol=tol, max_iter=cfg.max_iter, a0=a0
@@ -141,6 +159,14 @@ def solve_at_eta(
         x = _anderson(x, g, hist_f, hist_g)
     w = minimize_ridge_risk(loss, prob.X, prob.y, a, cfg.lam, c=c, w0=w).w
     return _solution(prob, eta, w, a, it, converged, state)
+
+
+def fit_strict_w(prob: Problem, sol: BlockSolution) -> BlockSolution:
+    """Strict mode: the w-step for the returned ``a`` (the w-block minimiser, not
+    used by the search) and ``G`` there."""
+    cfg = prob.cfg
+    w = minimize_ridge_risk(prob.loss, prob.X, prob.y, sol.a, cfg.lam, w0=sol.w).w
+    return _solution(prob, sol.eta, w, sol.a, sol.iterations, sol.converged, sol.state)
 
 
 def _solution(

@@ -53,16 +53,20 @@ import dataclasses
 import heapq
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
-from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._block_solver import solve_at_eta, solve_weights_compiled
 from mechanisms.allocation._problem import Problem
-from mechanisms.allocation._weights_kernel import range_value_kernel, weights_kernel
+from mechanisms.allocation._weights_kernel import (
+    one_seller_value,
+    range_summary,
+    range_value_kernel,
+)
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     project_capped_simplex,
@@ -78,6 +82,9 @@ N_START = 6  # evaluated η per model before branching
 RANGE_RTOL = 1e-10  # certified gap of the range search, relative to 1 + |G|
 MAX_EVALS = 20_000  # a-steps before giving up (status "uncertified")
 DEDUP_RTOL = 1e-9  # candidate models closer than this (relative) are one model
+# Bounds on a payment job's one-seller cache (per process): summaries are 3.2 kB each.
+MAX_SUMMARIES = 20_000
+MAX_VISITS = 200_000
 
 
 def scenario_virtual_costs(prior: Any, m: int) -> FloatArray:
@@ -180,12 +187,7 @@ def a_step(
     r: FloatArray, caps: FloatArray, mu: float, warm: WeightsStepState | None
 ) -> tuple[FloatArray, WeightsStepState | None]:
     """The exact a-block minimiser: the compiled kernel, else the NumPy solver."""
-    if mu > 0.0 and float(caps.sum()) > 1.0 + 1e-12:
-        A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
-        ok, A, s = weights_kernel(r, caps, mu, A0, s0)
-        if ok:
-            return np.clip(A - s * r, 0.0, caps), WeightsStepState(A, s)
-    return solve_weights(r, caps, mu, warm=warm)
+    return solve_weights_compiled(r, caps, mu, warm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +230,9 @@ class _Search:
         self.fixed_caps = bool(np.all(prob.eps_max >= (cfg.k / prob.m) * hi))
         self.kcap = cfg.k / prob.m
         self.base: list[float] = models.base.tolist()
+        # (i, cache): only seller i's Ψ differs from the cache's (payment re-solves)
+        self.delta: tuple[int, OneSellerCache] | None = None
+        self.n_updates = 0
 
     def evaluate(self, j: int, eta: float, warm: WeightsStepState | None) -> RangePoint:
         self.n_evals += 1
@@ -235,6 +240,13 @@ class _Search:
         const = self.base[j] + self.sigma / eta
         if self.mu > 0.0 and self.cap_total(eta) > 1.0 + 1e-12:
             A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
+            if self.delta is not None:
+                got = self._one_seller(j, eta, const, A0, s0)
+                if got is not None:
+                    value, A, s, pa = got
+                    slope = self.gamma * pa - self.sigma / (eta * eta)
+                    pt = RangePoint(j, eta, value, WeightsStepState(A, s), slope)
+                    return self._record(pt)
             ok, value, A, s, pa = range_value_kernel(
                 self.models.losses[j], prob.psi, self.gamma * eta, eta,
                 self.kcap, prob.eps_max, self.mu, const, A0, s0,
@@ -248,6 +260,40 @@ class _Search:
         value = const + float(a @ r) + self.mu * float(np.linalg.norm(a))
         slope = self.gamma * float(prob.psi @ a) - self.sigma / (eta * eta)
         return self._record(RangePoint(j, eta, value, state, slope, a))
+
+    def _one_seller(
+        self, j: int, eta: float, const: float, A0: float, s0: float
+    ) -> tuple[float, float, float, float] | None:
+        """``p_j(η)`` by the O(1) one-seller update of the cached base summary at
+        ``(j, η)`` (:func:`one_seller_value`); the summary (one O(m) pass) is built on
+        the second visit of ``(j, η)`` by any re-solve of the same base. ``None``: no
+        summary yet, or the update could not certify the active set."""
+        assert self.delta is not None
+        i, cache = self.delta
+        key = (j, eta)
+        sm = cache.summaries.get(key)
+        q = self.gamma * eta
+        prob = self.prob
+        if sm is None:
+            if len(cache.visits) >= MAX_VISITS:
+                cache.visits.clear()  # forget one-off points (seller-specific η)
+            seen = cache.visits.get(key, 0) + 1
+            cache.visits[key] = seen
+            if seen < 2 or len(cache.summaries) >= MAX_SUMMARIES:
+                return None
+            sm = range_summary(
+                self.models.losses[j], cache.psi, q, eta,
+                self.kcap, prob.eps_max, self.mu, A0, s0,
+            )  # fmt: skip
+            cache.summaries[key] = sm
+        ok, value, A, s, pa = one_seller_value(
+            sm, i, float(self.models.losses[j][i]), q, float(cache.psi[i]),
+            float(prob.psi[i]), self.mu, const,
+        )  # fmt: skip
+        if not ok:
+            return None
+        self.n_updates += 1
+        return value, A, s, pa
 
     def cap_total(self, eta: float) -> float:
         if self.fixed_caps:
@@ -293,6 +339,19 @@ class _Search:
         return float(min(val, p1.value, p2.value))
 
 
+@dataclass(eq=False)
+class OneSellerCache:
+    """Summaries of the base problem (virtual costs ``psi``) at ``(model, η)`` points,
+    shared by the payment re-solves of every seller (each changes one ``Ψ_i``): a
+    re-solve's B&B bisects the same cells as the base's and its neighbours', so most
+    of its points recur across sellers and are evaluated by an O(1) update
+    (:func:`mechanisms.allocation._weights_kernel.one_seller_value`)."""
+
+    psi: FloatArray
+    summaries: dict[tuple[int, float], FloatArray] = field(default_factory=dict)
+    visits: dict[tuple[int, float], int] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, eq=False)
 class RangeSeed:
     """The closed search of one allocation, reusable by a re-solve whose virtual costs
@@ -305,6 +364,7 @@ class RangeSeed:
     psi: FloatArray
     best: RangePoint
     cells: tuple[tuple[float, int, RangePoint, RangePoint], ...]
+    cache: OneSellerCache | None = None
 
     def usable(
         self, prob: Problem, models: CandidateModels, bounds: tuple[float, float]
@@ -353,6 +413,9 @@ def solve_in_range(
         return fresh[key]
 
     if seed is not None and seed.usable(prob, models, (lo, hi)):
+        changed = np.flatnonzero(prob.psi != seed.psi)
+        if changed.size == 1 and seed.cache is not None:
+            search.delta = (int(changed[0]), seed.cache)
         renew(seed.best)
         for lb, j, p1, p2 in seed.cells:
             push(lb, j, p1, p2, True)
@@ -400,7 +463,10 @@ def solve_in_range(
     sol = RangeSolution(
         best, search.weights(best), lower, closed, search.n_evals, models.n
     )
-    new_seed = RangeSeed(models, (lo, hi), prob.psi, best, _coarse_cells(search, heap))
+    new_seed = RangeSeed(
+        models, (lo, hi), prob.psi, best, _coarse_cells(search, heap),
+        OneSellerCache(prob.psi),
+    )  # fmt: skip
     profile = [part[e] for e in sorted(part)]
     return sol, profile, new_seed
 

@@ -21,7 +21,11 @@ from learners._noise import sample_gamma_direction_noise
 from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import single_blas_thread
-from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._block_solver import (
+    BlockSolution,
+    fit_strict_w,
+    solve_at_eta,
+)
 from mechanisms.allocation._candidate_range import (
     CandidateModels,
     candidate_models,
@@ -133,7 +137,11 @@ def solve_allocation(
     costs — each grid point then starts from the stored solution there (payments).
     """
     t0 = time.perf_counter()
-    prob, lam_conv = effective_problem(prob)
+    reused = _reused_lambda_conv(prob, warm_start)
+    if reused is not None:
+        lam_conv = reused[0]
+    else:
+        prob, lam_conv = effective_problem(prob)
     bounds = eta_bounds(prob)
     if bounds is None:
         return _infeasible(prob, t0)
@@ -162,6 +170,22 @@ def solve_allocation(
         "total": t_total,
     }
     return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings, cert)
+
+
+def _reused_lambda_conv(
+    prob: Problem, warm_start: Allocation | None
+) -> tuple[float | None] | None:
+    """``(λ_conv,)`` of a candidate-range ``warm_start`` whose models were computed
+    from the same records, caps, scenarios and configuration (``λ_conv`` is a function
+    of those only, and ``certify="auto"`` does not change ``λ``); else ``None``.
+    Saves a payment re-solve the spectral norm of ``X`` (an O(m·d²) product)."""
+    cert = None if warm_start is None else warm_start.certificate
+    cand = getattr(cert, "models", None)
+    if cert is None or cert.rule != "candidate_models" or prob.cfg.certify != "auto":
+        return None
+    if not (isinstance(cand, CandidateModels) and cand.matches(prob)):
+        return None
+    return (cert.lam_conv,)
 
 
 def uses_candidate_range(prob: Problem, lam_conv: float | None) -> bool:
@@ -380,20 +404,32 @@ def _polish(
 
 
 def kkt_residuals(
-    prob: Problem, sol: BlockSolution, eta_lo: float, eta_hi: float
+    prob: Problem,
+    sol: BlockSolution,
+    eta_lo: float,
+    eta_hi: float,
+    *,
+    model_losses: FloatArray | None = None,
 ) -> KKTResiduals:
-    """Block KKT residuals at ``(w, a, η)`` (see :class:`KKTResiduals`)."""
+    """Block KKT residuals at ``(w, a, η)`` (see :class:`KKTResiduals`).
+
+    ``model_losses``: ``ℓ(X w, y)`` of a candidate model (the candidate-model rule,
+    where ``w`` ranges over a finite set: no stationarity in ``w``, residual 0)."""
     cfg, loss = prob.cfg, prob.loss
     w, a, eta = sol.w, sol.a, sol.eta
-    z = prob.X @ w
     c = prob.linear_term(eta)
-    gw = prob.X.T @ (a * loss.derivative(z, prob.y)) + cfg.lam * w
-    if c is not None:
-        gw = gw + c
-    if cfg.mode == "strict":
-        losses = np.full(prob.m, prob.strict_loss_value)
+    if model_losses is not None:
+        gw = np.zeros(1)
+        losses = model_losses
     else:
-        losses = loss.value(z, prob.y)
+        z = prob.X @ w
+        gw = prob.X.T @ (a * loss.derivative(z, prob.y)) + cfg.lam * w
+        if c is not None:
+            gw = gw + c
+        if cfg.mode == "strict":
+            losses = np.full(prob.m, prob.strict_loss_value)
+        else:
+            losses = loss.value(z, prob.y)
     norm_a = float(np.linalg.norm(a))
     upsi = prob.psi * utility_derivative(eta * a, cfg)
     g = losses + cfg.gamma * eta * upsi + (cfg.mu * a / norm_a if norm_a > 0 else 0.0)
@@ -437,6 +473,8 @@ def _result(
     cert: AllocationCertificate | None = None,
 ) -> Allocation:
     cfg = prob.cfg
+    if cfg.mode == "strict":
+        best = fit_strict_w(prob, best)
     range_rule = cert is not None and cert.rule == "candidate_models"
     lo_hi = (
         eta_bounds(prob)
@@ -444,10 +482,13 @@ def _result(
         else (float(profile.grid[0]), float(profile.grid[-1]))
     )
     assert lo_hi is not None
-    kkt = kkt_residuals(prob, best, *lo_hi)
     if range_rule:
         # w ranges over a finite set of models: no stationarity condition in w.
+        assert cert is not None
+        kkt = kkt_residuals(prob, best, *lo_hi, model_losses=_model_losses(cert, best))
         kkt = dataclasses.replace(kkt, w=0.0)
+    else:
+        kkt = kkt_residuals(prob, best, *lo_hi)
     eps = best.a * best.eta
     eps_total = (
         eps + curvature_slack(best.a, cfg.lam) if cfg.curvature_overhead else eps
@@ -494,6 +535,15 @@ def _result(
         mode_objective=best.search_value,
         certificate=cert,
     )
+
+
+def _model_losses(cert: AllocationCertificate, best: BlockSolution) -> FloatArray:
+    """``ℓ(X w, y)`` of the candidate model ``best.w`` (stored with the models)."""
+    models = cert.models
+    for j in range(models.n):
+        if models.W[j] is best.w or np.array_equal(models.W[j], best.w):
+            return np.asarray(models.losses[j], dtype=float)
+    raise AssertionError("best.w is not a candidate model")  # pragma: no cover
 
 
 def _infeasible(prob: Problem, t0: float) -> Allocation:

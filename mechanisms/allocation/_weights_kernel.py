@@ -81,6 +81,40 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
 
 
 @_jit
+def _recentre(A: float, s: float, r: FloatArray, h: FloatArray) -> tuple[bool, float]:
+    """``θ`` with ``Σ clip(θ − s r_i, 0, h_i) = 1`` by bracketed Newton from a warm
+    ``A`` (the left side is piecewise linear and non-decreasing, its slope the number
+    of free weights): one or two O(m) passes from a nearby solve, where the bisection
+    of :func:`_theta` takes ~60. ``(False, ·)`` when it stalls (then bisect)."""
+    lo = -np.inf
+    hi = np.inf
+    for _ in range(30):
+        tot = 0.0
+        n_mid = 0
+        for i in range(r.size):
+            v = A - s * r[i]
+            if v >= h[i]:
+                tot += h[i]
+            elif v > 0.0:
+                tot += v
+                n_mid += 1
+        f = tot - 1.0
+        if abs(f) <= 1e-14:
+            return True, A
+        if f > 0.0:
+            hi = min(hi, A)
+        else:
+            lo = max(lo, A)
+        step = A - f / n_mid if n_mid > 0 else np.nan
+        if not (lo < step < hi):
+            if not (np.isfinite(lo) and np.isfinite(hi)):
+                return False, A
+            step = 0.5 * (lo + hi)
+        A = step
+    return False, A
+
+
+@_jit
 def _ratio(s: float, r: FloatArray, h: FloatArray, mu: float) -> tuple[float, float]:
     theta = _theta(s, r, h)
     sq = 0.0
@@ -172,7 +206,10 @@ def weights_kernel(
     """``(ok, A, s)`` of problem (A) for ``μ > 0`` and ``Σ h > 1``; warm when
     ``s0 > 0``."""
     if s0 > 0.0:
-        ok, A, s = _active_set(r, h, mu, _theta(s0, r, h), s0)
+        found, A = _recentre(A0, s0, r, h)
+        if not found:
+            A = _theta(s0, r, h)
+        ok, A, s = _active_set(r, h, mu, A, s0)
         if ok:
             return ok, A, s
     for rel in (1e-1, 1e-4, 1e-14):
@@ -217,3 +254,272 @@ def range_value_kernel(
         sq += v * v
         pa += v * psi[i]
     return True, const + lin + mu * np.sqrt(sq), A, s, pa
+
+
+# ------------------------------------------------------ one-seller updates (payments)
+#
+# A payment re-solve changes one seller's virtual cost Ψ_i. At a fixed (model j, η)
+# only r_i moves, so the a-step solution follows from the base's sums over its active
+# set (zero Z, free M, at the cap U) without touching the other m − 1 sellers: remove
+# seller i, put it back with its new r_i, solve the closed form of ``_weights_step``
+# (module docstring there) and let the sellers nearest each class boundary change
+# class (the K stored per boundary, in order of distance: with equal caps the
+# boundary conditions are monotone in r, so the sellers that move are a prefix of
+# each list), iterating to the fixed point, as ``_active_set`` does over all m. If
+# more than K would move, or caps differ (a binding ε^max), the caller runs the full
+# O(m) kernel. Sums are kept relative to r0 (the free set's mean r) so the closed
+# form does not cancel.
+
+K_NEAR = 32  # sellers stored per class boundary
+_HEAD = 16
+# list l (0: Z smallest d, 1: M largest d, 2: M smallest d, 3: U largest d) starts at
+# _HEAD + l·(3K + 1): K values d, K values Ψ, K indices, then the (K+1)-th d.
+_LIST = 3 * K_NEAR + 1
+SUMMARY_SIZE = _HEAD + 4 * _LIST
+_INF = np.inf
+
+
+@_jit
+def _keep_near(
+    buf: FloatArray, base: int, d: float, psi: float, k: int, larger: bool
+) -> None:
+    """Insert ``(d, Ψ, k)`` into list ``base`` (sorted, nearest the boundary first:
+    smallest d, or largest with ``larger``), keeping K entries and the next d."""
+    K = K_NEAR
+    key = -d if larger else d
+    nxt = buf[base + 3 * K]
+    nkey = -nxt if larger else nxt
+    if key >= nkey:
+        return
+    # the K-th entry falls to "next"
+    last = buf[base + K - 1]
+    buf[base + 3 * K] = last
+    pos = K - 1
+    while pos > 0:
+        prev = buf[base + pos - 1]
+        pkey = -prev if larger else prev
+        if pkey <= key:
+            break
+        buf[base + pos] = prev
+        buf[base + K + pos] = buf[base + K + pos - 1]
+        buf[base + 2 * K + pos] = buf[base + 2 * K + pos - 1]
+        pos -= 1
+    buf[base + pos] = d
+    buf[base + K + pos] = psi
+    buf[base + 2 * K + pos] = k
+
+
+@_jit
+def range_summary(
+    ell: FloatArray,
+    psi: FloatArray,
+    q_scale: float,
+    eta: float,
+    kcap: float,
+    eps_max: FloatArray,
+    mu: float,
+    A0: float,
+    s0: float,
+) -> FloatArray:
+    """Sums and boundary lists of the a-step solution at ``r = ℓ + q_scale·Ψ`` (as
+    :func:`range_value_kernel`) for :func:`one_seller_value`; ``out[0] = 0`` when the
+    kernel failed, the caps differ, or the free set is too small for the lists."""
+    m = ell.size
+    K = K_NEAR
+    out = np.zeros(SUMMARY_SIZE)
+    r = np.empty(m)
+    h = np.empty(m)
+    for k in range(m):
+        r[k] = ell[k] + q_scale * psi[k]
+        h[k] = min(kcap, eps_max[k] / eta)
+        if h[k] != kcap:
+            return out
+    ok, A, s = weights_kernel(r, h, mu, A0, s0)
+    if not ok:
+        return out
+    n_mid = 0
+    r0 = 0.0
+    for k in range(m):
+        v = A - s * r[k]
+        if v < kcap and v > 0.0:
+            n_mid += 1
+            r0 += r[k]
+    if n_mid <= 2 * K + 2:
+        return out
+    r0 /= n_mid
+    for lst in range(4):
+        b = _HEAD + lst * _LIST
+        fill = _INF if lst % 2 == 0 else -_INF
+        for t in range(K):
+            out[b + t] = fill
+            out[b + 2 * K + t] = -1.0
+        out[b + 3 * K] = fill
+    S1 = S2 = P1 = DP = H1 = HR = HP = 0.0
+    n_up = 0
+    for k in range(m):
+        v = A - s * r[k]
+        d = r[k] - r0
+        if v >= kcap:
+            n_up += 1
+            H1 += kcap
+            HR += kcap * r[k]
+            HP += kcap * psi[k]
+            _keep_near(out, _HEAD + 3 * _LIST, d, psi[k], k, True)
+        elif v > 0.0:
+            S1 += d
+            S2 += d * d
+            P1 += psi[k]
+            DP += d * psi[k]
+            _keep_near(out, _HEAD + 1 * _LIST, d, psi[k], k, True)
+            _keep_near(out, _HEAD + 2 * _LIST, d, psi[k], k, False)
+        else:
+            _keep_near(out, _HEAD, d, psi[k], k, False)
+    out[0] = 1.0
+    out[1], out[2], out[3], out[4] = A, s, r0, n_mid
+    out[5], out[6], out[7], out[8] = S1, S2, P1, DP
+    out[9], out[10], out[11], out[12] = H1, n_up * kcap * kcap, HR, HP
+    out[13] = kcap
+    return out
+
+
+@_jit
+def one_seller_value(
+    sm: FloatArray,
+    i: int,
+    ell_i: float,
+    q_scale: float,
+    psi_old: float,
+    psi_new: float,
+    mu: float,
+    const: float,
+) -> tuple[bool, float, float, float, float]:
+    """``(ok, value, A, s, Ψᵀa)`` as :func:`range_value_kernel` for the problem
+    summarised by :func:`range_summary` (same ``ℓ``, ``q_scale``, ``η``) with seller
+    ``i``'s ``Ψ_i`` changed from ``psi_old`` to ``psi_new``; ``ok = False`` when the
+    update cannot certify the active set (then run the kernel)."""
+    fail = (False, 0.0, 0.0, 0.0, 0.0)
+    if sm[0] == 0.0:
+        return fail
+    K = K_NEAR
+    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
+    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
+    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
+    h = sm[13]
+    r_old = ell_i + q_scale * psi_old  # exactly as range_summary computes r_i
+    r_new = ell_i + q_scale * psi_new
+    v = A - s * r_old
+    d_old = r_old - r0
+    if v >= h:
+        H1 -= h
+        HU2 -= h * h
+        HR -= h * r_old
+        HP -= h * psi_old
+        cls = 2
+    elif v > 0.0:
+        n -= 1.0
+        S1 -= d_old
+        S2 -= d_old * d_old
+        P1 -= psi_old
+        DP -= d_old * psi_old
+        cls = 1
+    else:
+        cls = 0
+    d_i = r_new - r0
+    moved = np.zeros(4, dtype=np.int64)  # prefix of each list that changed class
+    for _ in range(40):
+        n2, S1b, S2b, P1b, DPb = n, S1, S2, P1, DP
+        H1b, HU2b, HRb, HPb = H1, HU2, HR, HP
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            for t in range(moved[lst]):
+                if int(sm[b + 2 * K + t]) == i:
+                    continue
+                d = sm[b + t]
+                p = sm[b + K + t]
+                # Z→M (+M), M→Z (−M), M→U (−M, +U), U→M (−U, +M)
+                sgn_m = 1.0 if lst == 0 or lst == 3 else -1.0
+                n2 += sgn_m
+                S1b += sgn_m * d
+                S2b += sgn_m * d * d
+                P1b += sgn_m * p
+                DPb += sgn_m * d * p
+                if lst == 2 or lst == 3:
+                    sgn_u = 1.0 if lst == 2 else -1.0
+                    H1b += sgn_u * h
+                    HU2b += sgn_u * h * h
+                    HRb += sgn_u * h * (r0 + d)
+                    HPb += sgn_u * h * p
+        if cls == 1:
+            n2 += 1.0
+            S1b += d_i
+            S2b += d_i * d_i
+            P1b += psi_new
+            DPb += d_i * psi_new
+        elif cls == 2:
+            H1b += h
+            HU2b += h * h
+            HRb += h * r_new
+            HPb += h * psi_new
+        if n2 < 0.5:
+            return fail
+        V = S2b - S1b * S1b / n2
+        denom = mu * mu - V
+        c1 = 1.0 - H1b
+        if denom <= 0.0:
+            return fail
+        s2 = np.sqrt((HU2b + c1 * c1 / n2) / denom)
+        B = (c1 + s2 * S1b) / n2
+        # re-classify seller i and the stored sellers nearest each boundary
+        vi = B - s2 * d_i
+        new_cls = 2 if vi >= h else (1 if vi > 0.0 else 0)
+        new_moved = np.zeros(4, dtype=np.int64)
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            t = 0
+            while t < K:
+                d = sm[b + t]
+                if not np.isfinite(d):
+                    break
+                vt = B - s2 * d
+                if lst == 0:
+                    flips = vt > 0.0
+                    if vt >= h:
+                        return fail  # Z straight to U: not a boundary neighbour
+                elif lst == 1:
+                    flips = vt <= 0.0
+                elif lst == 2:
+                    flips = vt >= h
+                else:
+                    flips = vt < h
+                    if vt <= 0.0:
+                        return fail
+                if not flips:
+                    break
+                t += 1
+            if t == K:
+                nxt = sm[b + 3 * K]
+                if np.isfinite(nxt):
+                    vt = B - s2 * nxt
+                    if (
+                        (lst == 0 and vt > 0.0)
+                        or (lst == 1 and vt <= 0.0)
+                        or (lst == 2 and vt >= h)
+                        or (lst == 3 and vt < h)
+                    ):
+                        return fail  # more than K would move
+            new_moved[lst] = t
+        same = new_cls == cls
+        for lst in range(4):
+            if new_moved[lst] != moved[lst]:
+                same = False
+        if same:
+            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
+            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
+            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
+                return fail
+            pa = B * P1b - s2 * DPb + HPb
+            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
+        cls = new_cls
+        for lst in range(4):
+            moved[lst] = new_moved[lst]
+    return fail

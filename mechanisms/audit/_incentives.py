@@ -28,6 +28,7 @@ from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
 from mechanisms.payments._executors import Progress, map_chunks
+from mechanisms.payments._local_resolve import stale_nodes
 from mechanisms.payments._payments import (
     PaymentJob,
     PaymentResult,
@@ -162,7 +163,12 @@ def _deviation_chunk(
         psi[i] = float(np.asarray(job.prior.virtual_cost(np.array([r])))[0])
         prob = dataclasses.replace(job.prob, psi=psi)
         base = audit.solver(prob, warm_start=None)
-        dev_job = dataclasses.replace(job, prob=prob, base=base, reports=reports)
+        # The truthful base's stale nodes bound problems with Ψ at least the truthful
+        # one's; a downward misreport lowers Ψ_i, so the deviated base gets its own.
+        nodes = None if job.nodes is None else stale_nodes(prob, base)
+        dev_job = dataclasses.replace(
+            job, prob=prob, base=base, reports=reports, nodes=nodes
+        )
         sp = audit.rule(dev_job, i)
         out.append((sp.payment, sp.epsilon, sp.monotonicity_violation))
     return out

@@ -92,6 +92,8 @@ def local_resolve(
     """
     t0 = time.perf_counter()
     prof = base.profile
+    if prof is None:  # e.g. the candidate-model rule: its re-solves reuse the base
+        return None
     prob, lam_conv = effective_problem(prob)
     cfg = prob.cfg
     if prof is None or cfg.u != "linear" or cfg.mode == "paper" or not base.certified:

@@ -18,11 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mechanisms import MechanismConfig
+from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._weights_kernel import (
+    one_seller_value,
+    range_summary,
+    range_value_kernel,
+)
 from mechanisms.payments._local_resolve import local_resolve, stale_nodes
 from mechanisms.payments._seller_curve import active_signature
+from mechanisms.result import Allocation
 
 CFG = MechanismConfig(
     gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12, certify="raise_lambda"
@@ -107,3 +114,145 @@ def test_shortcut_is_taken_across_active_set_changes() -> None:
     assert taken >= 10
     assert changed >= 3
     assert left_cap >= 1
+
+
+# ------------------------------------------- the default rule (candidate-model range)
+
+AUTO = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, certify="auto")
+PRIOR01 = UniformPrior(0.0, 1.0)  # Ψ(c) = 2c, as in ``instance``
+
+
+def auto_instance(seed: int, m: int, capped: bool) -> Problem:
+    """``instance`` under the default rule (its public cost scenarios included)."""
+    prob = instance(seed, m, capped)
+    return dataclasses.replace(
+        prob, cfg=AUTO, scenario_psi=scenario_virtual_costs(PRIOR01, m)
+    )
+
+
+def compare_range(
+    prob: Problem, i: int, factor: float, *, base: Allocation | None = None
+) -> tuple[bool, bool]:
+    """Scale ``Ψ_i`` by ``factor``: the payment re-solve (``warm_start=base``: the
+    base's candidate models, ``λ_conv`` and closed search reused, nothing retrained)
+    must equal a cold :func:`solve_allocation` — what :func:`mechanisms.allocate`
+    returns for that report. Returns (rule applied, active set changed)."""
+    base = solve_allocation(prob) if base is None else base
+    if base.certificate is None or base.certificate.rule != "candidate_models":
+        return False, False
+    psi = prob.psi.copy()
+    psi[i] *= factor
+    moved = dataclasses.replace(prob, psi=psi)
+    fast = solve_allocation(moved, warm_start=base)
+    cold = solve_allocation(moved)
+    assert fast.certificate.models is base.certificate.models  # nothing retrained
+    assert fast.certified == cold.certified
+    np.testing.assert_allclose(
+        fast.epsilon_total, cold.epsilon_total, rtol=1e-6, atol=1e-7
+    )
+    assert fast.eta == pytest.approx(cold.eta, rel=1e-6)
+    assert fast.objective == pytest.approx(cold.objective, rel=1e-9, abs=1e-10)
+    changed = active_signature(prob, base) != active_signature(moved, cold)
+    return True, changed
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(
+    seed=st.integers(0, 10_000),
+    m=st.integers(5, 12),
+    capped=st.booleans(),
+    pick=st.integers(0, 11),
+    factor=st.floats(0.25, 4.0),
+)
+def test_range_resolve_equals_cold_solve(
+    seed: int, m: int, capped: bool, pick: int, factor: float
+) -> None:
+    compare_range(auto_instance(seed, m, capped), pick % m, factor)
+
+
+def test_range_resolve_across_active_set_changes() -> None:
+    """Not vacuous: raises that change the active set, including sellers leaving
+    their caps (``k/m`` or a binding ``ε_i^max``), agree with cold solves."""
+    taken = changed = left_cap = 0
+    for seed in range(3):
+        for capped in (False, True):
+            prob = auto_instance(seed, 10, capped)
+            base = solve_allocation(prob)
+            caps = prob.caps(base.eta)
+            at_cap = np.flatnonzero(base.weights >= caps * (1 - 1e-9))
+            for i in np.flatnonzero(base.weights > 0):
+                for factor in (1.05, 2.0):
+                    t, c = compare_range(prob, int(i), factor)
+                    taken += t
+                    changed += t and c
+                    left_cap += t and c and i in at_cap
+    assert taken >= 10
+    assert changed >= 3
+    assert left_cap >= 1
+
+
+def test_one_seller_update_equals_the_full_a_step() -> None:
+    """The O(1) one-seller update of a cached base summary (payment re-solves under
+    the default rule) returns the full kernel's value, multipliers and ``Ψᵀa`` for
+    the changed report — including changes that move sellers across the zero and cap
+    boundaries (the seller itself and its neighbours) — or declines."""
+    rng = np.random.default_rng(3)
+    done = moved = 0
+    for _ in range(40):
+        m = int(rng.integers(150, 600))
+        ell = rng.uniform(0.2, 1.2, m)
+        psi = rng.uniform(0.0, 2.0, m)
+        eta, kcap, mu = 1.0, 4.0 / m, float(10 ** rng.uniform(0.5, 1.3))
+        q = float(rng.uniform(0.05, 1.0))
+        eps_max = np.full(m, np.inf)
+        sm = range_summary(ell, psi, q, eta, kcap, eps_max, mu, 0.0, 0.0)
+        if sm[0] == 0.0:
+            continue
+        ok0, _, A0, s0, _ = range_value_kernel(
+            ell, psi, q, eta, kcap, eps_max, mu, 0.0, 0.0, 0.0
+        )
+        assert ok0
+        cls0 = np.digitize(A0 - s0 * (ell + q * psi), [0.0, kcap], right=False)
+        for _ in range(10):
+            i = int(rng.integers(m))
+            new = psi.copy()
+            new[i] = psi[i] * float(rng.choice([0.0, 0.5, 1.01, 1.5, 3.0, 10.0]))
+            ok, val, a_mul, s, pa = one_seller_value(
+                sm, i, float(ell[i]), q, float(psi[i]), float(new[i]), mu, 0.25
+            )
+            if not ok:
+                continue
+            ref = range_value_kernel(
+                ell, new, q, eta, kcap, eps_max, mu, 0.25, a_mul, s
+            )
+            assert ref[0]
+            assert val == pytest.approx(ref[1], rel=1e-11, abs=1e-13)
+            assert s == pytest.approx(ref[3], rel=1e-9)
+            assert a_mul == pytest.approx(ref[2], rel=1e-9, abs=1e-13)
+            assert pa == pytest.approx(ref[4], rel=1e-9, abs=1e-13)
+            cls = np.digitize(a_mul - s * (ell + q * new), [0.0, kcap], right=False)
+            done += 1
+            moved += int(np.count_nonzero(np.delete(cls != cls0, i)) > 0)
+    assert done >= 100
+    assert moved >= 10  # other sellers changed class in some of them
+
+
+def test_range_resolves_with_one_seller_updates_equal_cold_solves() -> None:
+    """End to end at a size where re-solves share the base's cached summaries (the
+    O(1) one-seller update is used): every re-solve equals the cold solve."""
+    prob = dataclasses.replace(
+        auto_instance(5, 300, capped=False), cfg=AUTO.with_(mu=10.0, k=4.0)
+    )
+    base = solve_allocation(prob)
+    assert base.certificate.rule == "candidate_models"
+    rng = np.random.default_rng(0)
+    for i in rng.choice(300, size=5, replace=False):
+        for factor in (1.02, 1.5, 3.0):
+            assert compare_range(prob, int(i), factor, base=base)[0]
+    cache = base.certificate.range_seed.cache
+    assert len(cache.summaries) > 0  # the update path was exercised
