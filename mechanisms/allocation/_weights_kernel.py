@@ -13,6 +13,7 @@ set) before the active-set step finishes. The result is checked (``Σ a = 1`` an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -228,7 +229,7 @@ def _value_at(r: FloatArray, h: FloatArray, mu: float, A: float, s: float) -> fl
         v = min(max(A - s * r[i], 0.0), h[i])
         lin += v * r[i]
         sq += v * v
-    return lin + mu * np.sqrt(sq)
+    return lin + mu * math.sqrt(sq)
 
 
 @_jit
@@ -296,7 +297,7 @@ def cap_cell_bound_kernel(
         g[k] = shift + _value_at(r, hk, mu, A, s)
     slope = (g[1] - g[0]) / (e2 - e1)
     if sigma > 0.0 and slope > 0.0:
-        eta = min(max(np.sqrt(sigma / slope), e1), e2)
+        eta = min(max(math.sqrt(sigma / slope), e1), e2)
     elif sigma > 0.0 or slope < 0.0:
         eta = e2
     else:
