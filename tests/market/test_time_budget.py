@@ -267,3 +267,20 @@ def test_sigterm_reaches_payment_processes(
     # resumed by the next worker and settled once
     assert worker.Worker(env.engine, lease_seconds=30).run_once()
     assert env.status(oid)["status"] == "succeeded"
+
+
+def test_pool_payments_equal_serial_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The payments process pool (its processes set up to ignore SIGTERM and die with
+    their fork server) pays what the in-process path pays."""
+    import numpy as np
+
+    from tests.conftest import SEED
+    from tests.mechanisms.test_payments_instances import broad_instance
+
+    ins = broad_instance(np.random.default_rng(SEED + 1), m=8)
+    eps_max = np.full(ins.costs.size, np.inf)
+    kw = {"prior": ins.prior, "config": ins.cfg, "eps_max": eps_max}
+    serial = numerics.myerson_payments(ins.X, ins.y, ins.costs, **kw)
+    monkeypatch.setattr(numerics, "SERIAL_PAYMENTS_MAX", 0)
+    pooled = numerics.myerson_payments(ins.X, ins.y, ins.costs, **kw)
+    np.testing.assert_allclose(pooled.payments, serial.payments, rtol=1e-12, atol=0)
