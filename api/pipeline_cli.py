@@ -6,6 +6,7 @@ import threading
 
 from market.config import Settings
 from market.db import make_engine
+from market.pipeline.deadline import clear_stop
 from market.runtime.worker import Worker, recover
 
 
@@ -46,5 +47,7 @@ def run_worker(settings: Settings, *, once: bool = False, threads: int = 1) -> N
         while any(t.is_alive() for t in loops):
             for t in loops:
                 t.join(timeout=0.5)
+        for w in workers:
+            clear_stop(w.owner)  # the stop flag files of its payment processes
     finally:
         engine.dispose()

@@ -13,18 +13,35 @@ within one re-solve instead of holding the worker.
   resumed by another (or the restarted) worker.
 
 The checkpoint is a ``functools.partial`` of the module-level :func:`check`, so it
-pickles into payment process pools; there only the time budget applies (a stop
-request is seen by the calling thread at its next progress report).
+pickles into payment process pools (more than ``numerics.SERIAL_PAYMENTS_MAX``
+sellers). A stop request reaches those processes too: :func:`request_stop` also
+creates a flag file named after the lease owner (:func:`stop_flag`, in the system's
+temporary directory, so on this host), which :func:`check` looks for — so the pool's
+processes stop at their next re-solve and the order is handed back within seconds
+(a Dask cluster on other hosts sees only the time budget). The pool's processes
+ignore SIGTERM themselves (``numerics.payments_executor``): a service manager that
+signals the whole process group stops them through the worker's flag, not mid-write.
 """
 
 import functools
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 _STOPPING: set[str] = set()
 _LOCK = threading.Lock()
+FLAG_DIR = "privmarket-stop"
+"""Directory (under the system's temporary directory) of the stop flag files."""
+
+
+def stop_flag(owner: str) -> Path:
+    """The flag file that tells other processes on this host to stop ``owner``'s runs."""
+    name = owner.replace(os.sep, "_").replace("\0", "_")
+    return Path(tempfile.gettempdir()) / FLAG_DIR / name
 
 
 class OrderInterruptedError(Exception):
@@ -47,15 +64,23 @@ class WorkerStoppingError(OrderInterruptedError):
 
 
 def request_stop(owner: str) -> None:
-    """Ask every run of lease owner ``owner`` in this process to stop at its next check."""
+    """Ask every run of lease owner ``owner`` to stop at its next check: in this
+    process, and in its payment processes on this host (the flag file)."""
     with _LOCK:
         _STOPPING.add(owner)
+    flag = stop_flag(owner)
+    try:
+        flag.parent.mkdir(mode=0o700, exist_ok=True)
+        flag.touch()
+    except OSError:  # pragma: no cover - read-only temp: the time budget still applies
+        pass
 
 
 def clear_stop(owner: str) -> None:
     """Forget a stop request (a worker object that is reused after stopping)."""
     with _LOCK:
         _STOPPING.discard(owner)
+    stop_flag(owner).unlink(missing_ok=True)
 
 
 def stop_requested(owner: str) -> bool:
@@ -69,7 +94,7 @@ def check(owner: str, at: float, seconds: float) -> None:
     ``at`` is the wall-clock (``time.time()``) end of the budget, comparable across
     processes on one host.
     """
-    if owner in _STOPPING:
+    if owner in _STOPPING or stop_flag(owner).exists():
         raise WorkerStoppingError(owner)
     if time.time() > at:
         raise TimeBudgetExceededError(seconds)

@@ -13,10 +13,13 @@ units): budgets, settled payments and ``choose_gamma``'s budget check all use it
 
 import concurrent.futures as cf
 import contextlib
+import ctypes
 import dataclasses
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import numpy as np
@@ -490,7 +493,37 @@ def payments_executor(m: int) -> Any:
         return dask_executor(address)
     workers = max(1, len(os.sched_getaffinity(0)))
     ctx = multiprocessing.get_context("forkserver")
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    return _process_pool(workers, ctx)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _payment_process_init() -> None:
+    """Set up a payment process: it leaves SIGTERM to its worker, which stops it
+    through the stop flag (``deadline.request_stop``) and hands the order back (a
+    process killed by a signal sent to the whole group would break the pool); and it
+    is killed when its parent (the pool's fork server, which exits with the worker)
+    dies, so no payment process outlives a worker that exited or was killed (Linux)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with contextlib.suppress(Exception):  # not Linux: the time budget still bounds it
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+@contextlib.contextmanager
+def _process_pool(workers: int, ctx: Any) -> Iterator[cf.ProcessPoolExecutor]:
+    """A payments process pool; on an error (a stop, a time budget) the chunks not
+    yet started are cancelled instead of run."""
+    pool = cf.ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_payment_process_init
+    )
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 @contextlib.contextmanager
@@ -557,15 +590,20 @@ def myerson_payments(
     ``.epsilon``); an order never falls back to the paper's non-IC ``Ψ·ε`` rule.
     ``checkpoint()`` runs before every re-solve (cooperative stop)."""
     instance = mech.Instance(X, y, costs, prior, eps_max)
-    with payments_executor(len(costs)) as pool:
-        return mech.myerson_payments(
-            instance,
-            config,
-            executor=pool,
-            base=allocation,
-            progress=progress,
-            checkpoint=checkpoint,
-        )
+    try:
+        with payments_executor(len(costs)) as pool:
+            return mech.myerson_payments(
+                instance,
+                config,
+                executor=pool,
+                base=allocation,
+                progress=progress,
+                checkpoint=checkpoint,
+            )
+    except BrokenProcessPool:
+        if checkpoint is not None:
+            checkpoint()  # a pool broken by a stop or a deadline: say so
+        raise
 
 
 def payment_certificates(pay: Any) -> list[dict[str, Any] | None] | None:

@@ -63,6 +63,7 @@ from scipy.optimize import minimize_scalar
 from mechanisms.allocation._block_solver import solve_at_eta, solve_weights_compiled
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_kernel import (
+    cap_cell_bound_kernel,
     one_seller_value,
     range_summary,
     range_value_kernel,
@@ -229,6 +230,10 @@ class _Search:
         # Caps are k/m on the whole range iff no ε_i^max binds at η_hi.
         self.fixed_caps = bool(np.all(prob.eps_max >= (cfg.k / prob.m) * hi))
         self.kcap = cfg.k / prob.m
+        self.no_caps = np.full(prob.m, np.inf)  # ε^max relaxed (dual_cell_bound)
+        # Below this η no ε_i^max binds (caps are k/m): min_i ε_i^max/η ≥ k/m.
+        held = prob.eps_max[prob.eps_max > 0.0]
+        self.eps_bind = float(held.min()) if held.size else np.inf
         self.base: list[float] = models.base.tolist()
         # (i, cache): only seller i's Ψ differs from the cache's (payment re-solves)
         self.delta: tuple[int, OneSellerCache] | None = None
@@ -295,6 +300,11 @@ class _Search:
         self.n_updates += 1
         return value, A, s, pa
 
+    def same_caps(self, e1: float, e2: float) -> bool:
+        """Whether ``h(η₁) = h(η₂)`` for ``η₁ < η₂`` (no ``ε_i^max/η`` below ``k/m``
+        at ``η₂``; a zero ``ε_i^max`` gives a zero cap at both)."""
+        return self.fixed_caps or self.eps_bind / e2 >= self.kcap
+
     def cap_total(self, eta: float) -> float:
         if self.fixed_caps:
             return self.kcap * self.prob.m
@@ -318,7 +328,7 @@ class _Search:
     def cell_bound(self, p1: RangePoint, p2: RangePoint) -> float:
         e1, e2 = p1.eta, p2.eta
         base = self.base[p1.j]
-        if self.fixed_caps or np.array_equal(self.prob.caps(e1), self.prob.caps(e2)):
+        if self.same_caps(e1, e2):
             g1 = p1.value - base - self.sigma / e1
             g2 = p2.value - base - self.sigma / e2
             slope = (g2 - g1) / (e2 - e1)
@@ -330,13 +340,90 @@ class _Search:
                 eta = e1
             val = base + self.sigma / eta + g1 + slope * (eta - e1)
             return min(val, p1.value, p2.value)
-        self.n_evals += 1
         prob = self.prob
+        low = p1 if p1.value <= p2.value else p2
+        if self.mu > 0.0 and low.state is not None:
+            self.n_evals += 3
+            ok, val = cap_cell_bound_kernel(
+                self.models.losses[p1.j], prob.psi, self.gamma, e1, e2, self.kcap,
+                prob.eps_max, self.mu, self.sigma, base, low.eta, low.state.A,
+                low.state.s,
+            )  # fmt: skip
+            if ok:
+                return float(min(val, p1.value, p2.value))
+            self.n_evals -= 3
+        self.n_evals += 1
         psi_lo = np.minimum(e1 * prob.psi, e2 * prob.psi)
         r = self.models.losses[p1.j] + self.gamma * psi_lo
         a, _ = a_step(r, prob.caps(e1), self.mu, p1.state)
         val = base + self.sigma / e2 + float(a @ r) + self.mu * float(np.linalg.norm(a))
+        val = max(val, self.dual_cell_bound(p1, p2, self.cap_multipliers(low)))
         return float(min(val, p1.value, p2.value))
+
+    def cap_multipliers(self, pt: RangePoint) -> FloatArray:
+        """``ν ≥ 0`` for the caps ``η a_i ≤ ε_i^max`` at an evaluated point.
+
+        KKT of problem (A) (``_weights_step``): ``a = clip(A − s r, 0, h)`` with
+        ``τ = A/s`` the simplex multiplier, so a seller held at ``h_i = ε_i^max/η``
+        carries ``β_i = (A − s r_i − h_i)/s ≥ 0`` on ``a_i ≤ h_i``, i.e. ``ν_i = β_i/η``
+        on ``η a_i ≤ ε_i^max``. Any ``ν ≥ 0`` gives a valid bound
+        (:meth:`dual_cell_bound`); these make it exact at ``pt`` (zero where no
+        multipliers are known: ``μ = 0`` or forced weights).
+        """
+        st = pt.state
+        if st is None or not st.s > 0.0:
+            return np.zeros(self.prob.m)
+        r = self.models.losses[pt.j] + (self.gamma * pt.eta) * self.prob.psi
+        h = self.prob.eps_max / pt.eta
+        beta = np.where(h < self.kcap, np.maximum(st.A - st.s * r - h, 0.0), 0.0)
+        return np.asarray(beta / (st.s * pt.eta), dtype=float)
+
+    def dual_cell_bound(self, p1: RangePoint, p2: RangePoint, nu: FloatArray) -> float:
+        """Lower bound of ``p_j`` on ``[η₁, η₂]`` by relaxing the ``η``-dependent caps.
+
+        With multipliers ``ν ≥ 0`` on ``η a_i ≤ ε_i^max`` (weak duality),
+
+            g_j(η) ≥ L_ν(η) = min_{a ∈ C₀} ⟨ℓ(w_j) + η(γΨ + ν), a⟩ + μ‖a‖ − νᵀε^max,
+
+        ``C₀`` the simplex capped at ``k/m`` only. ``L_ν`` is a minimum of functions
+        affine in ``η``, hence concave: it lies above its chord on the cell, and
+        ``λ‖w_j‖²/2 + σ/η + chord(η)`` is minimised in closed form. With ``ν`` the
+        multipliers at an end of the cell (:meth:`cap_multipliers`, strong duality
+        there) the bound is exact at that end and tight to second order in the cell
+        width, where the plain bound ``σ/η₂ + g_j(η₁)`` is only first order — which
+        left near-cap instances (most ``ε_i^max`` binding) uncertified after
+        ``MAX_EVALS`` a-steps (issue 14, item 1).
+        """
+        prob, j = self.prob, p1.j
+        e1, e2 = p1.eta, p2.eta
+        psi_nu = self.gamma * prob.psi + nu
+        shift = -float(nu @ prob.eps_max)
+        g = [self.relaxed_value(j, psi_nu, e, shift) for e in (e1, e2)]
+        slope = (g[1] - g[0]) / (e2 - e1)
+        if self.sigma > 0.0 and slope > 0.0:
+            eta = min(max(math.sqrt(self.sigma / slope), e1), e2)
+        elif self.sigma > 0.0 or slope < 0.0:
+            eta = e2
+        else:
+            eta = e1
+        return self.base[j] + self.sigma / eta + g[0] + slope * (eta - e1)
+
+    def relaxed_value(
+        self, j: int, psi_nu: FloatArray, eta: float, shift: float
+    ) -> float:
+        """``L_ν(η)`` of :meth:`dual_cell_bound` (one exact a-step on ``C₀``)."""
+        self.n_evals += 1
+        m = self.prob.m
+        if self.mu > 0.0 and self.kcap * m > 1.0 + 1e-12:
+            ok, value, _, _, _ = range_value_kernel(
+                self.models.losses[j], psi_nu, eta, eta, self.kcap,
+                self.no_caps, self.mu, shift, 0.0, 0.0,
+            )  # fmt: skip
+            if ok:
+                return float(value)
+        r = self.models.losses[j] + eta * psi_nu
+        a, _ = solve_weights(r, np.full(m, self.kcap), self.mu)
+        return shift + float(a @ r) + self.mu * float(np.linalg.norm(a))
 
 
 @dataclass(eq=False)
@@ -513,9 +600,7 @@ def _polish(search: _Search, best: RangePoint, etas: list[float]) -> RangePoint:
     if lo == hi:
         return best
     j = best.j
-    if not (
-        search.fixed_caps or np.array_equal(search.prob.caps(lo), search.prob.caps(hi))
-    ):
+    if not search.same_caps(lo, hi):
         state = best.state
 
         def f(log_eta: float) -> float:

@@ -116,6 +116,8 @@ def eta_bounds(prob: Problem) -> tuple[float, float] | None:
         lo, hi = 0.0, top
         for _ in range(200):
             mid = 0.5 * (lo + hi)
+            if not lo < mid < hi:
+                break  # converged in floating point: further steps change nothing
             if cap_sum(mid) >= 1.0:
                 lo = mid
             else:

@@ -13,6 +13,7 @@ set) before the active-set step finishes. The result is checked (``Σ a = 1`` an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -523,3 +524,89 @@ def one_seller_value(
         for lst in range(4):
             moved[lst] = new_moved[lst]
     return fail
+
+
+@_jit
+def _value_at(r: FloatArray, h: FloatArray, mu: float, A: float, s: float) -> float:
+    """``⟨r, a⟩ + μ‖a‖`` at ``a = clip(A − s r, 0, h)``."""
+    lin = 0.0
+    sq = 0.0
+    for i in range(r.size):
+        v = min(max(A - s * r[i], 0.0), h[i])
+        lin += v * r[i]
+        sq += v * v
+    return lin + mu * math.sqrt(sq)
+
+
+@_jit
+def cap_cell_bound_kernel(
+    ell: FloatArray,
+    psi: FloatArray,
+    gamma: float,
+    e1: float,
+    e2: float,
+    kcap: float,
+    eps_max: FloatArray,
+    mu: float,
+    sigma: float,
+    base: float,
+    eta_nu: float,
+    A_nu: float,
+    s_nu: float,
+) -> tuple[bool, float]:
+    """``(ok, bound)``: the larger of the two lower bounds of ``p_j`` on ``[e1, e2]``
+    where ``ε^max`` caps move (``_candidate_range._Search.cell_bound``; ``μ > 0``):
+
+    * plain: ``base + σ/e2 + min_{a∈C(e1)} ⟨ℓ + γ min(e1Ψ, e2Ψ), a⟩ + μ‖a‖``;
+    * dual: the chord bound of ``L_ν`` (``_Search.dual_cell_bound``) with ``ν`` from
+      the multipliers ``(A_nu, s_nu)`` of the exact a-step at ``eta_nu`` (also the
+      warm start of the three a-steps).
+
+    ``ok = False`` (an a-step failed its check, or ``Σ h ≤ 1``) sends the caller to
+    the NumPy path.
+    """
+    m = ell.size
+    r = np.empty(m)
+    h = np.empty(m)
+    tot = 0.0
+    for i in range(m):
+        r[i] = ell[i] + gamma * min(e1 * psi[i], e2 * psi[i])
+        h[i] = min(kcap, eps_max[i] / e1)
+        tot += h[i]
+    if tot <= 1.0 + 1e-12 or kcap * m <= 1.0 + 1e-12 or not s_nu > 0.0:
+        return False, 0.0
+    ok, A, s = weights_kernel(r, h, mu, A_nu, s_nu)
+    if not ok:
+        return False, 0.0
+    plain = base + sigma / e2 + _value_at(r, h, mu, A, s)
+    # ν_i = β_i/η at eta_nu for the sellers held at ε_i^max/η (below k/m).
+    psi_nu = np.empty(m)
+    shift = 0.0
+    for i in range(m):
+        nu = 0.0
+        hi_ = eps_max[i] / eta_nu
+        if hi_ < kcap:
+            ri = ell[i] + gamma * eta_nu * psi[i]
+            nu = max(A_nu - s_nu * ri - hi_, 0.0) / (s_nu * eta_nu)
+        psi_nu[i] = gamma * psi[i] + nu
+        if nu > 0.0:
+            shift -= nu * eps_max[i]
+    g = np.empty(2)
+    hk = np.full(m, kcap)
+    ends = (e1, e2)
+    for k in range(2):
+        for i in range(m):
+            r[i] = ell[i] + ends[k] * psi_nu[i]
+        ok, A, s = weights_kernel(r, hk, mu, A_nu, s_nu)
+        if not ok:
+            return False, 0.0
+        g[k] = shift + _value_at(r, hk, mu, A, s)
+    slope = (g[1] - g[0]) / (e2 - e1)
+    if sigma > 0.0 and slope > 0.0:
+        eta = min(max(math.sqrt(sigma / slope), e1), e2)
+    elif sigma > 0.0 or slope < 0.0:
+        eta = e2
+    else:
+        eta = e1
+    dual = base + sigma / eta + g[0] + slope * (eta - e1)
+    return True, max(plain, dual)

@@ -94,3 +94,25 @@ def stand_in_payments(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """Replace ``market.pipeline.numerics.myerson_payments`` by :func:`fake_payments`."""
     monkeypatch.setattr(numerics, "myerson_payments", fake_payments)
     return fake_payments
+
+
+CHUNK_MARK_ENV = "PRIVMARKET_TEST_CHUNK_MARK"
+"""A directory where :func:`endless_chunk` records the pid of each payment process
+that started one (process-level stop tests)."""
+
+
+def endless_chunk(job: Any, sellers: list[int]) -> list[Any]:
+    """A payment chunk that never finishes but calls the job's checkpoint before each
+    "re-solve" (every 20 ms) as real ones do; stands in for
+    ``mechanisms.payments._payments._chunk`` in a payments process pool."""
+    import os
+    import time
+    from pathlib import Path
+
+    mark = os.environ.get(CHUNK_MARK_ENV)
+    if mark:
+        (Path(mark) / str(os.getpid())).touch()
+    while True:
+        if job.checkpoint is not None:
+            job.checkpoint()
+        time.sleep(0.02)

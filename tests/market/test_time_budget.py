@@ -22,7 +22,11 @@ from market.db import ROOT, make_engine
 from market.models import Allocation, LedgerEntry, Order
 from market.pipeline import numerics
 from market.runtime import worker
-from tests.market.pipeline_helpers import fake_payments, stand_in_payments
+from tests.market.pipeline_helpers import (
+    CHUNK_MARK_ENV,
+    fake_payments,
+    stand_in_payments,
+)
 from tests.market.test_orders_run import Env, env
 from tests.market.test_restart import _free_port, _wait
 
@@ -187,3 +191,96 @@ def test_sigterm_stops_the_server_and_its_worker_threads_within_seconds(
     port = str(_free_port())
     code = ["-c", SERVER, port]
     assert _sigterm_mid_order(env, database_url, code) < 5
+
+
+POOL_WORKER_LOOP = """
+from market.pipeline import numerics
+from mechanisms.payments import _payments
+from tests.market import pipeline_helpers as h
+numerics.SERIAL_PAYMENTS_MAX = 0  # every order's payments in a process pool
+_payments._chunk = h.endless_chunk  # chunks that run until they are stopped
+from api.pipeline_cli import run_worker
+from market.config import Settings
+run_worker(Settings())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("target", ["worker", "process_group"])
+def test_sigterm_reaches_payment_processes(
+    env: Env, database_url: str, stand_in_payments: Any, tmp_path: Any, target: str
+) -> None:
+    """Payments of more than ``SERIAL_PAYMENTS_MAX`` sellers run in a process pool.
+    SIGTERM to the worker (or to its whole process group, as a service manager
+    sends it) while those processes are mid-payments stops the worker within
+    seconds, the payment processes exit, and the order is back in the queue."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("one backend is enough for the process-level SIGTERM test")
+    mid = env.market(n_sellers=12)
+    oid = env.order(mid)
+    marks = tmp_path / "chunks"
+    marks.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", POOL_WORKER_LOOP],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PRIVMARKET_DATABASE_URL": database_url,
+            CHUNK_MARK_ENV: str(marks),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        _wait(lambda: any(marks.iterdir()), 120, "payment processes to start")
+        children = [int(p.name) for p in marks.iterdir()]
+        assert all(_alive(pid) for pid in children)
+        assert _order_row(env, oid).progress_stage == "payments"
+        t0 = time.monotonic()
+        if target == "worker":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+    assert took < 5, err[-2000:]
+    assert proc.returncode == 0, err[-2000:]
+    _wait(lambda: not any(_alive(pid) for pid in children), 10, "pool exit")
+    order = _order_row(env, oid)
+    assert (order.status, order.lease_owner, order.attempts) == ("queued", None, 0)
+    assert _nothing_written(env, oid)
+    # resumed by the next worker and settled once
+    assert worker.Worker(env.engine, lease_seconds=30).run_once()
+    assert env.status(oid)["status"] == "succeeded"
+
+
+def test_pool_payments_equal_serial_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The payments process pool (its processes set up to ignore SIGTERM and die with
+    their fork server) pays what the in-process path pays."""
+    import numpy as np
+
+    from tests.conftest import SEED
+    from tests.mechanisms.test_payments_instances import broad_instance
+
+    ins = broad_instance(np.random.default_rng(SEED + 1), m=8)
+    eps_max = np.full(ins.costs.size, np.inf)
+    kw = {"prior": ins.prior, "config": ins.cfg, "eps_max": eps_max}
+    serial = numerics.myerson_payments(ins.X, ins.y, ins.costs, **kw)
+    monkeypatch.setattr(numerics, "SERIAL_PAYMENTS_MAX", 0)
+    pooled = numerics.myerson_payments(ins.X, ins.y, ins.costs, **kw)
+    np.testing.assert_allclose(pooled.payments, serial.payments, rtol=1e-12, atol=0)
