@@ -397,7 +397,8 @@ class _Search:
         prob, j = self.prob, p1.j
         e1, e2 = p1.eta, p2.eta
         psi_nu = self.gamma * prob.psi + nu
-        shift = -float(nu @ prob.eps_max)
+        held = nu > 0.0  # ν_i = 0 where ε_i^max = ∞ (0·∞ would be NaN)
+        shift = -float(nu[held] @ prob.eps_max[held])
         g = [self.relaxed_value(j, psi_nu, e, shift) for e in (e1, e2)]
         slope = (g[1] - g[0]) / (e2 - e1)
         if self.sigma > 0.0 and slope > 0.0:
