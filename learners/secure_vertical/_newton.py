@@ -89,7 +89,13 @@ def secure_newton(
             delta = cholesky_solve(i_open, g_open)
             beta = np.asarray(beta, dtype=float) + delta
             ops.open(beta, label="beta_t", row=2, iteration=it)
-            if np.max(np.abs(delta)) < tol:
+            # a small step is convergence only if it solves I Δ = g: on separable data
+            # every π saturates, I → 0 and the least-squares fallback returns Δ ≈ 0
+            # while g ≠ 0 (no MLE; the fit must not be reported converged)
+            solved = np.max(np.abs(i_open @ delta - g_open)) <= 1e-6 * max(
+                1.0, float(np.max(np.abs(g_open)))
+            )
+            if np.max(np.abs(delta)) < tol and solved:
                 return NewtonTrace(np.asarray(beta, dtype=float), it, True)
             continue
         delta = ops.solve(info, g)
