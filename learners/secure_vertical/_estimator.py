@@ -77,7 +77,8 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     (MPyC, the optional extra ``mpc``). Missing blocks are imputed by EM (Gaussian
     mixture, §5) or the records dropped (``complete_case``). With ``backend="mpc"`` the
     parties share only the blocks they hold: a non-DP EM runs inside MPC at reveal
-    level E1 (pattern sums opened, responsibilities secret; ``J ≤ 2``), a DP fit
+    level ``em_reveal`` (E2: M-step on shares, only ``θ`` opened per iteration; E1:
+    pattern sums opened; responsibilities secret at both; ``J ≤ 2``), a DP fit
     releases ``θ`` from noisy pattern moments, and in both cases the imputation runs
     inside MPC (no process sees an imputed value, §6 row 12). With ``sample_epsilon`` or
     ``party_epsilon`` the release is DP (§7): ``ε_θ`` for the imputation model, then the
@@ -112,6 +113,12 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         Fraction of the smallest record ε spent on the imputation model (DP, missing
         blocks, ``imputation="em"``).
     em_max_iter : int, default=2000
+    em_reveal : {"E1", "E2"}, default="E2"
+        Reveal level of the EM inside MPC (spec §5.4; ``backend="mpc"``, non-DP,
+        missing blocks): ``"E2"`` computes the M-step on shares and opens only
+        ``θ_{t+1}`` per iteration (§6 row 8); ``"E1"`` also opens the per-pattern sums
+        ``(c, s, Q)`` (§6 row 10) and runs the M-step at every party. The plain
+        backend's EM is in the clear and its ledger records E2.
     mpc_parties : int, default=1
         MPyC processes (1: single process; ≥ 3 for secrecy).
     mpc_timeout : float, default=600
@@ -191,6 +198,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         "dp_iterations": [Interval(Integral, 1, None, closed="left")],
         "theta_share": [Interval(Real, 0, 1, closed="neither")],
         "em_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "em_reveal": [StrOptions({"E1", "E2"})],
         "mpc_parties": [Interval(Integral, 1, None, closed="left")],
         "mpc_timeout": [Interval(Real, 0, None, closed="neither")],
     }
@@ -210,6 +218,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         dp_iterations: int = 12,
         theta_share: float = 0.2,
         em_max_iter: int = 2000,
+        em_reveal: str = "E2",
         mpc_parties: int = 1,
         mpc_timeout: float = 600.0,
         categorical_levels: Sequence[Sequence[int]] | None = None,
@@ -226,6 +235,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         self.dp_iterations = dp_iterations
         self.theta_share = theta_share
         self.em_max_iter = em_max_iter
+        self.em_reveal = em_reveal
         self.mpc_parties = mpc_parties
         self.mpc_timeout = mpc_timeout
         self.categorical_levels = categorical_levels
@@ -349,7 +359,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                     Xfull, sizes, radii, eps_theta[0], rng, ledger
                 )
             elif self.backend == "mpc":
-                pass  # EM (E1) and imputation run inside MPC (below)
+                pass  # EM (em_reveal) and imputation run inside MPC (below)
             else:
                 init = default_init(Xfull.shape[1], self.n_components)
                 fit = fit_gaussian_mixture(
@@ -379,7 +389,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
 
             require_mpc()
             if mpc_em:
-                # §5.4 E1: EM inside MPC from the public start; records without y
+                # §5.4 E1/E2: EM inside MPC from the public start; records without y
                 # take part in the EM and get weight 0 in the logistic fit
                 Xo = X_observed[rows]
                 party_blocks = [
@@ -387,7 +397,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                     for k in range(len(sizes))
                 ]
                 em = {"covariance": self.covariance, "max_iter": int(self.em_max_iter),
-                      "tol": 1e-8}  # fmt: skip
+                      "tol": 1e-8, "reveal": self.em_reveal}  # fmt: skip
                 init = default_init(Xo.shape[1], self.n_components)
                 mpc_imputation = MPCImputation.build(init, Xo, {}, em)
                 if not labelled[rows].all():

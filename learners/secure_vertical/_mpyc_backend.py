@@ -99,7 +99,7 @@ def free_ports(count: int) -> list[int]:
 class MPCImputation:
     """Public inputs of the imputation inside MPC (spec §5.4, §5.6): the mixture ``θ``
     (released with DP), or — with ``em`` (``covariance``, ``max_iter``, ``tol``) — the
-    public start of an EM run inside MPC at reveal level E1; and, per missing-data
+    public start of an EM run inside MPC (``reveal`` E1 or E2); and, per missing-data
     pattern of the records, its rows, observed and missing covariate coordinates and
     the public per-coordinate factor (DP clipping of imputed blocks; 1 otherwise)."""
 
@@ -173,7 +173,7 @@ class MPyCBackend:
     last_grad_norm : float
         ``‖∇F(β̂)‖`` opened after a DP run (NaN otherwise).
     last_theta : Theta or None
-        The mixture fitted by the EM inside MPC (E1), if one ran.
+        The mixture fitted by the EM inside MPC (E1 or E2), if one ran.
     """
 
     def __init__(self, n_parties: int = 1, *, timeout: float = 600.0, integral: bool = True,

@@ -319,14 +319,19 @@ class MPyCOps:
         return self.sigmoid(logr[0] - logr[1])
 
     def em(self, X: Any, spec: dict[str, Any]) -> dict[str, Any]:
-        """EM for the Gaussian mixture at reveal level E1 (spec §5.4): per iteration
-        the responsibilities stay secret and only the pattern sums
-        ``c_jm = Σ α_ij``, ``s_jm = Σ α_ij x_i^O``, ``Q_jm = Σ α_ij x_i^O x_i^Oᵀ`` are
-        opened (§6 row 10, E1); every party then runs the M-step of §5.2 in the clear
-        (:func:`~learners.secure_vertical._em.m_step`). Stops when ``θ`` moves less
-        than ``tol`` (max-abs over means and covariances; the log-likelihood needs a
-        secure ``log``, §4.3) or after ``max_iter``. Returns ``θ`` as metadata for
-        :meth:`impute` (public: E1 opens what determines it)."""
+        """EM for the Gaussian mixture inside MPC (spec §5.4); the responsibilities
+        ``α`` stay secret. Per iteration and pattern the sums ``c_jm = Σ α_ij``,
+        ``s_jm = Σ α_ij x_i^O``, ``Q_jm = Σ α_ij x_i^O x_i^Oᵀ`` are computed on shares;
+        then, by ``spec["em"]["reveal"]``:
+
+        * ``"E1"``: the pattern sums are opened (§6 row 10) and every party runs the
+          M-step of §5.2 in the clear (:func:`~learners.secure_vertical._em.m_step`);
+        * ``"E2"`` (default): the M-step runs on shares as well
+          (:meth:`secure_m_step`) and only ``θ_{t+1}`` is opened (§6 row 8).
+
+        Stops when ``θ`` moves less than ``tol`` (max-abs over means and covariances;
+        the log-likelihood needs a secure ``log``, §4.3) or after ``max_iter``. Returns
+        ``θ`` as metadata for :meth:`impute` (public at E1 and E2)."""
         from learners.secure_vertical._em import Pattern, Theta, m_step
 
         mpc = self.mpc
@@ -349,7 +354,22 @@ class MPyCOps:
         ]
         blocks = [Xr[pat.rows][:, 1 + pat.obs] for pat in pats]
         n = sum(int(pat.rows.size) for pat in pats)
+        level = cfg.get("reveal", "E2")
+        if level not in ("E1", "E2"):
+            raise ValueError(f"em_reveal: must be 'E1' or 'E2', got {level!r}")
         for it in range(1, int(cfg["max_iter"]) + 1):
+            if level == "E2":
+                new = self.secure_m_step(
+                    self.secret_pattern_sums(blocks, pats, theta), theta, pats,
+                    n=n, covariance=cfg["covariance"], iteration=it,
+                )  # fmt: skip
+                change = float(np.max(np.abs(new.means - theta.means))) + float(
+                    np.max(np.abs(new.covariances - theta.covariances))
+                )
+                theta = new
+                if change < float(cfg["tol"]):
+                    break
+                continue
             sums = []
             for pat, xo in zip(pats, blocks, strict=True):
                 if theta.n_components == 1:
@@ -401,6 +421,145 @@ class MPyCOps:
             "covariances": theta.covariances.tolist(),
             "patterns": spec["patterns"],
         }
+
+    def secret_pattern_sums(
+        self, blocks: list[Any], pats: list[Any], theta: Any
+    ) -> list[list[tuple[Any, Any, Any]]]:
+        """``[(c_jm, s_jm, Q_jm) for j] for m`` on shares (§5.2, §5.4): ``c`` a
+        ``1×1`` secure array (a public count when ``J = 1``), ``s`` of shape ``|O|``,
+        ``Q`` of shape ``|O|×|O|``. Nothing is opened."""
+        out = []
+        for pat, xo in zip(pats, blocks, strict=True):
+            if theta.n_components == 1:
+                s_all = self.mpc.np_sum(xo, axis=0)
+                out.append([(float(pat.rows.size), s_all, xo.T @ xo)])
+                continue
+            a1 = self.responsibility(
+                xo, pat.obs, theta.weights, theta.means, theta.covariances
+            )
+            per_j = []
+            for al in (a1, 1 - a1):
+                c = al.reshape(1, -1) @ np.ones((pat.rows.size, 1))
+                per_j.append((c, al @ xo, (xo.T * al) @ xo))
+            out.append(per_j)
+        return out
+
+    def secure_m_step(
+        self, sums: list[list[tuple[Any, Any, Any]]], theta: Any, pats: list[Any],
+        *, n: int, covariance: str, iteration: int,
+    ) -> Any:  # fmt: skip
+        """The M-step of §5.2 on shares, opening only ``θ_{t+1}`` (reveal level E2,
+        §5.4; §6 row 8). With the public regression of ``θ_t`` on pattern ``m``
+        written ``x̂ = G x^O + h`` (``G``: identity on ``O``, ``B_jm`` on ``M``;
+        ``h``: ``a_jm`` on ``M``, 0 on ``O``; original coordinate order) and the
+        padded conditional covariance ``C`` (``V_jm`` on ``(M, M)``):
+
+            Σ_i α_ij x̂_ij = G s + c h,
+            Σ_i α_ij (x̂_ij x̂_ijᵀ + C) = G Q Gᵀ + G s hᵀ + h sᵀ Gᵀ + c (h hᵀ + C),
+
+        the blocks of §5.2 (public × secret products only). Then
+        ``n_j = Σ_m c_jm`` and one secure reciprocal per component:
+        ``μ_j = first_j / n_j``, ``Σ_j = second_j / n_j − μ_j μ_jᵀ`` (``full``), its
+        diagonal (``diagonal``), ``(Σ_j second_j − Σ_j first_j μ_jᵀ)/n`` (``tied``),
+        or nothing (``fixed_identity``: ``Σ_j = I`` is public). ``θ_t`` is public, so
+        no secure inverse is needed (E3 would need them). Opened: ``π`` (``n_j/n``),
+        ``μ`` and the covariances in one output; the public symmetrisation and
+        ``ρ I`` of :func:`~learners.secure_vertical._em.m_step` follow in the clear."""
+        from learners.secure_vertical._em import RHO, Theta, _regression, record_theta
+
+        mpc = self.mpc
+        J, p = theta.n_components, theta.means.shape[1]
+        counts: list[Any] = [None] * J
+        first: list[Any] = [None] * J
+        second: list[Any] = [None] * J
+        for pat, per_j in zip(pats, sums, strict=True):
+            o, m, k = pat.obs, pat.mis, pat.obs.size
+            for j, (c, s, Q) in enumerate(per_j):
+                G = np.zeros((p, k))
+                G[o, np.arange(k)] = 1.0
+                h = np.zeros(p)
+                C = np.zeros((p, p))
+                if m.size:
+                    _, B, a, V, _ = _regression(theta, j, pat)
+                    G[m] = B
+                    h[m] = a
+                    C[np.ix_(m, m)] = V
+                c_vec = c if isinstance(c, float) else c.reshape(1)
+                counts[j] = _accumulate(counts[j], c)
+                first[j] = _accumulate(first[j], s @ G.T + c_vec * h)
+                cross = (s.reshape(k, 1) @ h.reshape(1, p)).T @ G.T  # h sᵀ Gᵀ
+                GQG = (Q @ G.T).T @ G.T  # G Qᵀ Gᵀ = G Q Gᵀ (Q symmetric)
+                moment = GQG + cross + cross.T + c * (np.outer(h, h) + C)
+                second[j] = _accumulate(second[j], moment)
+        recips: list[Any] = [1.0 / c if isinstance(c, float) else 1 / c for c in counts]
+        means = [
+            first[j]
+            * (recips[j] if isinstance(recips[j], float) else recips[j].reshape(1))
+            for j in range(J)
+        ]
+        eye = np.eye(p)
+        if covariance == "full":
+            covs = [
+                second[j] * recips[j] - mpc.np_outer(means[j], means[j])
+                for j in range(J)
+            ]
+        elif covariance == "diagonal":
+            covs = [
+                (second[j] * recips[j] - mpc.np_outer(means[j], means[j])) * eye
+                for j in range(J)
+            ]
+        elif covariance == "tied":
+            pooled: Any = None
+            for j in range(J):
+                pooled = _accumulate(
+                    pooled, second[j] - mpc.np_outer(first[j], means[j])
+                )
+            covs = [pooled * (1.0 / n)]
+        elif covariance == "fixed_identity":
+            covs = []
+        else:
+            raise ValueError(f"covariance: unknown {covariance!r}")
+        pieces = [
+            v if isinstance(v, float) else v.reshape(-1)
+            for v in [*counts, *means, *covs]
+        ]
+        flat = self._open_quiet(pieces)
+        cnt = flat[:J]
+        mu = flat[J : J + J * p].reshape(J, p)
+        rest = flat[J + J * p :]
+        if covariance == "fixed_identity":
+            S = np.broadcast_to(eye, (J, p, p)).copy()
+        elif covariance == "tied":
+            S = np.broadcast_to(rest.reshape(p, p), (J, p, p)).copy()
+        else:
+            S = rest.reshape(J, p, p)
+        if covariance != "fixed_identity":
+            S = 0.5 * (S + np.transpose(S, (0, 2, 1))) + RHO * eye
+        new = Theta(cnt / n, mu, S)
+        record_theta(self.ledger, new, iteration=iteration)
+        return new
+
+    def _open_quiet(self, pieces: list[Any]) -> FloatArray:
+        """Open the concatenation of ``pieces`` (secure arrays or public floats) in one
+        output, unrecorded: the caller records what the values are (§6 rows)."""
+        mpc = self.mpc
+        secret = [v for v in pieces if not isinstance(v, float | np.ndarray)]
+        opened = (
+            np.asarray(mpc.run(mpc.output(mpc.np_hstack(secret))), dtype=float)
+            if secret
+            else np.zeros(0)
+        )
+        out, pos = [], 0
+        for v in pieces:
+            if isinstance(v, float):
+                out.append(np.array([v]))
+            elif isinstance(v, np.ndarray):
+                out.append(v.reshape(-1).astype(float))
+            else:
+                size = int(np.prod(v.shape))
+                out.append(opened[pos : pos + size])
+                pos += size
+        return np.concatenate(out)
 
     def grad_norm(
         self, X: Any, y: Any, beta: FloatArray, weights: FloatArray | None,
@@ -483,6 +642,12 @@ class MPyCOps:
             arr = np.asarray(self.mpc.run(self.mpc.output(value)), dtype=float)
         self.ledger.record(label, arr.shape, to=to, iteration=iteration, row=row)
         return arr
+
+
+def _accumulate(total: Any, term: Any) -> Any:
+    """``total + term`` with ``None`` as the empty sum (secure arrays do not add to
+    numpy zeros on the left)."""
+    return term if total is None else total + term
 
 
 def run_party(job: Path, pid: int) -> dict[str, Any]:
