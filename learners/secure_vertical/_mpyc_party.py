@@ -360,8 +360,11 @@ class MPyCOps:
         for it in range(1, int(cfg["max_iter"]) + 1):
             if level == "E2":
                 new = self.secure_m_step(
-                    self.secret_pattern_sums(blocks, pats, theta), theta, pats,
-                    n=n, covariance=cfg["covariance"], iteration=it,
+                    self.secret_pattern_sums(
+                        blocks, pats, theta,
+                        second=cfg["covariance"] != "fixed_identity",
+                    ),
+                    theta, pats, n=n, covariance=cfg["covariance"], iteration=it,
                 )  # fmt: skip
                 change = float(np.max(np.abs(new.means - theta.means))) + float(
                     np.max(np.abs(new.covariances - theta.covariances))
@@ -423,16 +426,18 @@ class MPyCOps:
         }
 
     def secret_pattern_sums(
-        self, blocks: list[Any], pats: list[Any], theta: Any
+        self, blocks: list[Any], pats: list[Any], theta: Any, *, second: bool = True
     ) -> list[list[tuple[Any, Any, Any]]]:
         """``[(c_jm, s_jm, Q_jm) for j] for m`` on shares (§5.2, §5.4): ``c`` a
         ``1×1`` secure array (a public count when ``J = 1``), ``s`` of shape ``|O|``,
-        ``Q`` of shape ``|O|×|O|``. Nothing is opened."""
+        ``Q`` of shape ``|O|×|O|`` (None without ``second``: a fixed covariance needs
+        no second moments). Nothing is opened."""
         out = []
         for pat, xo in zip(pats, blocks, strict=True):
             if theta.n_components == 1:
                 s_all = self.mpc.np_sum(xo, axis=0)
-                out.append([(float(pat.rows.size), s_all, xo.T @ xo)])
+                Q_all = xo.T @ xo if second else None
+                out.append([(float(pat.rows.size), s_all, Q_all)])
                 continue
             a1 = self.responsibility(
                 xo, pat.obs, theta.weights, theta.means, theta.covariances
@@ -440,7 +445,8 @@ class MPyCOps:
             per_j = []
             for al in (a1, 1 - a1):
                 c = al.reshape(1, -1) @ np.ones((pat.rows.size, 1))
-                per_j.append((c, al @ xo, (xo.T * al) @ xo))
+                Q = (xo.T * al) @ xo if second else None
+                per_j.append((c, al @ xo, Q))
             out.append(per_j)
         return out
 
@@ -487,6 +493,8 @@ class MPyCOps:
                 c_vec = c if isinstance(c, float) else c.reshape(1)
                 counts[j] = _accumulate(counts[j], c)
                 first[j] = _accumulate(first[j], s @ G.T + c_vec * h)
+                if Q is None:
+                    continue
                 cross = (s.reshape(k, 1) @ h.reshape(1, p)).T @ G.T  # h sᵀ Gᵀ
                 GQG = (Q @ G.T).T @ G.T  # G Qᵀ Gᵀ = G Q Gᵀ (Q symmetric)
                 moment = GQG + cross + cross.T + c * (np.outer(h, h) + C)
