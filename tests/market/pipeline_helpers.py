@@ -57,26 +57,74 @@ class Seller:
     cost: float
 
 
+def offer_as_new_seller(
+    client: Any,
+    market_id: int,
+    *,
+    name: str,
+    records: list[dict[str, Any]],
+    cost: float,
+) -> Seller:
+    """Register seller ``name`` and post its offer of ``records`` at ``cost``."""
+    r = client.post("/v1/sellers", json={"name": name})
+    assert r.status_code == 201, r.text
+    headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
+    body = {"records": records, "reported_cost": cost}
+    r = client.post(f"/v1/markets/{market_id}/offers", headers=headers, json=body)
+    assert r.status_code == 201, r.text
+    return Seller(headers=headers, offer_id=r.json()["id"], cost=cost)
+
+
 def add_sellers(
     client: Any, market_id: int, n: int, *, rng: np.random.Generator
 ) -> list[Seller]:
     """Register ``n`` sellers, each offering one Wisconsin record at a cost ~ U[0, 1]."""
     X, y = wisconsin_raw()
     rows = rng.choice(len(y), size=n, replace=False)
-    out = []
-    for j, i in enumerate(rows):
-        r = client.post("/v1/sellers", json={"name": f"s{j}"})
-        assert r.status_code == 201, r.text
-        headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
-        cost = float(rng.uniform(0.05, 0.95))
-        body = {
-            "records": [{"x": X[i].tolist(), "y": int(y[i])}],
-            "reported_cost": cost,
-        }
-        r = client.post(f"/v1/markets/{market_id}/offers", headers=headers, json=body)
-        assert r.status_code == 201, r.text
-        out.append(Seller(headers=headers, offer_id=r.json()["id"], cost=cost))
-    return out
+    return [
+        offer_as_new_seller(
+            client,
+            market_id,
+            name=f"s{j}",
+            records=[{"x": X[i].tolist(), "y": int(y[i])}],
+            cost=float(rng.uniform(0.05, 0.95)),
+        )
+        for j, i in enumerate(rows)
+    ]
+
+
+def create_priced_market(
+    client: Any,
+    admin: dict[str, str],
+    *,
+    name: str,
+    task: str,
+    features: list[dict[str, Any]],
+    target: dict[str, Any],
+    eps_avg_max: float,
+) -> int:
+    """A market of ``task`` over ``features`` with the learner-order tests' settings
+    (uniform cost prior, small γ and λ, lifetime cap 100, out-of-bounds clipped);
+    returns its id."""
+    body = {
+        "name": name,
+        "task": task,
+        "features": features,
+        "target": target,
+        "out_of_bounds": "clip",
+        "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
+        "mechanism": {
+            "gamma": 0.001,
+            "lam": 0.01,
+            "mu": 100.0,
+            "sigma": 1e5,
+            "eps_avg_max": eps_avg_max,
+        },
+        "lifetime_epsilon_cap": 100.0,
+    }
+    r = client.post("/v1/markets", headers=admin, json=body)
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
 
 
 def fake_payments(X: Any, y: Any, costs: Any, **kw: Any) -> SimpleNamespace:

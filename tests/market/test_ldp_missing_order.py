@@ -18,7 +18,12 @@ from sqlmodel import Session, SQLModel, select
 import learners.ldp_missing._algorithms as ldp_algorithms
 from market.datasets import WBC_FEATURE_BOUNDS
 from market.models import Allocation, Offer
-from tests.market.pipeline_helpers import NAMES, stand_in_payments, wisconsin_raw
+from tests.market.pipeline_helpers import (
+    NAMES,
+    offer_as_new_seller,
+    stand_in_payments,
+    wisconsin_raw,
+)
 from tests.market.test_orders_run import Env, env
 
 __all__ = ["env", "stand_in_payments"]
@@ -50,15 +55,17 @@ def _market(env: Env, *, n_sellers: int) -> tuple[int, list[dict[str, str]]]:
     mid = int(r.json()["id"])
     sellers = []
     for j, i in enumerate(rng.choice(len(y), size=n_sellers, replace=False)):
-        r = env.client.post("/v1/sellers", json={"name": f"m{j}"})
-        headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
         x: list[float | None] = X[i, :K].tolist()
         if j == 0 or rng.random() < (0.5 if y[i] == 1 else 0.1):  # depends on y
             x[1] = None
-        offer = {"records": [{"x": x, "y": int(y[i])}], "reported_cost": 0.5}
-        r = env.client.post(f"/v1/markets/{mid}/offers", headers=headers, json=offer)
-        assert r.status_code == 201, r.text
-        sellers.append(headers)
+        seller = offer_as_new_seller(
+            env.client,
+            mid,
+            name=f"m{j}",
+            records=[{"x": x, "y": int(y[i])}],
+            cost=0.5,
+        )
+        sellers.append(seller.headers)
     return mid, sellers
 
 

@@ -20,7 +20,11 @@ from sqlmodel import Session, func, select
 
 from learners.onebit_quantile import sample_ald_noise
 from market.models import Order
-from tests.market.pipeline_helpers import stand_in_payments
+from tests.market.pipeline_helpers import (
+    create_priced_market,
+    offer_as_new_seller,
+    stand_in_payments,
+)
 from tests.market.test_orders_run import Env, env
 
 __all__ = ["env", "stand_in_payments"]
@@ -53,36 +57,24 @@ def _quantile_market(
     eps_avg_max: float,
     features: list[dict[str, Any]] = FEATURES,
 ) -> int:
-    body = {
-        "name": "turbine",
-        "task": "quantile",
-        "features": features,
-        "target": TARGET,
-        "out_of_bounds": "clip",
-        "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
-        "mechanism": {
-            "gamma": 0.001,
-            "lam": 0.01,
-            "mu": 100.0,
-            "sigma": 1e5,
-            "eps_avg_max": eps_avg_max,
-        },
-        "lifetime_epsilon_cap": 100.0,
-    }
-    r = env.client.post("/v1/markets", headers=env.admin, json=body)
-    assert r.status_code == 201, r.text
-    mid = int(r.json()["id"])
+    mid = create_priced_market(
+        env.client,
+        env.admin,
+        name="turbine",
+        task="quantile",
+        features=features,
+        target=TARGET,
+        eps_avg_max=eps_avg_max,
+    )
     X, y = _draw(n_sellers, env.rng, features)
     for j in range(n_sellers):
-        r = env.client.post("/v1/sellers", json={"name": f"q{j}"})
-        assert r.status_code == 201, r.text
-        headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
-        offer = {
-            "records": [{"x": X[j].tolist(), "y": float(y[j])}],
-            "reported_cost": float(env.rng.uniform(0.05, 0.95)),
-        }
-        r = env.client.post(f"/v1/markets/{mid}/offers", headers=headers, json=offer)
-        assert r.status_code == 201, r.text
+        offer_as_new_seller(
+            env.client,
+            mid,
+            name=f"q{j}",
+            records=[{"x": X[j].tolist(), "y": float(y[j])}],
+            cost=float(env.rng.uniform(0.05, 0.95)),
+        )
     return mid
 
 

@@ -18,7 +18,11 @@ import pytest
 from sqlmodel import Session, func, select
 
 from market.models import LedgerEntry, LedgerKind, Order
-from tests.market.pipeline_helpers import stand_in_payments
+from tests.market.pipeline_helpers import (
+    create_priced_market,
+    offer_as_new_seller,
+    stand_in_payments,
+)
 from tests.market.test_orders_run import Env, env
 
 __all__ = ["env", "stand_in_payments"]
@@ -37,38 +41,26 @@ def _draw(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _market(env: Env, records: list[int], *, eps_avg_max: float = 6.0) -> int:
-    body = {
-        "name": "sensors",
-        "task": "regression",
-        "features": FEATURES,
-        "target": TARGET,
-        "out_of_bounds": "clip",
-        "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
-        "mechanism": {
-            "gamma": 0.001,
-            "lam": 0.01,
-            "mu": 100.0,
-            "sigma": 1e5,
-            "eps_avg_max": eps_avg_max,
-        },
-        "lifetime_epsilon_cap": 100.0,
-    }
-    r = env.client.post("/v1/markets", headers=env.admin, json=body)
-    assert r.status_code == 201, r.text
-    mid = int(r.json()["id"])
+    mid = create_priced_market(
+        env.client,
+        env.admin,
+        name="sensors",
+        task="regression",
+        features=FEATURES,
+        target=TARGET,
+        eps_avg_max=eps_avg_max,
+    )
     for j, n in enumerate(records):
-        r = env.client.post("/v1/sellers", json={"name": f"u{j}"})
-        assert r.status_code == 201, r.text
-        headers = {"Authorization": f"Bearer {r.json()['api_key']}"}
         X, y = _draw(n, env.rng)
-        offer = {
-            "records": [
+        offer_as_new_seller(
+            env.client,
+            mid,
+            name=f"u{j}",
+            records=[
                 {"x": x.tolist(), "y": float(v)} for x, v in zip(X, y, strict=True)
             ],
-            "reported_cost": float(env.rng.uniform(0.05, 0.95)),
-        }
-        r = env.client.post(f"/v1/markets/{mid}/offers", headers=headers, json=offer)
-        assert r.status_code == 201, r.text
+            cost=float(env.rng.uniform(0.05, 0.95)),
+        )
     return mid
 
 
