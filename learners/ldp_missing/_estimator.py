@@ -17,6 +17,7 @@ from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
     RANDOM_STATE_CONSTRAINT,
     check_groups,
+    check_nonnegative_vector,
     check_sign_labels,
 )
 from learners.ldp_missing._algorithms import dummy_submission, two_phase
@@ -196,17 +197,9 @@ class LDPMissingLogisticRegression(
             self, X, y, dtype=np.float64, ensure_all_finite="allow-nan"
         )
         y01 = (check_sign_labels(y_arr, name="y") + 1.0) / 2.0
-        eps = np.asarray(sample_epsilon, dtype=float)
-        if eps.shape != (X_arr.shape[0],):
-            raise ValueError(
-                f"sample_epsilon must have shape ({X_arr.shape[0]},), got {eps.shape}"
-            )
-        bad = np.flatnonzero(~np.isfinite(eps) | (eps < 0))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(
-                f"sample_epsilon must be finite and >= 0; sample_epsilon[{i}] = {eps[i]!r}"
-            )
+        eps = check_nonnegative_vector(
+            sample_epsilon, name="sample_epsilon", n_samples=X_arr.shape[0]
+        )
         complete = ~np.isnan(X_arr).any(axis=1)
         norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
         R_x = self._x_bound(X_arr.shape[1])

@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from learners._validation import RANDOM_STATE_CONSTRAINT
+from learners._validation import RANDOM_STATE_CONSTRAINT, check_nonnegative_vector
 from learners.privacy import PrivacyReport
 from learners.registry import ReleaseContext
 from learners.secure_vertical._backend import PlainBackend
@@ -468,23 +468,12 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         if sample_epsilon is not None and party_epsilon is not None:
             raise ValueError("give sample_epsilon or party_epsilon, not both")
         if party_epsilon is not None:
-            pe = np.asarray(party_epsilon, dtype=float).reshape(-1)
-            if pe.size != held.shape[1]:
-                raise ValueError(
-                    f"party_epsilon needs one ε per party ({held.shape[1]})"
-                )
-            if not np.all(np.isfinite(pe) & (pe >= 0)):
-                raise ValueError("party_epsilon must be finite and >= 0")
+            n_parties = held.shape[1]
+            pe = _epsilons(party_epsilon, n_parties, name="party_epsilon", per="party")
             return record_epsilon(held, pe)
         if sample_epsilon is not None:
-            se = np.asarray(sample_epsilon, dtype=float).reshape(-1)
-            if se.size != held.shape[0]:
-                raise ValueError(
-                    f"sample_epsilon needs one ε per record ({held.shape[0]})"
-                )
-            if not np.all(np.isfinite(se) & (se >= 0)):
-                raise ValueError("sample_epsilon must be finite and >= 0")
-            return se
+            n = held.shape[0]
+            return _epsilons(sample_epsilon, n, name="sample_epsilon", per="record")
         return None
 
     def _categorical_blocks(
@@ -637,3 +626,11 @@ def _as_matrix(X: Any, p: int) -> FloatArray:
     if Z.ndim != 2 or Z.shape[1] != p or not np.isfinite(Z).all():
         raise ValueError(f"X must be finite with {p} columns (the concatenated blocks)")
     return Z
+
+
+def _epsilons(value: Any, n: int, *, name: str, per: str) -> FloatArray:
+    """Parameter ``name``: ``n`` finite ``ε ≥ 0``, one per ``per``."""
+    arr = np.asarray(value, dtype=float).reshape(-1)
+    if arr.size != n:
+        raise ValueError(f"{name} needs one ε per {per} ({n})")
+    return check_nonnegative_vector(arr, name=name, n_samples=n)
