@@ -35,6 +35,7 @@ from learners.uldp_sparse import (
     grid,
     independent_design,
     local_lasso_l2,
+    multi_round_grid,
     run_setting,
 )
 
@@ -42,17 +43,9 @@ TWO_ROUND_GRID = {
     **grid(n_bins=[2, 4, 8, 16], bounds=[0.5, 1.0], hh_alpha=0.0),
     **grid(n_bins=[2, 4, 8, 16], bounds=[0.5, 1.0], hh_alpha=0.1),
 }
-MULTI_ROUND_GRID = {
-    f"multi_round,hh_alpha=0.1,n_bins={nb},gradient_bound={gb}": {
-        "algorithm": "multi_round",
-        "small_batch_fallback": False,
-        "hh_alpha": 0.1,
-        "n_bins": nb,
-        "gradient_bound": gb,
-    }
-    for nb in (4, 8)
-    for gb in (1.0, 3.0)
-}
+MULTI_ROUND_GRID = multi_round_grid(
+    n_bins=[4, 8], gradient_bounds=[1.0, 3.0], hh_alpha=0.1
+)
 TREND_GRID = grid(n_bins=[2, 4, 8], bounds=[0.5, 1.0], hh_alpha=0.1)
 
 

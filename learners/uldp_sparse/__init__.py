@@ -19,7 +19,7 @@ Facade of the subpackage (the modules starting with ``_`` are internal):
   :func:`prune`, :func:`tree_depth`, :func:`assign_levels`, :func:`first_pruned_level`) and :func:`uldp_mean`;
 - the per-user :class:`PrivacyLedger`; :func:`hadamard_entry`;
 - the paper's synthetic design and experiment loop (:func:`independent_design`,
-  :func:`run_setting`, :func:`grid`, :func:`f1_score`, :func:`local_lasso_l2`).
+  :func:`run_setting`, :func:`grid`, :func:`multi_round_grid`, :func:`f1_score`, :func:`local_lasso_l2`).
 """
 
 from learners.uldp_sparse._curator import (
@@ -66,6 +66,7 @@ from learners.uldp_sparse._simulation import (
     grid,
     independent_design,
     local_lasso_l2,
+    multi_round_grid,
     run_setting,
 )
 
@@ -104,6 +105,7 @@ __all__ = [
     "laplace_weights",
     "local_lasso_l2",
     "locate_bins",
+    "multi_round_grid",
     "one_bit_randomizer",
     "padded_dimension",
     "prefix_key",

@@ -128,3 +128,19 @@ def grid(
         for nb in n_bins
         for b in bounds
     }
+
+
+def multi_round_grid(
+    *, n_bins: Sequence[int], gradient_bounds: Sequence[float], **fixed: Any
+) -> dict[str, dict[str, Any]]:
+    """Named M-SLR configurations over ``N_b ×`` gradient bound with ``fixed``
+    parameters, at the paper's batch size (no small-batch fallback to 2-SLR)."""
+    base = dict(fixed, algorithm="multi_round", small_batch_fallback=False)
+    prefix = ",".join(f"{k}={v}" for k, v in sorted(base.items()))
+    return {
+        f"{prefix},n_bins={nb},gradient_bound={gb}": dict(
+            base, n_bins=nb, gradient_bound=gb
+        )
+        for nb in n_bins
+        for gb in gradient_bounds
+    }

@@ -25,23 +25,14 @@ from learners.uldp_sparse import (
     grid,
     independent_design,
     local_lasso_l2,
+    multi_round_grid,
     run_setting,
 )
 
 pytestmark = pytest.mark.slow
 
 TWO_ROUND = grid(n_bins=[4, 8], bounds=[0.5, 1.0], hh_alpha=0.1)
-MULTI_ROUND = {
-    f"msl,{nb},{gb}": {
-        "algorithm": "multi_round",
-        "small_batch_fallback": False,
-        "hh_alpha": 0.1,
-        "n_bins": nb,
-        "gradient_bound": gb,
-    }
-    for nb in (4, 8)
-    for gb in (1.0, 3.0)
-}
+MULTI_ROUND = multi_round_grid(n_bins=[4, 8], gradient_bounds=[1.0, 3.0], hh_alpha=0.1)
 
 
 def test_v5_end_to_end_default_setting() -> None:
