@@ -10,10 +10,12 @@ from fastapi.routing import APIRoute
 from api import console, errors
 from api.middleware import BodySizeLimitMiddleware
 from api.rate_limit import rate_limit
-from api.routes import api_router, health
+from api.routes import api_router, health, intake_router
 from market.config import Settings, get_settings
 from market.db import make_counter_engine, make_engine
+from market.group_commit import GroupCommitWriter
 from market.key_secret import check_key_secret_configured
+from market.offer_intake import MarketCache
 from market.rate_limits import RateLimiter
 from market.runtime.worker import app_hook as start_workers
 
@@ -35,6 +37,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         for stop in reversed(stoppers):
             if callable(stop):
                 stop()
+        app.state.writer.stop()
         app.state.engine.dispose()
         if app.state.rate_limiter.engine is not None:
             app.state.rate_limiter.engine.dispose()
@@ -56,6 +59,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
+    app.state.writer = GroupCommitWriter(app.state.engine)  # single-offer intake
+    app.state.market_cache = MarketCache(app.state.engine)
     app.state.on_startup = [start_workers]  # settings.workers threads (0: none)
     app.state.rate_limiter = RateLimiter.from_settings(
         settings, engine=make_counter_engine(settings.database_url)
@@ -68,6 +73,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         prefix="/v1",
         dependencies=[Depends(rate_limit)],
         responses={429: errors.ERROR_RESPONSES[429]},
+    )
+    app.include_router(  # counted by its own admission job (api.intake)
+        intake_router, prefix="/v1", responses={429: errors.ERROR_RESPONSES[429]}
     )
     if settings.allowed_origins:
         app.add_middleware(

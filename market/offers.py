@@ -28,7 +28,7 @@ from market.schemas import (
     RecordIn,
 )
 
-_DUPLICATE = (
+DUPLICATE = (
     "you already have an active offer in this market; PUT /v1/offers/{id} replaces it"
 )
 
@@ -125,14 +125,14 @@ def create_offer(
         active_offer(session, market_id=offer.market_id, seller_id=offer.seller_id)
         is not None
     ):
-        raise ConflictError(_DUPLICATE)
+        raise ConflictError(DUPLICATE)
     _require_party_free(session, offer)
     session.add(offer)
     try:
         session.commit()
     except IntegrityError as exc:  # a concurrent POST won the unique index
         session.rollback()
-        raise ConflictError(_DUPLICATE) from exc
+        raise ConflictError(DUPLICATE) from exc
     return offer  # id and defaults are set at flush: no refresh (another transaction)
 
 
