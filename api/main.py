@@ -68,14 +68,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)  # probes are never rate-limited
     console.install(app)  # /console: pages that read /v1 with the user's key
+    # Single-offer intake first (routes are matched in order: the hottest path should
+    # not be tried against every other route), counted by its own admission job.
+    app.include_router(
+        intake_router, prefix="/v1", responses={429: errors.ERROR_RESPONSES[429]}
+    )
     app.include_router(
         api_router,
         prefix="/v1",
         dependencies=[Depends(rate_limit)],
         responses={429: errors.ERROR_RESPONSES[429]},
-    )
-    app.include_router(  # counted by its own admission job (api.intake)
-        intake_router, prefix="/v1", responses={429: errors.ERROR_RESPONSES[429]}
     )
     if settings.allowed_origins:
         app.add_middleware(

@@ -5,8 +5,13 @@ under ``synchronous=FULL``; one WAL flush on PostgreSQL).
 A request hands the writer a *job*, a function of a SQLAlchemy ``Connection`` that
 reads and writes a few rows, and a callback. The writer takes every job waiting in its
 queue (at most ``max_batch``), begins one transaction (``BEGIN IMMEDIATE`` on SQLite,
-:func:`market.db.writer_bind`), runs each job inside its own ``SAVEPOINT`` and commits
-once. Batches form by themselves: the jobs that arrive while a commit is being flushed
+:func:`market.db.writer_bind`), runs the jobs in submission order and commits once.
+A job's failure is undone alone: on PostgreSQL each job runs in its own ``SAVEPOINT``
+(an error there aborts the whole transaction otherwise); on SQLite a failed statement
+is undone by SQLite itself and the transaction goes on, so a job there must make its
+writes with one statement that can fail (the intake's jobs do: one upsert, one
+insert), which saves two statements per job; if SQLite instead rolls the whole
+transaction back (I/O error, full disk), the batch counts as failed (below). Batches form by themselves: the jobs that arrive while a commit is being flushed
 to disk make up the next batch, so under load a commit serves many requests and when
 idle a request waits for nothing but its own commit.
 
@@ -16,8 +21,8 @@ Guarantees (``tests/market/test_group_commit.py``):
   ``COMMIT`` of the transaction that holds its writes has returned. Non-durable jobs
   (best-effort writes such as rate-limit counters, whose loss on a crash is harmless)
   are answered as soon as they have run; their writes are committed with the batch.
-- **Failures stay with their job.** A job that raises is rolled back to its savepoint
-  and answered with its exception; the other jobs of the batch are unaffected. If the
+- **Failures stay with their job.** A job that raises is undone (above) and answered
+  with its exception; the other jobs of the batch are unaffected. If the
   transaction itself fails (``BEGIN`` or ``COMMIT``: a lock timeout, a full disk),
   nothing of the batch is stored, and each durable job not yet answered is run again
   alone, in its own transaction, and answered with its own outcome. (Non-durable jobs
@@ -77,6 +82,15 @@ class _Item:
 
 
 _STOP = object()
+
+
+class _TransactionLost(Exception):
+    """SQLite rolled the whole transaction back after a job's error."""
+
+
+def _sqlite_in_transaction(conn: sa.Connection) -> bool:
+    dbapi = conn.connection.dbapi_connection
+    return bool(getattr(dbapi, "in_transaction", True))
 
 
 @dataclass
@@ -219,14 +233,19 @@ class GroupCommitWriter:
             item.answer(item.result, None)
 
     def _run_one(self, conn: sa.Connection, item: _Item) -> None:
-        savepoint = conn.begin_nested()
+        sqlite = conn.dialect.name == "sqlite"
+        savepoint = None if sqlite else conn.begin_nested()
         try:
             result = item.job(conn)
         except Exception as exc:
-            savepoint.rollback()
+            if savepoint is not None:
+                savepoint.rollback()
             item.answer(None, exc)
+            if sqlite and not _sqlite_in_transaction(conn):
+                raise _TransactionLost from exc
             return
-        savepoint.commit()
+        if savepoint is not None:
+            savepoint.commit()
         if item.durable:
             item.result = result
         else:

@@ -37,6 +37,7 @@ from market.db import session_scope
 from market.errors import ConflictError
 from market.group_commit import Job
 from market.models import Market, Offer, OfferStatus, utcnow
+from market.pipeline import numerics
 from market.rate_limits import Decision, RateLimiter, RouteGroup
 from market.schemas import OfferCreate, OfferPublic
 
@@ -95,8 +96,16 @@ def admission_job(
     return job
 
 
+@dataclass(frozen=True, slots=True)
+class MarketRules:
+    """A market (detached, read-only) and its reported-cost check, prior built once."""
+
+    market: Market
+    check_cost: Callable[[float], None]
+
+
 class MarketCache:
-    """Markets by id, read once per process.
+    """Markets by id (as :class:`MarketRules`), read once per process.
 
     Safe to cache because everything the intake reads from a market (task, features,
     target, bounds policy, partition, parties, cost prior) is fixed when it is created:
@@ -107,23 +116,24 @@ class MarketCache:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._markets: dict[int, Market] = {}
+        self._markets: dict[int, MarketRules] = {}
         self._lock = threading.Lock()
 
-    def get(self, market_id: int) -> Market | None:
-        """Return the market (detached, read-only) or ``None``; blocking on a miss."""
-        market = self._markets.get(market_id)
-        if market is not None:
-            return market
+    def get(self, market_id: int) -> MarketRules | None:
+        """Return the market's rules or ``None``; blocking (a read) on a miss."""
+        rules = self._markets.get(market_id)
+        if rules is not None:
+            return rules
         with session_scope(self.engine) as session:
             market = session.get(Market, market_id)
             if market is None:
                 return None
             session.expunge(market)
+        rules = MarketRules(market, numerics.cost_checker(market.cost_prior))
         with self._lock:
-            return self._markets.setdefault(market_id, market)
+            return self._markets.setdefault(market_id, rules)
 
-    def cached(self, market_id: int) -> Market | None:
+    def cached(self, market_id: int) -> MarketRules | None:
         """Return the market if it is cached (never blocks)."""
         return self._markets.get(market_id)
 
@@ -137,16 +147,21 @@ class PreparedOffer:
 
 
 def prepare(
-    market: Market, seller_id: int, body: OfferCreate, *, now: datetime | None = None
+    rules: MarketRules,
+    seller_id: int,
+    body: OfferCreate,
+    *,
+    now: datetime | None = None,
 ) -> PreparedOffer:
-    """Validate and scale ``body`` against ``market`` and build the row to insert.
+    """Validate and scale ``body`` against the market and build the row to insert.
 
     Raises
     ------
     InvalidInputError
         As :func:`market.offers.validate_offer` (field and index named).
     """
-    raw, scaled = offers.validate_offer(market, body)
+    market = rules.market
+    raw, scaled = offers.validate_offer(market, body, check_cost=rules.check_cost)
     now = now or utcnow()
     values = {
         "market_id": market.id,

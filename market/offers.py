@@ -6,6 +6,7 @@ the old one marked ``replaced``) unless a running order uses it; ``DELETE`` with
 it. Rows are never deleted, so finished orders keep the data they used.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -39,9 +40,15 @@ mechanism prices one record per seller, so ``ε_i`` is then the seller's whole l
 
 
 def validate_offer(
-    market: Market, body: OfferCreate
+    market: Market,
+    body: OfferCreate,
+    *,
+    check_cost: Callable[[float], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return an offer's records as submitted and as scaled (``records.scale_records``).
+
+    ``check_cost``: the market's ``numerics.cost_checker`` if the caller keeps one
+    (else the prior is built for this call).
 
     Raises
     ------
@@ -50,7 +57,7 @@ def validate_offer(
     """
     if vertical.is_vertical(market):
         raw_v, scaled_v = vertical.validate_offer(market, body)
-        numerics.check_reported_cost(market.cost_prior, body.reported_cost)
+        _check_cost(market, body.reported_cost, check_cost)
         return raw_v, scaled_v
     if body.party is not None:
         raise InvalidInputError("party", "only vertical markets have parties")
@@ -73,8 +80,17 @@ def validate_offer(
         target=market.target,
         out_of_bounds=market.out_of_bounds,
     )
-    numerics.check_reported_cost(market.cost_prior, body.reported_cost)
+    _check_cost(market, body.reported_cost, check_cost)
     return raw, records.to_json(X, y)
+
+
+def _check_cost(
+    market: Market, cost: float, check_cost: Callable[[float], None] | None
+) -> None:
+    if check_cost is None:
+        numerics.check_reported_cost(market.cost_prior, cost)
+    else:
+        check_cost(cost)
 
 
 def _new_offer(

@@ -49,16 +49,14 @@ async def create_offer(
     """
     state = request.app.state
     cache: offer_intake.MarketCache = state.market_cache
-    market = cache.cached(market_id) or await run_in_threadpool(cache.get, market_id)
-    if market is None:
+    rules = cache.cached(market_id) or await run_in_threadpool(cache.get, market_id)
+    if rules is None:
         raise NotFoundError(f"market {market_id} not found")
     size = sum(len(r.x) for r in body.records)
     if size <= INLINE_VALUES:
-        prepared = offer_intake.prepare(market, seller_id, body)
+        prepared = offer_intake.prepare(rules, seller_id, body)
     else:
-        prepared = await run_in_threadpool(
-            offer_intake.prepare, market, seller_id, body
-        )
+        prepared = await run_in_threadpool(offer_intake.prepare, rules, seller_id, body)
     offer_id = await run_job(state.writer, offer_intake.insert_job(prepared))
     return offer_intake.to_public(prepared, offer_id)
 

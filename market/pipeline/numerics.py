@@ -395,6 +395,28 @@ def check_reported_cost(prior_spec: Mapping[str, Any], cost: float) -> None:
     check_reported_costs(prior_spec, [cost])
 
 
+def cost_checker(prior_spec: Mapping[str, Any]) -> Callable[[float], None]:
+    """Return :func:`check_reported_cost` for one market with its prior built once
+    (single-offer intake caches it per market: building the prior cost as much as the
+    check).
+
+    Raises
+    ------
+    InvalidInputError
+        ``cost_prior`` is unknown, incomplete or invalid (when building the checker);
+        the checker raises as :func:`check_reported_cost`.
+    """
+    prior = build_prior(prior_spec)
+
+    def check(cost: float) -> None:
+        try:
+            prior.validate_costs(np.asarray([cost], dtype=float), name="reported_cost")
+        except _NUMERIC_ERRORS as exc:
+            raise InvalidInputError("reported_cost", str(exc)) from exc
+
+    return check
+
+
 def check_reported_costs(prior_spec: Mapping[str, Any], costs: Sequence[float]) -> None:
     """Check that every cost lies in the support of the market's prior (one
     vectorised check: bulk ingestion; the error does not say which cost failed).
