@@ -2,16 +2,20 @@
 awaits :class:`market.group_commit.GroupCommitWriter` jobs from the event loop.
 
 ``POST /v1/markets/{id}/offers`` runs no synchronous dependency (each would be a hop
-to the thread pool) and opens no session: :func:`admit_seller` authenticates and
-counts the request in one writer job (:func:`market.offer_intake.admission_job`) and
-raises, in the order of the session path's dependencies, ``429`` (limit used up),
-``401`` (missing or wrong key) and ``403`` (not a seller); the route then validates the
-records and awaits its insert job, which is answered only after its commit. The route
-is therefore mounted outside the routers that carry the ``rate_limit`` dependency
-(``api.main``): its admission counts it instead, under the same identity and budget.
+to the thread pool) and opens no session. Its dependency :func:`pending_admission`
+only remembers the key; the route validates the records and awaits one writer job
+(:func:`market.offer_intake.intake_job`) that checks the key, counts the request and
+inserts the offer, answered after its commit. Errors keep the session path's order
+(``429``, ``401``, ``403``, then ``422``/``404``/``409``): a request that fails before its
+job (FastAPI's body validation, through the ``before_validation_error`` hook that
+``api.errors`` calls; an unknown market; invalid records) runs an admission-only job
+first. The route is mounted outside the routers that carry the ``rate_limit``
+dependency (``api.main``): its admission counts it instead, under the same identity
+and budget.
 """
 
 import asyncio
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
@@ -68,56 +72,93 @@ def _verify_legacy(request: Request, key: str) -> tuple[int, str] | None:
     return int(account.id), account.role  # type: ignore[arg-type]
 
 
-async def admit(request: Request) -> Admission:
-    """Authenticate and count the request in one writer job (legacy keys: two)."""
-    state = request.app.state
-    scheme, key = get_authorization_scheme_param(request.headers.get("Authorization"))
-    presented = key if scheme.lower() == "bearer" and key else None
-    limiter = state.rate_limiter
+@dataclass(slots=True)
+class PendingAdmission:
+    """The key an intake request presented; its admission (count, key check) runs
+    later, in the request's one writer job, or alone if the request fails first."""
 
-    def identity(account_id: int | None) -> str:
-        return client_identity(request, account_id)
+    request: Request
+    key: str | None
+    bearer: bool
+    """Whether an ``Authorization: Bearer`` credential was given at all."""
+    done: bool = False
 
-    def job(presented: str | None, verified: tuple[int, str] | None = None) -> Job:
-        return admission_job(
-            limiter,
-            key=presented,
-            secret=key_secret(request),
-            identity=identity,
-            group=route_group(request.method),
-            now=limiter.clock(),
-            verified=verified,
-        )
+    def job_arguments(self, verified: tuple[int, str] | None = None) -> dict[str, Any]:
+        """Keyword arguments of ``admission_job`` / ``intake_job`` for this request."""
+        request = self.request
+        limiter = request.app.state.rate_limiter
 
-    admission: Admission = await run_job(state.writer, job(presented), durable=False)
-    if admission.legacy:
-        assert presented is not None
-        verified = await run_in_threadpool(_verify_legacy, request, presented)
-        admission = await run_job(state.writer, job(None, verified), durable=False)
-    return admission
+        def identity(account_id: int | None) -> str:
+            return client_identity(request, account_id)
+
+        return {
+            "key": None if verified is not None else self.key,
+            "secret": key_secret(request),
+            "identity": identity,
+            "group": route_group(request.method),
+            "now": limiter.clock(),
+            "verified": verified,
+        }
+
+    async def after_legacy(self) -> dict[str, Any]:
+        """Verify (and migrate) a legacy Argon2 key in a worker thread, once per key;
+        return the job arguments for the retry: the verified account, or no key (a
+        wrong one, counted under the client address)."""
+        assert self.key is not None
+        verified = await run_in_threadpool(_verify_legacy, self.request, self.key)
+        if verified is None:
+            return {**self.job_arguments(), "key": None}
+        return self.job_arguments(verified)
+
+    def refusal(self, admission: Admission) -> Exception | None:
+        """``429``, ``401`` or ``403`` (in that order, as the session path's
+        ``rate_limit`` and ``SellerAccount`` dependencies), or ``None``."""
+        self.done = True
+        decision = admission.decision
+        if decision is not None and not decision.allowed:
+            return RateLimitedError(decision.retry_after, decision.limit)
+        if not self.bearer or admission.account_id is None:
+            return _unauthorized()
+        if admission.role != Role.SELLER.value:
+            return HTTPException(
+                status_code=status.HTTP_403_FORBIDDEN,
+                detail=f"requires role {Role.SELLER.value}",
+            )
+        return None
+
+    async def admit_alone(self) -> Exception | None:
+        """Count and check the request in an admission-only job (a request that fails
+        before its intake job); return its refusal, if any."""
+        state = self.request.app.state
+        limiter = state.rate_limiter
+        job = admission_job(limiter, **self.job_arguments())
+        admission: Admission = await run_job(state.writer, job, durable=False)
+        if admission.legacy:
+            job = admission_job(limiter, **await self.after_legacy())
+            admission = await run_job(state.writer, job, durable=False)
+        return self.refusal(admission)
+
+    async def before_validation_error(self) -> Exception | None:
+        """Hook of ``api.errors``: run the admission before FastAPI's ``422``."""
+        if self.done:
+            return None
+        return await self.admit_alone()
 
 
-async def admit_seller(
+async def pending_admission(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> int:
-    """Return the id of the seller sending the request; ``429``, ``401``, ``403``
-    as the session path's ``rate_limit`` and ``SellerAccount`` dependencies."""
-    admission = await admit(request)
-    decision = admission.decision
-    if decision is not None and not decision.allowed:
-        raise RateLimitedError(decision.retry_after, decision.limit)
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise _unauthorized()
-    if admission.account_id is None:
-        raise _unauthorized()
-    if admission.role != Role.SELLER.value:
-        raise HTTPException(
-            status_code=status.HTTP_403_FORBIDDEN,
-            detail=f"requires role {Role.SELLER.value}",
-        )
-    return admission.account_id
+) -> PendingAdmission:
+    """Remember the request's key (no I/O; the route's writer job checks it)."""
+    scheme, key = get_authorization_scheme_param(request.headers.get("Authorization"))
+    pending = PendingAdmission(
+        request=request,
+        key=key if scheme.lower() == "bearer" and key else None,
+        bearer=credentials is not None and credentials.scheme.lower() == "bearer",
+    )
+    request.state.before_validation_error = pending.before_validation_error
+    return pending
 
 
-AdmittedSeller = Annotated[int, Depends(admit_seller)]
-"""The id of the authenticated seller of an intake request (already rate-counted)."""
+PendingSeller = Annotated[PendingAdmission, Depends(pending_admission)]
+"""An intake request's key, checked (with the rate-limit count) by its writer job."""

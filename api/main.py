@@ -66,13 +66,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings, engine=make_counter_engine(settings.database_url)
     )
     errors.install(app)
-    app.include_router(health.router)  # probes are never rate-limited
-    console.install(app)  # /console: pages that read /v1 with the user's key
     # Single-offer intake first (routes are matched in order: the hottest path should
-    # not be tried against every other route), counted by its own admission job.
+    # not be tried against the console's and every other route), counted by its own
+    # admission job (api.intake).
     app.include_router(
         intake_router, prefix="/v1", responses={429: errors.ERROR_RESPONSES[429]}
     )
+    app.include_router(health.router)  # probes are never rate-limited
+    console.install(app)  # /console: pages that read /v1 with the user's key
     app.include_router(
         api_router,
         prefix="/v1",

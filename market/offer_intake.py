@@ -5,19 +5,26 @@ spends four transactions per offer: the key lookup, the rate-limit count, and th
 offer's own write, which first waits for SQLite's write lock (``BEGIN IMMEDIATE``,
 retried with ``busy_timeout``'s back-off sleeps under contention) and then flushes one
 ``fsync`` per offer. This module does the same steps, with the same outcomes in the
-same order, as two jobs of a :class:`market.group_commit.GroupCommitWriter`:
+same order, in **one** job of a :class:`market.group_commit.GroupCommitWriter` per
+offer, answered after its commit:
 
-1. :func:`admission_job` (answered at once, committed with the batch): the key's
-   account (:func:`market.accounts.check_key`, one indexed ``SELECT``) and one
-   rate-limit count under the account, or under the client address when the key is
-   missing or wrong (:meth:`market.rate_limits.RateLimiter.count_in`).
-2. The market, from :class:`MarketCache`, and the records' validation and scaling
-   (:func:`market.offers.validate_offer`) in the caller's thread.
-3. :func:`insert_job` (answered only after its commit): the vertical-market party
-   check and one ``INSERT``. The one-active-offer-per-seller rule is the unique partial
-   index ``uq_offer_active_seller_market``: a second active offer fails the insert in
-   its own savepoint and is answered with ``ConflictError`` (the message of the
-   session path), whether the first offer is older or in the same batch.
+1. In the caller (the event loop): the market, from :class:`MarketCache`, and the
+   records' validation and scaling (:func:`prepare`, i.e.
+   :func:`market.offers.validate_offer`).
+2. :func:`intake_job` in the writer: the key's account
+   (:func:`market.accounts.check_key`, one indexed ``SELECT`` in the writer's
+   transaction, so a revoked key is refused at once), one rate-limit count under the
+   account, or under the client address when the key is missing or wrong
+   (:meth:`market.rate_limits.RateLimiter.count_in`), and, if that admits a seller,
+   the vertical-market party check and one ``INSERT``. The one-active-offer rule is the
+   unique partial index ``uq_offer_active_seller_market``: a second active offer fails
+   its insert alone and is answered with ``ConflictError`` (the session path's
+   message), whether the first offer is older or in the same batch.
+
+A request that fails before its job (unknown market, invalid records, or FastAPI's
+body validation) still runs :func:`admission_job` first, so that it is counted and a
+missing key, a wrong role or a used-up budget wins over the validation error, as with
+the dependencies.
 """
 
 import threading
@@ -36,7 +43,7 @@ from market import accounts, offers
 from market.db import session_scope
 from market.errors import ConflictError
 from market.group_commit import Job
-from market.models import Market, Offer, OfferStatus, utcnow
+from market.models import Market, Offer, OfferStatus, Role, utcnow
 from market.pipeline import numerics
 from market.rate_limits import Decision, RateLimiter, RouteGroup
 from market.schemas import OfferCreate, OfferPublic
@@ -59,6 +66,34 @@ class Admission:
     legacy: bool = False
 
 
+def _admit(
+    conn: sa.Connection,
+    limiter: RateLimiter,
+    *,
+    key: str | None,
+    secret: bytes,
+    identity: Callable[[int | None], str],
+    group: RouteGroup,
+    now: float,
+    verified: tuple[int, str] | None,
+) -> Admission:
+    if verified is not None:
+        account_id, role = verified
+    elif key:
+        check = accounts.check_key(conn, key, secret)
+        if check.legacy:
+            return Admission(legacy=True)
+        account_id, role = check.account_id, check.role  # type: ignore[assignment]
+    else:
+        account_id, role = None, None  # type: ignore[assignment]
+    decision = None
+    if limiter.rules[group].enabled:
+        decision = limiter.count_in(
+            conn, identity=identity(account_id), group=group, now=now
+        )
+    return Admission(account_id=account_id, role=role, decision=decision)
+
+
 def admission_job(
     limiter: RateLimiter,
     *,
@@ -77,21 +112,16 @@ def admission_job(
     """
 
     def job(conn: sa.Connection) -> Admission:
-        if verified is not None:
-            account_id, role = verified
-        elif key:
-            check = accounts.check_key(conn, key, secret)
-            if check.legacy:
-                return Admission(legacy=True)
-            account_id, role = check.account_id, check.role  # type: ignore[assignment]
-        else:
-            account_id, role = None, None  # type: ignore[assignment]
-        decision = None
-        if limiter.rules[group].enabled:
-            decision = limiter.count_in(
-                conn, identity=identity(account_id), group=group, now=now
-            )
-        return Admission(account_id=account_id, role=role, decision=decision)
+        return _admit(
+            conn,
+            limiter,
+            key=key,
+            secret=secret,
+            identity=identity,
+            group=group,
+            now=now,
+            verified=verified,
+        )
 
     return job
 
@@ -147,13 +177,10 @@ class PreparedOffer:
 
 
 def prepare(
-    rules: MarketRules,
-    seller_id: int,
-    body: OfferCreate,
-    *,
-    now: datetime | None = None,
+    rules: MarketRules, body: OfferCreate, *, now: datetime | None = None
 ) -> PreparedOffer:
-    """Validate and scale ``body`` against the market and build the row to insert.
+    """Validate and scale ``body`` against the market and build the row to insert
+    (its ``seller_id`` is set by :func:`intake_job` once the key is checked).
 
     Raises
     ------
@@ -165,7 +192,7 @@ def prepare(
     now = now or utcnow()
     values = {
         "market_id": market.id,
-        "seller_id": seller_id,
+        "seller_id": None,
         "records": orjson.dumps(raw).decode(),
         "records_scaled": orjson.dumps(scaled).decode(),
         "n_records": len(raw),
@@ -214,37 +241,98 @@ def _party_taken(conn: sa.Connection, market_id: int, party: str) -> bool:
     return conn.execute(stmt).first() is not None
 
 
-def insert_job(prepared: PreparedOffer) -> Job:
-    """Return the writer job that stores a prepared offer and returns its id.
+def _insert(conn: sa.Connection, values: dict[str, Any]) -> int:
+    """Insert one offer; ``ConflictError`` if the seller or party has an active one.
 
-    Raises (in the job)
-    -------------------
-    ConflictError
-        The seller already has an active offer in the market, or (vertical markets)
-        the party has one.
+    On PostgreSQL the insert runs in its own savepoint, so that its failure leaves the
+    job's rate-limit count in place (SQLite undoes just the failed statement).
     """
-    values = prepared.values
+    party = values["party"]
+    if party is not None and _party_taken(conn, values["market_id"], party):
+        raise ConflictError(
+            f"party {party!r} already has an active offer in this market"
+        )
+    stmt = _insert_statement(conn.dialect.name)
+    try:
+        if conn.dialect.name == "sqlite":
+            result = conn.execute(stmt, values)
+        else:
+            with conn.begin_nested():
+                result = conn.execute(stmt, values)
+    except IntegrityError as exc:
+        raise ConflictError(offers.DUPLICATE) from exc
+    return int(result.inserted_primary_key[0])
 
-    def job(conn: sa.Connection) -> int:
-        party = values["party"]
-        if party is not None and _party_taken(conn, values["market_id"], party):
-            raise ConflictError(
-                f"party {party!r} already has an active offer in this market"
-            )
+
+@dataclass(frozen=True, slots=True)
+class Intake:
+    """The outcome of :func:`intake_job`: the admission, and either the stored offer
+    (``values`` as inserted, ``offer_id``) or the conflict that prevented it. Neither
+    when the admission refused the request (or found a legacy key)."""
+
+    admission: Admission
+    values: dict[str, Any] | None = None
+    offer_id: int | None = None
+    conflict: ConflictError | None = None
+
+
+def admitted(admission: Admission) -> bool:
+    """Whether an admission lets a seller's request through (within its rate limit,
+    a valid key, the seller role)."""
+    decision = admission.decision
+    return (
+        (decision is None or decision.allowed)
+        and admission.account_id is not None
+        and admission.role == Role.SELLER.value
+    )
+
+
+def intake_job(
+    limiter: RateLimiter,
+    prepared: PreparedOffer,
+    *,
+    key: str | None,
+    secret: bytes,
+    identity: Callable[[int | None], str],
+    group: RouteGroup,
+    now: float,
+    verified: tuple[int, str] | None = None,
+) -> Job:
+    """Return the one writer job of a valid offer: the admission (as
+    :func:`admission_job`), then, if it admits a seller, the insert of ``prepared``
+    as that seller's. The rate-limit count is kept whatever the outcome (the insert's
+    failure is undone alone, :func:`_insert`); answer only after the commit."""
+
+    def job(conn: sa.Connection) -> Intake:
+        admission = _admit(
+            conn,
+            limiter,
+            key=key,
+            secret=secret,
+            identity=identity,
+            group=group,
+            now=now,
+            verified=verified,
+        )
+        if admission.legacy or not admitted(admission):
+            return Intake(admission)
+        values = {**prepared.values, "seller_id": admission.account_id}
         try:
-            result = conn.execute(_insert_statement(conn.dialect.name), values)
-        except IntegrityError as exc:
-            raise ConflictError(offers.DUPLICATE) from exc
-        return int(result.inserted_primary_key[0])
+            offer_id = _insert(conn, values)
+        except ConflictError as exc:
+            return Intake(admission, conflict=exc)
+        return Intake(admission, values=values, offer_id=offer_id)
 
     return job
 
 
-def to_public(prepared: PreparedOffer, offer_id: int) -> OfferPublic:
+def to_public(prepared: PreparedOffer, intake: Intake) -> OfferPublic:
     """Return the owner's view of the stored offer (as :func:`market.offers.to_public`)."""
-    v = prepared.values
+    v = intake.values
+    assert v is not None
+    assert intake.offer_id is not None
     return OfferPublic(
-        id=offer_id,
+        id=intake.offer_id,
         market_id=v["market_id"],
         seller_id=v["seller_id"],
         status=v["status"],

@@ -12,10 +12,10 @@ from api.deps import (
     SettingsDep,
 )
 from api.errors import ERROR_RESPONSES
-from api.intake import AdmittedSeller, run_job
+from api.intake import PendingSeller, run_job
 from api.links import OFFER_CREATED, OFFER_REPLACED
 from market import bulk_offers, markets, offer_intake, offers
-from market.errors import NotFoundError
+from market.errors import MarketError, NotFoundError
 from market.schemas import (
     BulkOffersCreate,
     BulkOffersCreated,
@@ -40,7 +40,7 @@ of microseconds); larger ones in a worker thread."""
     responses={409: ERROR_RESPONSES[409], **OFFER_CREATED},
 )
 async def create_offer(
-    request: Request, seller_id: AdmittedSeller, market_id: MarketId, body: OfferCreate
+    request: Request, seller: PendingSeller, market_id: MarketId, body: OfferCreate
 ) -> OfferPublic:
     """Offer records to a market (one active offer per seller and market).
 
@@ -49,16 +49,33 @@ async def create_offer(
     """
     state = request.app.state
     cache: offer_intake.MarketCache = state.market_cache
-    rules = cache.cached(market_id) or await run_in_threadpool(cache.get, market_id)
-    if rules is None:
-        raise NotFoundError(f"market {market_id} not found")
-    size = sum(len(r.x) for r in body.records)
-    if size <= INLINE_VALUES:
-        prepared = offer_intake.prepare(rules, seller_id, body)
-    else:
-        prepared = await run_in_threadpool(offer_intake.prepare, rules, seller_id, body)
-    offer_id = await run_job(state.writer, offer_intake.insert_job(prepared))
-    return offer_intake.to_public(prepared, offer_id)
+    try:
+        rules = cache.cached(market_id) or await run_in_threadpool(cache.get, market_id)
+        if rules is None:
+            raise NotFoundError(f"market {market_id} not found")
+        size = sum(len(r.x) for r in body.records)
+        if size <= INLINE_VALUES:
+            prepared = offer_intake.prepare(rules, body)
+        else:
+            prepared = await run_in_threadpool(offer_intake.prepare, rules, body)
+    except MarketError:
+        refusal = await seller.admit_alone()  # counted, and 429/401/403 win
+        if refusal is not None:
+            raise refusal from None
+        raise
+    limiter = state.rate_limiter
+    job = offer_intake.intake_job(limiter, prepared, **seller.job_arguments())
+    intake: offer_intake.Intake = await run_job(state.writer, job)
+    if intake.admission.legacy:
+        arguments = await seller.after_legacy()
+        job = offer_intake.intake_job(limiter, prepared, **arguments)
+        intake = await run_job(state.writer, job)
+    refusal = seller.refusal(intake.admission)
+    if refusal is not None:
+        raise refusal
+    if intake.conflict is not None:
+        raise intake.conflict
+    return offer_intake.to_public(prepared, intake)
 
 
 @router.post(

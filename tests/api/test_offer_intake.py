@@ -12,6 +12,7 @@ import httpx
 import sqlalchemy as sa
 
 from market.models import Account, Offer
+from market.rate_limits import RouteGroup, Rule
 from tests.api.conftest import Api, World, count_rows, offer_body
 
 
@@ -183,3 +184,24 @@ def test_errors_keep_the_session_paths_order(world: World) -> None:
     r = api.client.post(url, headers=world.seller_a, json={"records": []})
     assert r.status_code == 422
     assert r.json()["field"] == "records"
+
+
+def test_invalid_offers_are_counted_and_429_wins_over_422(
+    make_api: Callable[..., Api],
+) -> None:
+    """Requests that fail validation (FastAPI's or the market's) still draw on the
+    write budget, and once it is used up the answer is 429, not 422."""
+    from tests.api.conftest import build_world
+
+    api = make_api(rate_limit_writes=1000)
+    world = build_world(api)
+    limiter = api.client.app.state.rate_limiter  # type: ignore[attr-defined]
+    limiter.rules[RouteGroup.WRITE] = Rule(3, 60)
+    limiter.clock = lambda: 1_000_000 * 60 + 10.0  # a fresh window
+    url = f"/v1/markets/{world.market_id}/offers"
+    bodies = [{"records": []}, offer_body(x=[50.0, 0.0]), {}, offer_body()]
+    codes = [
+        api.client.post(url, headers=world.seller_a, json=b).status_code for b in bodies
+    ]
+    assert codes == [422, 422, 422, 429]
+    assert count_rows(api, Offer) == 0
