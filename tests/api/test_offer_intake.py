@@ -205,3 +205,32 @@ def test_invalid_offers_are_counted_and_429_wins_over_422(
     ]
     assert codes == [422, 422, 422, 429]
     assert count_rows(api, Offer) == 0
+
+
+def test_cached_cost_check_agrees_with_the_priors_own_check() -> None:
+    """The intake's per-market cost check (a scalar shortcut inside the support) takes
+    and refuses exactly the costs the prior's full check does, with its message."""
+    from market.errors import InvalidInputError
+    from market.pipeline import numerics
+
+    priors = [
+        {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
+        {"family": "uniform", "params": {"low": 0.25, "high": 3.0}},
+        {"family": "exponential", "params": {"rate": 2.0}},
+    ]
+    costs = [0.0, 1e-300, 0.25, 0.25 - 1e-14, 0.2, 0.5, 1.0, 1.0 + 1e-13, 1.0 + 1e-9]
+    costs += [3.0, 3.0 + 1e-12, 3.5, 1e308, -0.0, -1e-300, -1.0, float("inf")]
+    for spec in priors:
+        check = numerics.cost_checker(spec)
+        for cost in costs:
+            try:
+                numerics.check_reported_cost(spec, cost)
+                expected = None
+            except InvalidInputError as exc:
+                expected = str(exc)
+            try:
+                check(cost)
+                got = None
+            except InvalidInputError as exc:
+                got = str(exc)
+            assert got == expected, (spec, cost)
