@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select, update
 
 from market.config import Settings, get_settings
-from market.db import session_scope
+from market.db import DriverStatement, session_scope
 from market.errors import InvalidInputError
 from market.key_secret import resolve_key_secret
 from market.models import Account, Role
@@ -127,8 +127,10 @@ def _rehash(session: Session, account: Account, new_hash: str) -> None:
     account.key_hash = new_hash
 
 
-_BY_PREFIX = sa.select(col(Account.id), col(Account.role), col(Account.key_hash)).where(
-    col(Account.key_prefix) == sa.bindparam("prefix")
+_BY_PREFIX = DriverStatement(
+    sa.select(col(Account.id), col(Account.role), col(Account.key_hash)).where(
+        col(Account.key_prefix) == sa.bindparam("prefix")
+    )
 )
 
 
@@ -153,7 +155,7 @@ def check_key(conn: sa.Connection, key: str, secret: bytes) -> KeyCheck:
     computed = hash_key(key, secret)
     if prefix is None:
         return KeyCheck()
-    row = conn.execute(_BY_PREFIX, {"prefix": prefix}).first()
+    row = _BY_PREFIX.execute(conn, {"prefix": prefix}).fetchone()
     if row is None:
         return KeyCheck()
     account_id, role, stored = row

@@ -27,6 +27,7 @@ missing key, a wrong role or a used-up budget wins over the validation error, as
 the dependencies.
 """
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
 from market import accounts, offers
-from market.db import session_scope
+from market.db import DriverStatement, session_scope
 from market.errors import ConflictError
 from market.group_commit import Job
 from market.models import Market, Offer, OfferStatus, Role, utcnow
@@ -49,6 +50,21 @@ from market.rate_limits import Decision, RateLimiter, RouteGroup
 from market.schemas import OfferCreate, OfferPublic
 
 JSON_COLUMNS = ("records", "records_scaled")
+COLUMNS = (
+    "market_id",
+    "seller_id",
+    "records",
+    "records_scaled",
+    "n_records",
+    "reported_cost",
+    "max_epsilon",
+    "status",
+    "replaces_id",
+    "party",
+    "created_at",
+    "updated_at",
+)
+"""The columns an intake insert sets (every other one has a default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,24 +223,24 @@ def prepare(
     return PreparedOffer(values=values, records=raw)
 
 
-_INSERTS: dict[str, sa.Insert] = {}
+_INSERTS: dict[str, DriverStatement] = {}
 
 
-def _insert_statement(dialect: str) -> sa.Insert:
+def _insert_statement(dialect: str) -> DriverStatement:
     """``INSERT INTO offer`` with the JSON columns bound as text (already serialised
     with orjson; cast to ``json`` on PostgreSQL), built once per dialect."""
     stmt = _INSERTS.get(dialect)
     if stmt is None:
         table: sa.Table = Offer.__table__  # type: ignore[attr-defined]
         cast = dialect == "postgresql"
-        stmt = _INSERTS[dialect] = sa.insert(table).values(
-            {
-                name: sa.cast(sa.bindparam(name, type_=sa.Text), table.c[name].type)
-                if cast
-                else sa.bindparam(name, type_=sa.Text)
-                for name in JSON_COLUMNS
-            }
-        )
+        binds: dict[str, Any] = {
+            name: sa.bindparam(name, type_=table.c[name].type) for name in COLUMNS
+        }
+        for name in JSON_COLUMNS:
+            text = sa.bindparam(name, type_=sa.Text)
+            binds[name] = sa.cast(text, table.c[name].type) if cast else text
+        insert = sa.insert(table).values(binds)
+        stmt = _INSERTS[dialect] = DriverStatement(insert)
     return stmt
 
 
@@ -255,11 +271,10 @@ def _insert(conn: sa.Connection, values: dict[str, Any]) -> int:
     stmt = _insert_statement(conn.dialect.name)
     try:
         if conn.dialect.name == "sqlite":
-            result = conn.execute(stmt, values)
-        else:
-            with conn.begin_nested():
-                result = conn.execute(stmt, values)
-    except IntegrityError as exc:
+            return int(stmt.execute(conn, values).lastrowid)
+        with conn.begin_nested():
+            result = conn.execute(stmt.stmt, values)
+    except (IntegrityError, sqlite3.IntegrityError) as exc:
         raise ConflictError(offers.DUPLICATE) from exc
     return int(result.inserted_primary_key[0])
 

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete
 
 from market.config import Settings
+from market.db import DriverStatement
 from market.errors import RateLimitedError
 from market.models import RateLimitWindow
 
@@ -136,10 +137,10 @@ def increment(
     return hits
 
 
-_INCREMENTS: dict[str, sa.Executable] = {}
+_INCREMENTS: dict[str, DriverStatement] = {}
 
 
-def _bound_increment(dialect: str) -> sa.Executable:
+def _bound_increment(dialect: str) -> DriverStatement:
     """The increment upsert with bound parameters, built once per dialect."""
     stmt = _INCREMENTS.get(dialect)
     if stmt is None:
@@ -148,10 +149,11 @@ def _bound_increment(dialect: str) -> sa.Executable:
         insert = _insert(dialect)(table).values(
             {**{name: sa.bindparam(name) for name in names}, "hits": 1}
         )
-        stmt = _INCREMENTS[dialect] = insert.on_conflict_do_update(  # type: ignore[attr-defined]
+        upsert = insert.on_conflict_do_update(  # type: ignore[attr-defined]
             index_elements=["identity", "route_group", "window_start"],
             set_={"hits": table.c.hits + 1},
         ).returning(table.c.hits)
+        stmt = _INCREMENTS[dialect] = DriverStatement(upsert)
     return stmt
 
 
@@ -176,7 +178,8 @@ def count_in(
         "window_start": start,
         "expires_at": start + rule.window_seconds,
     }
-    hits = int(conn.execute(_bound_increment(conn.dialect.name), params).scalar_one())
+    row = _bound_increment(conn.dialect.name).execute(conn, params).fetchone()
+    hits = int(row[0])
     if hits == 1 and purge:
         conn.execute(
             delete(RateLimitWindow).where(col(RateLimitWindow.expires_at) <= int(now))

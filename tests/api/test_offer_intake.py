@@ -234,3 +234,41 @@ def test_cached_cost_check_agrees_with_the_priors_own_check() -> None:
             except InvalidInputError as exc:
                 got = str(exc)
             assert got == expected, (spec, cost)
+
+
+def test_intake_row_matches_the_session_paths_row(world: World) -> None:
+    """The intake writes offers through the driver (``market.db.DriverStatement``):
+    the stored row equals, column by column, the one the ORM session path writes for
+    the same body (types and timestamps included)."""
+    from sqlmodel import Session
+
+    from market import offers
+    from market.models import Market
+    from market.schemas import OfferCreate
+
+    api, mid = world.api, world.market_id
+    body = offer_body(x=[2.5, -0.25], cost=0.4)
+    r = api.client.post(f"/v1/markets/{mid}/offers", headers=world.seller_a, json=body)
+    assert r.status_code == 201
+    engine = api.client.app.state.engine  # type: ignore[attr-defined]
+    seller_b = api.client.get("/v1/me", headers=world.seller_b).json()["id"]
+    with Session(engine, expire_on_commit=False) as session:
+        market = session.get(Market, mid)
+        seller = session.get(Account, seller_b)
+        assert market is not None
+        assert seller is not None
+        orm = offers.create_offer(
+            session, market=market, seller=seller, body=OfferCreate(**body)
+        )
+    table = Offer.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        rows = {
+            row.id: row._asdict()
+            for row in conn.execute(sa.select(table).order_by(table.c.id))
+        }
+    intake_row, orm_row = rows[r.json()["id"]], rows[orm.id]
+    for name in ("id", "seller_id", "created_at", "updated_at"):
+        assert type(intake_row.pop(name)) is type(orm_row.pop(name)), name
+    assert intake_row == orm_row
+    got = api.client.get(f"/v1/offers/{r.json()['id']}", headers=world.seller_a)
+    assert got.json()["created_at"] == r.json()["created_at"]
