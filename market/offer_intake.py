@@ -40,7 +40,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
-from market import accounts, offers
+from market import accounts, offers, records
 from market.db import DriverStatement, session_scope
 from market.errors import ConflictError
 from market.group_commit import Job
@@ -144,10 +144,12 @@ def admission_job(
 
 @dataclass(frozen=True, slots=True)
 class MarketRules:
-    """A market (detached, read-only) and its reported-cost check, prior built once."""
+    """A market (detached, read-only), its reported-cost check (prior built once) and
+    its features as arrays (``records.feature_schema``)."""
 
     market: Market
     check_cost: Callable[[float], None]
+    schema: records.FeatureSchema
 
 
 class MarketCache:
@@ -175,7 +177,11 @@ class MarketCache:
             if market is None:
                 return None
             session.expunge(market)
-        rules = MarketRules(market, numerics.cost_checker(market.cost_prior))
+        rules = MarketRules(
+            market,
+            numerics.cost_checker(market.cost_prior),
+            records.feature_schema(market.features),
+        )
         with self._lock:
             return self._markets.setdefault(market_id, rules)
 
@@ -204,7 +210,9 @@ def prepare(
         As :func:`market.offers.validate_offer` (field and index named).
     """
     market = rules.market
-    raw, scaled = offers.validate_offer(market, body, check_cost=rules.check_cost)
+    raw, scaled = offers.validate_offer(
+        market, body, check_cost=rules.check_cost, schema=rules.schema
+    )
     now = now or utcnow()
     values = {
         "market_id": market.id,

@@ -44,11 +44,12 @@ def validate_offer(
     body: OfferCreate,
     *,
     check_cost: Callable[[float], None] | None = None,
+    schema: records.FeatureSchema | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return an offer's records as submitted and as scaled (``records.scale_records``).
 
-    ``check_cost``: the market's ``numerics.cost_checker`` if the caller keeps one
-    (else the prior is built for this call).
+    ``check_cost`` and ``schema``: the market's ``numerics.cost_checker`` and
+    ``records.feature_schema`` if the caller keeps them (else built for this call).
 
     Raises
     ------
@@ -79,6 +80,7 @@ def validate_offer(
         task=market.task,
         target=market.target,
         out_of_bounds=market.out_of_bounds,
+        schema=schema,
     )
     _check_cost(market, body.reported_cost, check_cost)
     return raw, records.to_json(X, y)
