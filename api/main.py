@@ -29,6 +29,8 @@ def _operation_id(route: APIRoute) -> str:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Background execution (the order pipeline): in-process worker threads, started
     # here when settings.workers > 0, are registered as app.state.on_startup hooks.
+    if app.state.writer.stopped:  # the app is started again after a shutdown
+        app.state.writer = GroupCommitWriter(app.state.engine)
     hooks = getattr(app.state, "on_startup", [])
     stoppers = [hook(app) for hook in hooks]
     try:

@@ -152,6 +152,11 @@ class GroupCommitWriter:
             raise exc
         return result
 
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped
+
     def stop(self) -> None:
         """Run what is queued, then end the thread and close its connection."""
         with self._lock:
