@@ -27,6 +27,9 @@ Guarantees (``tests/market/test_group_commit.py``):
   nothing of the batch is stored, and each durable job not yet answered is run again
   alone, in its own transaction, and answered with its own outcome. (Non-durable jobs
   already answered are not repeated: their writes are lost, which they allow.)
+- **No caller waits forever.** If the thread itself dies (a job raising a
+  ``BaseException``), the jobs of its batch, those queued and all later ones are
+  answered with :class:`WriterStoppedError`.
 - **Ordering.** Jobs run in submission order; each sees the writes of the jobs before
   it in the same batch.
 
@@ -112,6 +115,7 @@ class GroupCommitWriter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopped: bool = False
     _conn: sa.Connection | None = None
+    _current: list[_Item] = field(default_factory=list)
     batches: int = 0
     """Transactions committed so far (for tests and benchmarks)."""
 
@@ -131,7 +135,7 @@ class GroupCommitWriter:
                     target=self._loop, name="group-commit", daemon=True
                 )
                 self._thread.start()
-        self._queue.put(_Item(job, done, durable))
+            self._queue.put(_Item(job, done, durable))
 
     def run(
         self, job: Job, *, durable: bool = True, timeout: float | None = None
@@ -170,6 +174,17 @@ class GroupCommitWriter:
     # --- the writer thread ---------------------------------------------------------
 
     def _loop(self) -> None:
+        try:
+            self._serve()
+        finally:  # also if the thread dies: no caller may wait forever
+            with self._lock:
+                self._stopped = True
+            for item in self._current:
+                item.answer(None, WriterStoppedError("the writer stopped"))
+            self._drain_stopped()
+            self._close()
+
+    def _serve(self) -> None:
         while True:
             first = self._queue.get()
             if first is _STOP:
@@ -186,7 +201,9 @@ class GroupCommitWriter:
                     stop = True
                     break
                 items.append(nxt)
+            self._current = items
             self._run_batch(items)
+            self._current = []
             if stop:
                 self._drain_stopped()
                 return

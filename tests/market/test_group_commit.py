@@ -229,3 +229,20 @@ def test_a_stopped_writer_refuses_jobs(engine: Engine) -> None:
     with pytest.raises(WriterStoppedError):
         w.run(insert("b"))
     assert stored(engine) == ["a"]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_callers_are_answered_if_the_writer_thread_dies(engine: Engine) -> None:
+    """A job that kills the thread (not an ``Exception``) fails its batch and every
+    later job with ``WriterStoppedError`` instead of leaving callers waiting."""
+    w = GroupCommitWriter(engine)
+
+    def fatal(conn: sa.Connection) -> None:
+        raise SystemExit
+
+    with pytest.raises(WriterStoppedError):
+        w.run(fatal, timeout=30)
+    with pytest.raises(WriterStoppedError):
+        w.run(insert("after"), timeout=30)
+    w.stop()
+    assert stored(engine) == []
