@@ -107,9 +107,21 @@ def _child(node: Any, part: Any) -> Any:
     return None
 
 
-async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
-    """422 with field paths; the offending input is not echoed back (no data leaks)."""
+async def validation_error_handler(request: Request, exc: Exception) -> Any:
+    """422 with field paths; the offending input is not echoed back (no data leaks).
+
+    A route that checks its key and rate limit after validation (single-offer intake,
+    ``api.intake``) leaves a ``before_validation_error`` hook on ``request.state``: it
+    is run first, and its refusal (``429``, ``401``, ``403``) wins over the ``422``.
+    """
     assert isinstance(exc, RequestValidationError)
+    hook = getattr(request.state, "before_validation_error", None)
+    if hook is not None:
+        refusal = await hook()
+        if isinstance(refusal, errors.MarketError):
+            return await market_error_handler(request, refusal)
+        if isinstance(refusal, StarletteHTTPException):
+            return await http_error_handler(request, refusal)
     detail = [
         {k: v for k, v in err.items() if k in ("loc", "msg", "type")}
         for err in exc.errors()

@@ -10,10 +10,12 @@ from fastapi.routing import APIRoute
 from api import console, errors
 from api.middleware import BodySizeLimitMiddleware
 from api.rate_limit import rate_limit
-from api.routes import api_router, health
+from api.routes import api_router, health, intake_router
 from market.config import Settings, get_settings
 from market.db import make_counter_engine, make_engine
+from market.group_commit import GroupCommitWriter
 from market.key_secret import check_key_secret_configured
+from market.offer_intake import MarketCache
 from market.rate_limits import RateLimiter
 from market.runtime.worker import app_hook as start_workers
 
@@ -27,6 +29,8 @@ def _operation_id(route: APIRoute) -> str:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Background execution (the order pipeline): in-process worker threads, started
     # here when settings.workers > 0, are registered as app.state.on_startup hooks.
+    if app.state.writer.stopped:  # the app is started again after a shutdown
+        app.state.writer = GroupCommitWriter(app.state.engine)
     hooks = getattr(app.state, "on_startup", [])
     stoppers = [hook(app) for hook in hooks]
     try:
@@ -35,6 +39,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         for stop in reversed(stoppers):
             if callable(stop):
                 stop()
+        app.state.writer.stop()
         app.state.engine.dispose()
         if app.state.rate_limiter.engine is not None:
             app.state.rate_limiter.engine.dispose()
@@ -56,11 +61,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
+    app.state.writer = GroupCommitWriter(app.state.engine)  # single-offer intake
+    app.state.market_cache = MarketCache(app.state.engine)
     app.state.on_startup = [start_workers]  # settings.workers threads (0: none)
     app.state.rate_limiter = RateLimiter.from_settings(
         settings, engine=make_counter_engine(settings.database_url)
     )
     errors.install(app)
+    # Single-offer intake first (routes are matched in order: the hottest path should
+    # not be tried against the console's and every other route), counted by its own
+    # admission job (api.intake).
+    app.include_router(
+        intake_router, prefix="/v1", responses={429: errors.ERROR_RESPONSES[429]}
+    )
     app.include_router(health.router)  # probes are never rate-limited
     console.install(app)  # /console: pages that read /v1 with the user's key
     app.include_router(

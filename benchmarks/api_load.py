@@ -60,6 +60,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _py_spy(pid: int, out: str | None) -> subprocess.Popen[bytes] | None:
+    """Start ``py-spy record`` on the server (``--profile``; py-spy is not a dependency)."""
+    if out is None:
+        return None
+    cmd = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "-o", out]
+    spy = subprocess.Popen([*cmd, "--rate", "250", "--threads", "--gil"])
+    time.sleep(1.0)  # let it attach before the phase starts
+    return spy
+
+
 def _run(
     n: int,
     clients: int,
@@ -104,6 +114,11 @@ def main() -> None:
     ap.add_argument("--bulk", type=int, default=0)
     ap.add_argument("--bulk-batch", type=int, default=10_000)
     ap.add_argument("--bulk-clients", type=int, default=2)
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="record the server with py-spy during the offers phase (collapsed stacks)",
+    )
     args = ap.parse_args()
     from sklearn.datasets import load_breast_cancer
 
@@ -155,6 +170,9 @@ def main() -> None:
             setup.post("/v1/sellers", json={"name": f"s{i}"}).json()["api_key"]
             for i in range(args.sellers)
         ]
+        # One unauthenticated offer (401) before timing: FastAPI builds an included
+        # router's routes on its first request, a one-off cost not to count per offer.
+        setup.post(f"/v1/markets/{mid}/offers", json={})
         setup.close()
 
         def health(c: httpx.Client, i: int) -> httpx.Response:
@@ -176,9 +194,13 @@ def main() -> None:
         ):
             if n == 0:
                 continue
+            spy = _py_spy(server.pid, args.profile) if send is offer else None
             cpu0 = _cpu_seconds(server.pid)
             secs, lat, errors = _run(n, args.clients, send, base)
             cpu = (_cpu_seconds(server.pid) - cpu0) / n * 1e6
+            if spy is not None:
+                spy.send_signal(2)  # SIGINT: py-spy writes its output and exits
+                spy.wait()
             rows.append(
                 (name, n, n / secs, *np.percentile(lat, [50, 99]) * 1e3, errors, cpu)
             )

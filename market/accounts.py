@@ -18,13 +18,14 @@ import hashlib
 import hmac
 import logging
 import secrets
+from dataclasses import dataclass
 
 import argon2
 import sqlalchemy as sa
 from sqlmodel import Session, col, select, update
 
 from market.config import Settings, get_settings
-from market.db import session_scope
+from market.db import DriverStatement, session_scope
 from market.errors import InvalidInputError
 from market.key_secret import resolve_key_secret
 from market.models import Account, Role
@@ -124,6 +125,45 @@ def _rehash(session: Session, account: Account, new_hash: str) -> None:
         _log.warning("could not rehash the API key of account %s", account.id)
         return
     account.key_hash = new_hash
+
+
+_BY_PREFIX = DriverStatement(
+    sa.select(col(Account.id), col(Account.role), col(Account.key_hash)).where(
+        col(Account.key_prefix) == sa.bindparam("prefix")
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCheck:
+    """The outcome of :func:`check_key`: the account (``None``: unknown or wrong key),
+    or ``legacy``: the prefix's hash is a legacy Argon2 one (verify with
+    :func:`authenticate`, which also migrates it)."""
+
+    account_id: int | None = None
+    role: str | None = None
+    legacy: bool = False
+
+
+def check_key(conn: sa.Connection, key: str, secret: bytes) -> KeyCheck:
+    """Look a key up with one indexed core ``SELECT`` and one HMAC, in the caller's
+    transaction (the group-commit writer's; it reads the committed state, so a revoked
+    or changed key is refused at once). Same decision as :func:`authenticate` for HMAC
+    hashes; legacy hashes are reported, not verified (Argon2 has no place in a writer
+    that serves other requests)."""
+    prefix = _parse(key)
+    computed = hash_key(key, secret)
+    if prefix is None:
+        return KeyCheck()
+    row = _BY_PREFIX.execute(conn, {"prefix": prefix}).fetchone()
+    if row is None:
+        return KeyCheck()
+    account_id, role, stored = row
+    if stored.startswith(HMAC_SCHEME):
+        if hmac.compare_digest(stored, computed):
+            return KeyCheck(account_id=int(account_id), role=str(role))
+        return KeyCheck()
+    return KeyCheck(legacy=stored.startswith(LEGACY_SCHEME))
 
 
 def authenticate(

@@ -149,6 +149,48 @@ def lock_rows(session: Session, *, account_ids: Sequence[int]) -> None:
 T = TypeVar("T")
 
 
+class DriverStatement:
+    """A Core statement compiled once and run directly on the DBAPI connection when the
+    connection is SQLite's (``sqlite3``), else through ``Connection.execute``.
+
+    On SQLite ``Connection.execute`` of even a cached statement costs about 90 µs of
+    Python per call (measured; the driver's own ``execute`` about 12 µs), which the
+    group-commit writer's few statements per request would pay on its one thread. The
+    SQL text, the parameter order, the literal parameters' values and each parameter's
+    bind processor (e.g. SQLite's ``DATETIME`` strings) are those SQLAlchemy compiled,
+    so the row written is the one ``Connection.execute`` would write.
+    """
+
+    def __init__(self, stmt: Any) -> None:
+        self.stmt = stmt
+        self._sqlite: tuple[str, list[tuple[str, Any, Any]]] | None = None
+
+    def _compiled(self, dialect: sa.Dialect) -> tuple[str, list[tuple[str, Any, Any]]]:
+        if self._sqlite is None:
+            compiled = self.stmt.compile(dialect=dialect)
+            order = []
+            for name in compiled.positiontup or ():
+                bind = compiled.binds[name]
+                impl = bind.type.dialect_impl(dialect)
+                order.append((name, bind.value, impl.bind_processor(dialect)))
+            self._sqlite = (str(compiled), order)
+        return self._sqlite
+
+    def execute(self, conn: sa.Connection, params: dict[str, Any]) -> Any:
+        """Execute with ``params``; return a DBAPI cursor (SQLite) or a ``Result``:
+        both have ``fetchone()``."""
+        if conn.dialect.name != "sqlite":
+            return conn.execute(self.stmt, params)
+        sql, order = self._compiled(conn.dialect)
+        values = []
+        for name, default, process in order:
+            value = params.get(name, default)
+            values.append(process(value) if process is not None else value)
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        return driver.execute(sql, values)
+
+
 def paginate(
     session: Session,
     stmt: Any,

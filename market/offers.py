@@ -6,6 +6,7 @@ the old one marked ``replaced``) unless a running order uses it; ``DELETE`` with
 it. Rows are never deleted, so finished orders keep the data they used.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -28,7 +29,7 @@ from market.schemas import (
     RecordIn,
 )
 
-_DUPLICATE = (
+DUPLICATE = (
     "you already have an active offer in this market; PUT /v1/offers/{id} replaces it"
 )
 
@@ -39,9 +40,16 @@ mechanism prices one record per seller, so ``ε_i`` is then the seller's whole l
 
 
 def validate_offer(
-    market: Market, body: OfferCreate
+    market: Market,
+    body: OfferCreate,
+    *,
+    check_cost: Callable[[float], None] | None = None,
+    schema: records.FeatureSchema | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Return an offer's records as submitted and as scaled (``records.scale_records``).
+
+    ``check_cost`` and ``schema``: the market's ``numerics.cost_checker`` and
+    ``records.feature_schema`` if the caller keeps them (else built for this call).
 
     Raises
     ------
@@ -50,7 +58,7 @@ def validate_offer(
     """
     if vertical.is_vertical(market):
         raw_v, scaled_v = vertical.validate_offer(market, body)
-        numerics.check_reported_cost(market.cost_prior, body.reported_cost)
+        _check_cost(market, body.reported_cost, check_cost)
         return raw_v, scaled_v
     if body.party is not None:
         raise InvalidInputError("party", "only vertical markets have parties")
@@ -72,9 +80,19 @@ def validate_offer(
         task=market.task,
         target=market.target,
         out_of_bounds=market.out_of_bounds,
+        schema=schema,
     )
-    numerics.check_reported_cost(market.cost_prior, body.reported_cost)
+    _check_cost(market, body.reported_cost, check_cost)
     return raw, records.to_json(X, y)
+
+
+def _check_cost(
+    market: Market, cost: float, check_cost: Callable[[float], None] | None
+) -> None:
+    if check_cost is None:
+        numerics.check_reported_cost(market.cost_prior, cost)
+    else:
+        check_cost(cost)
 
 
 def _new_offer(
@@ -125,14 +143,14 @@ def create_offer(
         active_offer(session, market_id=offer.market_id, seller_id=offer.seller_id)
         is not None
     ):
-        raise ConflictError(_DUPLICATE)
+        raise ConflictError(DUPLICATE)
     _require_party_free(session, offer)
     session.add(offer)
     try:
         session.commit()
     except IntegrityError as exc:  # a concurrent POST won the unique index
         session.rollback()
-        raise ConflictError(_DUPLICATE) from exc
+        raise ConflictError(DUPLICATE) from exc
     return offer  # id and defaults are set at flush: no refresh (another transaction)
 
 

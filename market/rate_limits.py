@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete
 
 from market.config import Settings
+from market.db import DriverStatement
 from market.errors import RateLimitedError
 from market.models import RateLimitWindow
 
@@ -136,6 +137,61 @@ def increment(
     return hits
 
 
+_INCREMENTS: dict[str, DriverStatement] = {}
+
+
+def _bound_increment(dialect: str) -> DriverStatement:
+    """The increment upsert with bound parameters, built once per dialect."""
+    stmt = _INCREMENTS.get(dialect)
+    if stmt is None:
+        table = RateLimitWindow.__table__  # type: ignore[attr-defined]
+        names = ("identity", "route_group", "window_start", "expires_at")
+        insert = _insert(dialect)(table).values(
+            {**{name: sa.bindparam(name) for name in names}, "hits": 1}
+        )
+        upsert = insert.on_conflict_do_update(  # type: ignore[attr-defined]
+            index_elements=["identity", "route_group", "window_start"],
+            set_={"hits": table.c.hits + 1},
+        ).returning(table.c.hits)
+        stmt = _INCREMENTS[dialect] = DriverStatement(upsert)
+    return stmt
+
+
+def count_in(
+    conn: sa.Connection,
+    *,
+    identity: str,
+    group: str,
+    rule: Rule,
+    now: float,
+    purge: bool,
+) -> Decision:
+    """Count one request inside the caller's transaction (no commit): the group-commit
+    writer's form of :func:`hit`, same upsert and same decision. With ``purge``, a
+    request that opens its identity's window also deletes ended windows."""
+    if not rule.enabled:
+        return Decision(allowed=True, hits=0, limit=0, retry_after=0)
+    start = window_start(now, rule.window_seconds)
+    params = {
+        "identity": identity[:MAX_IDENTITY_LENGTH],
+        "route_group": group,
+        "window_start": start,
+        "expires_at": start + rule.window_seconds,
+    }
+    row = _bound_increment(conn.dialect.name).execute(conn, params).fetchone()
+    hits = int(row[0])
+    if hits == 1 and purge:
+        conn.execute(
+            delete(RateLimitWindow).where(col(RateLimitWindow.expires_at) <= int(now))
+        )
+    return Decision(
+        allowed=hits <= rule.limit,
+        hits=hits,
+        limit=rule.limit,
+        retry_after=seconds_left(now, start, rule.window_seconds),
+    )
+
+
 def purge_expired(session: Session, *, now: float) -> int:
     """Delete the counters of windows that ended before ``now``; return how many.
 
@@ -241,6 +297,20 @@ class RateLimiter:
                 decision = self._hit(counter, identity, group)
         if not decision.allowed:
             raise RateLimitedError(decision.retry_after, decision.limit)
+        return decision
+
+    def count_in(
+        self, conn: sa.Connection, *, identity: str, group: RouteGroup, now: float
+    ) -> Decision:
+        """Count a request inside ``conn``'s transaction (the group-commit writer's
+        form of :meth:`check`); return the decision without raising."""
+        rule = self.rules[group]
+        purge = now - self.purged_at >= rule.window_seconds
+        decision = count_in(
+            conn, identity=identity, group=group.value, rule=rule, now=now, purge=purge
+        )
+        if purge and decision.hits == 1:
+            self.purged_at = now
         return decision
 
     def _hit(self, session: Session, identity: str, group: RouteGroup) -> Decision:

@@ -7,3 +7,7 @@ from api.routes import accounts, jobs, learners, markets, offers, orders, seller
 api_router = APIRouter()
 for _module in (accounts, sellers, markets, offers, orders, jobs, learners):
     api_router.include_router(_module.router)
+
+intake_router = APIRouter()
+"""Routes that count their own rate limit (``api.intake``): single-offer intake."""
+intake_router.include_router(offers.intake_router)

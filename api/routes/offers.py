@@ -1,6 +1,7 @@
 """Offers: sellers upload, read, replace and withdraw their own records."""
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 
 from api.deps import (
     AdminAccount,
@@ -11,8 +12,10 @@ from api.deps import (
     SettingsDep,
 )
 from api.errors import ERROR_RESPONSES
+from api.intake import PendingSeller, run_job
 from api.links import OFFER_CREATED, OFFER_REPLACED
-from market import bulk_offers, markets, offers
+from market import bulk_offers, markets, offer_intake, offers
+from market.errors import MarketError, NotFoundError
 from market.schemas import (
     BulkOffersCreate,
     BulkOffersCreated,
@@ -20,25 +23,59 @@ from market.schemas import (
     OfferPublic,
 )
 
-router = APIRouter(
-    tags=["offers"],
-    responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 413, 422)},
-)
+_RESPONSES = {k: ERROR_RESPONSES[k] for k in (401, 403, 404, 413, 422)}
+router = APIRouter(tags=["offers"], responses=_RESPONSES)
+intake_router = APIRouter(tags=["offers"], responses=_RESPONSES)
+"""Single-offer intake: counted by its own admission (``api.intake``), so mounted
+without the ``rate_limit`` dependency (``api.main``)."""
+
+INLINE_VALUES = 4096
+"""Offers with at most this many feature values are validated on the event loop (tens
+of microseconds); larger ones in a worker thread."""
 
 
-@router.post(
+@intake_router.post(
     "/markets/{market_id}/offers",
     status_code=status.HTTP_201_CREATED,
     responses={409: ERROR_RESPONSES[409], **OFFER_CREATED},
 )
-def create_offer(
-    session: SessionDep, seller: SellerAccount, market_id: MarketId, body: OfferCreate
+async def create_offer(
+    request: Request, seller: PendingSeller, market_id: MarketId, body: OfferCreate
 ) -> OfferPublic:
-    """Offer records to a market (one active offer per seller and market)."""
-    market = markets.get_market_or_raise(session, market_id)
-    return offers.to_public(
-        offers.create_offer(session, market=market, seller=seller, body=body)
-    )
+    """Offer records to a market (one active offer per seller and market).
+
+    Answered after the offer is committed; concurrent offers share commits (group
+    commit, ``market.group_commit``).
+    """
+    state = request.app.state
+    cache: offer_intake.MarketCache = state.market_cache
+    try:
+        rules = cache.cached(market_id) or await run_in_threadpool(cache.get, market_id)
+        if rules is None:
+            raise NotFoundError(f"market {market_id} not found")
+        size = sum(len(r.x) for r in body.records)
+        if size <= INLINE_VALUES:
+            prepared = offer_intake.prepare(rules, body)
+        else:
+            prepared = await run_in_threadpool(offer_intake.prepare, rules, body)
+    except MarketError:
+        refusal = await seller.admit_alone()  # counted, and 429/401/403 win
+        if refusal is not None:
+            raise refusal from None
+        raise
+    limiter = state.rate_limiter
+    job = offer_intake.intake_job(limiter, prepared, **seller.job_arguments())
+    intake: offer_intake.Intake = await run_job(state.writer, job)
+    if intake.admission.legacy:
+        arguments = await seller.after_legacy()
+        job = offer_intake.intake_job(limiter, prepared, **arguments)
+        intake = await run_job(state.writer, job)
+    refusal = seller.refusal(intake.admission)
+    if refusal is not None:
+        raise refusal
+    if intake.conflict is not None:
+        raise intake.conflict
+    return offer_intake.to_public(prepared, intake)
 
 
 @router.post(

@@ -15,6 +15,7 @@ import concurrent.futures as cf
 import contextlib
 import ctypes
 import dataclasses
+import math
 import multiprocessing
 import os
 import signal
@@ -393,6 +394,34 @@ def check_reported_cost(prior_spec: Mapping[str, Any], cost: float) -> None:
         ``reported_cost`` is outside the prior's support.
     """
     check_reported_costs(prior_spec, [cost])
+
+
+def cost_checker(prior_spec: Mapping[str, Any]) -> Callable[[float], None]:
+    """Return :func:`check_reported_cost` for one market with its prior built once
+    (single-offer intake caches it per market: building the prior cost as much as the
+    check).
+
+    Raises
+    ------
+    InvalidInputError
+        ``cost_prior`` is unknown, incomplete or invalid (when building the checker);
+        the checker raises as :func:`check_reported_cost`.
+    """
+    prior = build_prior(prior_spec)
+    low, high = float(prior.low), float(prior.high)
+
+    def check(cost: float) -> None:
+        # A finite, non-negative cost inside [low, high] passes the prior's own check
+        # (which allows a relative 1e-12 beyond the support); anything else is
+        # decided, and its error worded, by that check.
+        if math.isfinite(cost) and cost >= 0.0 and low <= cost <= high:
+            return
+        try:
+            prior.validate_costs(np.asarray([cost], dtype=float), name="reported_cost")
+        except _NUMERIC_ERRORS as exc:
+            raise InvalidInputError("reported_cost", str(exc)) from exc
+
+    return check
 
 
 def check_reported_costs(prior_spec: Mapping[str, Any], costs: Sequence[float]) -> None:
