@@ -270,12 +270,25 @@ class _Search:
         # (i, cache): only seller i's Ψ differs from the cache's (payment re-solves)
         self.delta: tuple[int, OneSellerCache] | None = None
         self.n_updates = 0
+        # seller i's ℓ_j(i) per model, its cached and its new Ψ_i (set_delta)
+        self._ell_i: list[float] = []
+        self._psi_i = (0.0, 0.0)
+        # whether the compiled a-step applies at every η (caps k/m with Σ h > 1)
+        self._kernel_always = (
+            self.mu > 0.0 and self.fixed_caps and self.kcap * prob.m > 1.0 + 1e-12
+        )
+
+    def set_delta(self, i: int, cache: OneSellerCache) -> None:
+        """Evaluate by one-seller updates of ``cache`` (only ``Ψ_i`` differs)."""
+        self.delta = (i, cache)
+        self._ell_i = [float(v) for v in self.models.losses[:, i]]
+        self._psi_i = (float(cache.psi[i]), float(self.prob.psi[i]))
 
     def evaluate(self, j: int, eta: float, warm: WeightsStepState | None) -> RangePoint:
         self.n_evals += 1
         prob = self.prob
         const = self.base[j] + self.sigma / eta
-        if self.mu > 0.0 and self.cap_total(eta) > 1.0 + 1e-12:
+        if self._kernel_always or (self.mu > 0.0 and self.cap_total(eta) > 1.0 + 1e-12):
             A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
             if self.delta is not None:
                 got = self._one_seller(j, eta, const, A0, s0)
@@ -330,9 +343,8 @@ class _Search:
             if sm[0] != 0.0:
                 bisect.insort(cache.etas.setdefault(j, []), eta)
         ok, value, A, s, pa = one_seller_value(
-            sm, i, float(self.models.losses[j][i]), q, float(cache.psi[i]),
-            float(prob.psi[i]), self.mu, const,
-        )  # fmt: skip
+            sm, i, self._ell_i[j], q, *self._psi_i, self.mu, const
+        )
         if not ok:
             return None
         self.n_updates += 1
@@ -350,13 +362,11 @@ class _Search:
             return None
         k = bisect.bisect_left(etas, eta)
         near = sorted(etas[max(k - 1, 0) : k + 1], key=lambda e: abs(e - eta))
-        psi = self.prob.psi
         for e0 in near:
             sm = cache.summaries[(j, e0)]
             ok, value, A, s, pa = shifted_value(
-                sm, i, float(self.models.losses[j][i]), self.gamma * eta,
-                float(cache.psi[i]), float(psi[i]), self.mu, const,
-            )  # fmt: skip
+                sm, i, self._ell_i[j], self.gamma * eta, *self._psi_i, self.mu, const
+            )
             if ok:
                 self.n_updates += 1
                 return value, A, s, pa
@@ -644,7 +654,7 @@ def _branch_and_bound(
 
     if seed is not None:
         if delta is not None and seed.cache is not None:
-            search.delta = (delta, seed.cache)
+            search.set_delta(delta, seed.cache)
         renew(seed.best)
         for lb, j, p1, p2 in seed.cells:
             push(lb, j, p1, p2, True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,7 +147,12 @@ class RangeResolver:
         a_i = float(np.clip(pt.state.A - pt.state.s * r_i, 0.0, h_i))
         return a_i, h_i
 
-    def _kkt(self, prob: Problem, pt: RangePoint, weights: object) -> float:
+    def _kkt(
+        self,
+        prob: Problem,
+        pt: RangePoint,
+        weights: Callable[[RangePoint], FloatArray],
+    ) -> float:
         """The largest block KKT residual at ``pt`` (module docstring): O(1) where no
         ``ε_k^max`` binds at ``η`` and the compiled a-step gave ``(A, s)``."""
         cfg, c = prob.cfg, self.consts
@@ -170,7 +176,7 @@ class RangeResolver:
                     r_eta = abs(dG) * eta / (1.0 + abs(pt.value))
                 return max(r_a, r_eta)
         # The O(m) residuals of the full path.
-        a = weights(pt)  # type: ignore[operator]
+        a = weights(pt)
         w = self.models.W[pt.j]
         sol = BlockSolution(eta, w, a, pt.value, pt.value, 1, True, pt.state)
         k = kkt_residuals(prob, sol, lo, hi, model_losses=self.models.losses[pt.j])

@@ -48,6 +48,14 @@ class SellerCurve:
     full solves seen so far; the full search runs whenever the certificate fails.
     ``checkpoint`` (optional) is called before every re-solve; what it raises ends
     the sweep (cooperative cancellation, ``PaymentJob.checkpoint``).
+    Under the default rule (candidate-model range) a re-solve with ``Ψ_i`` raised is
+    the lean one of :mod:`mechanisms.payments._range_resolve` (issue 16): the same
+    certified range search, returning seller ``i``'s values and the optimum's
+    ``(j, η, A, s)`` instead of an O(m) allocation; it counts as a shortcut
+    (``fast_keys``), so the verified sample cross-checks it against the full path
+    (:meth:`verify_fast`). Active signatures are derived from it only when the kink
+    locators ask (:meth:`signature`; :meth:`own_status` and :meth:`cap_slack` are
+    O(1)).
     """
 
     prob: Problem

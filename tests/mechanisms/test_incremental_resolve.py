@@ -334,7 +334,8 @@ def compare_lean(
     psi[i] = psi_i
     moved = dataclasses.replace(prob, psi=psi)
     cold = solve_allocation(moved)
-    assert cold.certified and str(cold.status) == lean.status
+    assert cold.certified
+    assert str(cold.status) == lean.status
     assert lean.epsilon_total == pytest.approx(
         float(cold.epsilon_total[i]), rel=1e-6, abs=1e-7
     )
@@ -353,10 +354,12 @@ def compare_lean(
     viol = np.concatenate(
         [np.abs(g[free] - tau), np.maximum(tau - g[zero], 0.0), g[cap] - tau]
     )
-    assert float(np.max(viol, initial=0.0)) / (1 + abs(tau)) <= lean.kkt * (
-        1 + 1e-6
-    ) + 1e-15
-    assert lean.kkt <= 1e-6 and cold.kkt.max() <= 1e-6
+    assert (
+        float(np.max(viol, initial=0.0)) / (1 + abs(tau))
+        <= lean.kkt * (1 + 1e-6) + 1e-15
+    )
+    assert lean.kkt <= 1e-6
+    assert cold.kkt.max() <= 1e-6
     assert res.signature(lean) == active_signature(moved, cold) or np.allclose(
         a, cold.weights, atol=1e-12
     )
@@ -409,7 +412,8 @@ def test_lean_resolves_with_summary_updates_equal_cold_solves(
             taken += compare_lean(prob, int(i), factor, base=base)
     assert taken >= 20
     cache = base.certificate.range_seed.cache
-    assert len(cache.summaries) > 0 and cache.etas  # both update paths exercised
+    assert len(cache.summaries) > 0
+    assert cache.etas
     assert used[True] >= 20, used
 
 
