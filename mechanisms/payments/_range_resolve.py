@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -96,8 +97,18 @@ class RangeResolver:
     seed: RangeSeed
     bounds: tuple[float, float]
     consts: SearchConsts
-    psi_work: FloatArray  # the base Ψ; one entry changed during a re-solve
     _signature: bytes | None = None
+    # per thread (sellers may run in threads of one process, e.g. Dask's): a copy of
+    # the base Ψ with one entry changed during a re-solve
+    _local: threading.local = dataclasses.field(default_factory=threading.local)
+
+    @property
+    def psi_work(self) -> FloatArray:
+        buf: FloatArray | None = getattr(self._local, "psi", None)
+        if buf is None:
+            buf = np.array(self.seed.psi, dtype=float)
+            self._local.psi = buf
+        return buf
 
     @single_blas_thread
     def solve(self, i: int, psi_i: float) -> LeanSolve | None:
@@ -235,8 +246,6 @@ def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:
     if bounds is None or bounds != seed.bounds:
         return None
     consts = search_consts(prob, models, bounds[1])
-    out = RangeResolver(
-        prob, base, models, seed, bounds, consts, np.array(seed.psi, dtype=float)
-    )
+    out = RangeResolver(prob, base, models, seed, bounds, consts)
     seed.cache.resolver = out
     return out

@@ -12,6 +12,8 @@ leaves its cap, another seller hits its cap or enters).
 from __future__ import annotations
 
 import dataclasses
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -426,3 +428,31 @@ def test_lean_resolve_declines_a_lower_report() -> None:
     assert res is not None
     i = int(np.argmax(prob.psi))
     assert res.solve(i, float(prob.psi[i]) * 0.5) is None
+
+
+def test_lean_resolves_in_threads_equal_serial_ones() -> None:
+    """Sellers of one base may run in threads of one process (Dask's in-process
+    workers; the compiled kernels release the GIL): concurrent lean re-solves must not
+    see each other's changed ``Ψ_i`` (each thread changes its own copy). A tiny GIL
+    switch interval makes the threads interleave inside the re-solves."""
+    prob = auto_instance(7, 40, capped=False)
+    base = solve_allocation(prob)
+    res = range_resolver(prob, base)
+    assert res is not None
+    jobs = [(i, float(prob.psi[i]) * f) for i in range(40) for f in (1.1, 2.0)]
+    serial = [res.solve(i, p) for i, p in jobs]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            threaded = list(pool.map(lambda job: res.solve(*job), jobs))
+    finally:
+        sys.setswitchinterval(interval)
+    for a, b in zip(serial, threaded, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert b.epsilon_total == pytest.approx(
+                a.epsilon_total, rel=1e-9, abs=1e-12
+            )
+            assert b.eta == pytest.approx(a.eta, rel=1e-9)
+    assert sum(a is not None for a in serial) >= 40
