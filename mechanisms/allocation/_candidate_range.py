@@ -49,6 +49,7 @@ sellers' records.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -67,6 +68,7 @@ from mechanisms.allocation._weights_kernel import (
     one_seller_value,
     range_summary,
     range_value_kernel,
+    shifted_value,
 )
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
@@ -215,10 +217,41 @@ class RangeSolution:
     n_models: int
 
 
+@dataclass(frozen=True, eq=False)
+class SearchConsts:
+    """What a search needs from the caps and the models only (not from ``Ψ``): one
+    O(m) pass, shared by the payment re-solves of one base (:func:`search_consts`)."""
+
+    fixed_caps: bool  # caps are k/m on the whole range: no ε_i^max binds at η_hi
+    kcap: float
+    no_caps: FloatArray  # ε^max relaxed (dual_cell_bound)
+    eps_bind: float  # below this η no ε_i^max binds: min_i ε_i^max/η ≥ k/m
+    base: list[float]
+
+
+def search_consts(prob: Problem, models: CandidateModels, hi: float) -> SearchConsts:
+    cfg = prob.cfg
+    held = prob.eps_max[prob.eps_max > 0.0]
+    return SearchConsts(
+        fixed_caps=bool(np.all(prob.eps_max >= (cfg.k / prob.m) * hi)),
+        kcap=cfg.k / prob.m,
+        no_caps=np.full(prob.m, np.inf),
+        eps_bind=float(held.min()) if held.size else np.inf,
+        base=models.base.tolist(),
+    )
+
+
 class _Search:
     """Best-first branch-and-bound over ``(model, log-η cell)`` pairs."""
 
-    def __init__(self, prob: Problem, models: CandidateModels, lo: float, hi: float):
+    def __init__(
+        self,
+        prob: Problem,
+        models: CandidateModels,
+        lo: float,
+        hi: float,
+        consts: SearchConsts | None = None,
+    ):
         self.prob, self.models, self.lo, self.hi = prob, models, lo, hi
         cfg = prob.cfg
         self.gamma, self.sigma, self.mu = cfg.gamma, cfg.sigma, cfg.mu
@@ -227,23 +260,35 @@ class _Search:
         # search, so no fresh point can reuse their id)
         self.fresh: set[int] = set()
         self.best: RangePoint | None = None
-        # Caps are k/m on the whole range iff no ε_i^max binds at η_hi.
-        self.fixed_caps = bool(np.all(prob.eps_max >= (cfg.k / prob.m) * hi))
-        self.kcap = cfg.k / prob.m
-        self.no_caps = np.full(prob.m, np.inf)  # ε^max relaxed (dual_cell_bound)
-        # Below this η no ε_i^max binds (caps are k/m): min_i ε_i^max/η ≥ k/m.
-        held = prob.eps_max[prob.eps_max > 0.0]
-        self.eps_bind = float(held.min()) if held.size else np.inf
-        self.base: list[float] = models.base.tolist()
+        if consts is None:
+            consts = search_consts(prob, models, hi)
+        self.fixed_caps = consts.fixed_caps
+        self.kcap = consts.kcap
+        self.no_caps = consts.no_caps
+        self.eps_bind = consts.eps_bind
+        self.base: list[float] = consts.base
         # (i, cache): only seller i's Ψ differs from the cache's (payment re-solves)
         self.delta: tuple[int, OneSellerCache] | None = None
         self.n_updates = 0
+        # seller i's ℓ_j(i) per model, its cached and its new Ψ_i (set_delta)
+        self._ell_i: list[float] = []
+        self._psi_i = (0.0, 0.0)
+        # whether the compiled a-step applies at every η (caps k/m with Σ h > 1)
+        self._kernel_always = (
+            self.mu > 0.0 and self.fixed_caps and self.kcap * prob.m > 1.0 + 1e-12
+        )
+
+    def set_delta(self, i: int, cache: OneSellerCache) -> None:
+        """Evaluate by one-seller updates of ``cache`` (only ``Ψ_i`` differs)."""
+        self.delta = (i, cache)
+        self._ell_i = [float(v) for v in self.models.losses[:, i]]
+        self._psi_i = (float(cache.psi[i]), float(self.prob.psi[i]))
 
     def evaluate(self, j: int, eta: float, warm: WeightsStepState | None) -> RangePoint:
         self.n_evals += 1
         prob = self.prob
         const = self.base[j] + self.sigma / eta
-        if self.mu > 0.0 and self.cap_total(eta) > 1.0 + 1e-12:
+        if self._kernel_always or (self.mu > 0.0 and self.cap_total(eta) > 1.0 + 1e-12):
             A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
             if self.delta is not None:
                 got = self._one_seller(j, eta, const, A0, s0)
@@ -279,6 +324,10 @@ class _Search:
         sm = cache.summaries.get(key)
         q = self.gamma * eta
         prob = self.prob
+        if sm is None and (self.fixed_caps or self.eps_bind / eta >= self.kcap):
+            got = self._shifted(j, eta, const)
+            if got is not None:
+                return got
         if sm is None:
             if len(cache.visits) >= MAX_VISITS:
                 cache.visits.clear()  # forget one-off points (seller-specific η)
@@ -291,14 +340,37 @@ class _Search:
                 self.kcap, prob.eps_max, self.mu, A0, s0,
             )  # fmt: skip
             cache.summaries[key] = sm
+            if sm[0] != 0.0:
+                bisect.insort(cache.etas.setdefault(j, []), eta)
         ok, value, A, s, pa = one_seller_value(
-            sm, i, float(self.models.losses[j][i]), q, float(cache.psi[i]),
-            float(prob.psi[i]), self.mu, const,
-        )  # fmt: skip
+            sm, i, self._ell_i[j], q, *self._psi_i, self.mu, const
+        )
         if not ok:
             return None
         self.n_updates += 1
         return value, A, s, pa
+
+    def _shifted(
+        self, j: int, eta: float, const: float
+    ) -> tuple[float, float, float, float] | None:
+        """``p_j(η)`` from the cached summary of model ``j`` at the nearest other
+        ``η`` (:func:`shifted_value`; the caps are ``k/m`` at ``η``), or ``None``."""
+        assert self.delta is not None
+        i, cache = self.delta
+        etas = cache.etas.get(j)
+        if not etas:
+            return None
+        k = bisect.bisect_left(etas, eta)
+        near = sorted(etas[max(k - 1, 0) : k + 1], key=lambda e: abs(e - eta))
+        for e0 in near:
+            sm = cache.summaries[(j, e0)]
+            ok, value, A, s, pa = shifted_value(
+                sm, i, self._ell_i[j], self.gamma * eta, *self._psi_i, self.mu, const
+            )
+            if ok:
+                self.n_updates += 1
+                return value, A, s, pa
+        return None
 
     def same_caps(self, e1: float, e2: float) -> bool:
         """Whether ``h(η₁) = h(η₂)`` for ``η₁ < η₂`` (no ``ε_i^max/η`` below ``k/m``
@@ -438,6 +510,16 @@ class OneSellerCache:
     psi: FloatArray
     summaries: dict[tuple[int, float], FloatArray] = field(default_factory=dict)
     visits: dict[tuple[int, float], int] = field(default_factory=dict)
+    # per model, the sorted η of its valid summaries (for shifted_value)
+    etas: dict[int, list[float]] = field(default_factory=dict)
+    # the payments' lean re-solver of this base in this process
+    # (mechanisms.payments._range_resolve.RangeResolver; not pickled)
+    resolver: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["resolver"] = None
+        return state
 
 
 @dataclass(frozen=True, eq=False)
@@ -485,6 +567,76 @@ def solve_in_range(
     this search.
     """
     search = _Search(prob, models, lo, hi)
+    delta = None
+    if seed is not None and seed.usable(prob, models, (lo, hi)):
+        changed = np.flatnonzero(prob.psi != seed.psi)
+        if changed.size == 1 and seed.cache is not None:
+            delta = int(changed[0])
+    else:
+        seed = None
+    best, lower, heap, part = _branch_and_bound(search, seed, delta, rtol, max_evals)
+    closed = lower >= best.value - rtol * (1.0 + abs(best.value)) - 1e-15
+    sol = RangeSolution(
+        best, search.weights(best), lower, closed, search.n_evals, models.n
+    )
+    new_seed = RangeSeed(
+        models, (lo, hi), prob.psi, best, _coarse_cells(search, heap),
+        OneSellerCache(prob.psi),
+    )  # fmt: skip
+    profile = [part[e] for e in sorted(part)]
+    return sol, profile, new_seed
+
+
+@dataclass(frozen=True, slots=True)
+class OneSellerSolution:
+    """A payment re-solve's optimum without the O(m) weights (:func:`resolve_one_seller`):
+    the best point, the certified lower bound, and the search (for the weights or the
+    caps where they are needed)."""
+
+    best: RangePoint
+    lower_bound: float
+    closed: bool
+    n_evals: int
+    search: _Search
+
+
+def resolve_one_seller(
+    prob: Problem,
+    models: CandidateModels,
+    lo: float,
+    hi: float,
+    seed: RangeSeed,
+    index: int,
+    consts: SearchConsts,
+    *,
+    rtol: float = RANGE_RTOL,
+    max_evals: int = MAX_EVALS,
+) -> OneSellerSolution:
+    """:func:`solve_in_range` for a payment re-solve: ``prob.psi`` equals ``seed.psi``
+    except at ``index``, where it is not lower (the caller's guarantee, so the seed is
+    usable without the O(m) comparisons), and the cap constants ``consts`` of the
+    base are reused. The same branch-and-bound and polish, so the same optimum and
+    certificate; only the O(m) weights and the new seed are not built."""
+    if not prob.psi[index] >= seed.psi[index]:
+        raise ValueError("index: the re-solve must not lower the seller's Ψ_i")
+    search = _Search(prob, models, lo, hi, consts)
+    delta = index if seed.cache is not None else None
+    best, lower, _, _ = _branch_and_bound(search, seed, delta, rtol, max_evals)
+    closed = lower >= best.value - rtol * (1.0 + abs(best.value)) - 1e-15
+    return OneSellerSolution(best, lower, closed, search.n_evals, search)
+
+
+def _branch_and_bound(
+    search: _Search,
+    seed: RangeSeed | None,
+    delta: int | None,
+    rtol: float,
+    max_evals: int,
+) -> tuple[RangePoint, float, list[Cell], dict[float, RangePoint]]:
+    """The search of :func:`solve_in_range` (from ``seed``'s cells when given, with
+    the one-seller update of its cache for seller ``delta``): the polished best point,
+    the lower bound, the open cells and the best model's partition points."""
+    models = search.models
     heap: list[Cell] = []
     counter = 0
     fresh: dict[tuple[int, float], RangePoint] = {}
@@ -500,15 +652,14 @@ def solve_in_range(
             fresh[key] = search.evaluate(p.j, p.eta, p.state)
         return fresh[key]
 
-    if seed is not None and seed.usable(prob, models, (lo, hi)):
-        changed = np.flatnonzero(prob.psi != seed.psi)
-        if changed.size == 1 and seed.cache is not None:
-            search.delta = (int(changed[0]), seed.cache)
+    if seed is not None:
+        if delta is not None and seed.cache is not None:
+            search.set_delta(delta, seed.cache)
         renew(seed.best)
         for lb, j, p1, p2 in seed.cells:
             push(lb, j, p1, p2, True)
     else:
-        start = np.geomspace(lo, hi, N_START)
+        start = np.geomspace(search.lo, search.hi, N_START)
         prev: list[RangePoint] = []  # the previous model's points: warm starts
         for j in range(models.n):
             pts: list[RangePoint] = []
@@ -547,16 +698,7 @@ def solve_in_range(
     part = {c[3].eta: c[3] for c in heap if c[2] == j_best}
     part.update({c[4].eta: c[4] for c in heap if c[2] == j_best})
     best = _polish(search, search.best, sorted(part))
-    closed = lower >= best.value - rtol * (1.0 + abs(best.value)) - 1e-15
-    sol = RangeSolution(
-        best, search.weights(best), lower, closed, search.n_evals, models.n
-    )
-    new_seed = RangeSeed(
-        models, (lo, hi), prob.psi, best, _coarse_cells(search, heap),
-        OneSellerCache(prob.psi),
-    )  # fmt: skip
-    profile = [part[e] for e in sorted(part)]
-    return sol, profile, new_seed
+    return best, lower, heap, part
 
 
 def _coarse_cells(

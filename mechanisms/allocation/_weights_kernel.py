@@ -272,7 +272,7 @@ def range_value_kernel(
 # form does not cancel.
 
 K_NEAR = 32  # sellers stored per class boundary
-_HEAD = 16
+_HEAD = 20
 # list l (0: Z smallest d, 1: M largest d, 2: M smallest d, 3: U largest d) starts at
 # _HEAD + l·(3K + 1): K values d, K values Ψ, K indices, then the (K+1)-th d.
 _LIST = 3 * K_NEAR + 1
@@ -355,11 +355,15 @@ def range_summary(
             out[b + t] = fill
             out[b + 2 * K + t] = -1.0
         out[b + 3 * K] = fill
-    S1 = S2 = P1 = DP = H1 = HR = HP = 0.0
+    S1 = S2 = P1 = DP = H1 = HR = HP = PP = 0.0
+    psi_lo = _INF
+    psi_hi = -_INF
     n_up = 0
     for k in range(m):
         v = A - s * r[k]
         d = r[k] - r0
+        psi_lo = min(psi_lo, psi[k])
+        psi_hi = max(psi_hi, psi[k])
         if v >= kcap:
             n_up += 1
             H1 += kcap
@@ -371,6 +375,7 @@ def range_summary(
             S2 += d * d
             P1 += psi[k]
             DP += d * psi[k]
+            PP += psi[k] * psi[k]
             _keep_near(out, _HEAD + 1 * _LIST, d, psi[k], k, True)
             _keep_near(out, _HEAD + 2 * _LIST, d, psi[k], k, False)
         else:
@@ -380,6 +385,7 @@ def range_summary(
     out[5], out[6], out[7], out[8] = S1, S2, P1, DP
     out[9], out[10], out[11], out[12] = H1, n_up * kcap * kcap, HR, HP
     out[13] = kcap
+    out[14], out[15], out[16], out[17] = PP, psi_lo, psi_hi, q_scale
     return out
 
 
@@ -523,6 +529,159 @@ def one_seller_value(
         cls = new_cls
         for lst in range(4):
             moved[lst] = new_moved[lst]
+    return fail
+
+
+@_jit
+def shifted_value(
+    sm: FloatArray,
+    i: int,
+    ell_i: float,
+    q_scale: float,
+    psi_old: float,
+    psi_new: float,
+    mu: float,
+    const: float,
+) -> tuple[bool, float, float, float, float]:
+    """:func:`one_seller_value` at another ``η`` of the same model: the summary was
+    taken at ``q₀ = sm[17]`` (``r = ℓ + q₀Ψ``), the value is wanted at ``q_scale``
+    (caps still all ``k/m``), with seller ``i``'s ``Ψ_i`` changed as there.
+
+    Every other seller's ``r_k`` moves by ``Δq·Ψ_k`` (``Δq = q_scale − q₀``), so the
+    class sums follow in closed form from the summary's (``Σd + ΔqΣΨ``,
+    ``Σd² + 2ΔqΣdΨ + Δq²ΣΨ²``, …). The stored boundary sellers are re-classified
+    exactly at their moved ``r``; the unstored ones of a list lie beyond its
+    ``(K+1)``-th value ``d_next``, and moved by at most ``Δq·Ψ`` with ``Ψ`` in the
+    base's ``[Ψ_min, Ψ_max]`` (``sm[15:17]``), so none of them changes class when
+    ``d_next`` moved by the worst such shift does not: otherwise ``ok = False`` (run
+    the kernel). ``(ok, value, A, s, Ψᵀa)`` as :func:`range_value_kernel`."""
+    fail = (False, 0.0, 0.0, 0.0, 0.0)
+    if sm[0] == 0.0:
+        return fail
+    K = K_NEAR
+    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
+    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
+    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
+    h, PP, psi_lo, psi_hi, q0 = sm[13], sm[14], sm[15], sm[16], sm[17]
+    dq = q_scale - q0
+    r_old = ell_i + q0 * psi_old  # exactly as range_summary computes r_i
+    r_new = ell_i + q_scale * psi_new
+    v = A - s * r_old
+    d_old = r_old - r0
+    if v >= h:
+        H1 -= h
+        HU2 -= h * h
+        HR -= h * r_old
+        HP -= h * psi_old
+        cls = 2
+    elif v > 0.0:
+        n -= 1.0
+        S1 -= d_old
+        S2 -= d_old * d_old
+        P1 -= psi_old
+        DP -= d_old * psi_old
+        PP -= psi_old * psi_old
+        cls = 1
+    else:
+        cls = 0
+    # every other seller's d moves by Δq·Ψ_k
+    S2 += 2.0 * dq * DP + dq * dq * PP
+    S1 += dq * P1
+    DP += dq * PP
+    HR += dq * HP
+    lo_shift = min(dq * psi_lo, dq * psi_hi)
+    hi_shift = max(dq * psi_lo, dq * psi_hi)
+    d_i = r_new - r0
+    flip = np.zeros(4 * K, dtype=np.bool_)
+    for _ in range(40):
+        n2, S1b, S2b, P1b, DPb = n, S1, S2, P1, DP
+        H1b, HU2b, HRb, HPb = H1, HU2, HR, HP
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            sgn_m = 1.0 if lst == 0 or lst == 3 else -1.0
+            for t in range(K):
+                if not flip[lst * K + t]:
+                    continue
+                p = sm[b + K + t]
+                d = sm[b + t] + dq * p
+                # Z→M (+M), M→Z (−M), M→U (−M, +U), U→M (−U, +M)
+                n2 += sgn_m
+                S1b += sgn_m * d
+                S2b += sgn_m * d * d
+                P1b += sgn_m * p
+                DPb += sgn_m * d * p
+                if lst == 2 or lst == 3:
+                    sgn_u = 1.0 if lst == 2 else -1.0
+                    H1b += sgn_u * h
+                    HU2b += sgn_u * h * h
+                    HRb += sgn_u * h * (r0 + d)
+                    HPb += sgn_u * h * p
+        if cls == 1:
+            n2 += 1.0
+            S1b += d_i
+            S2b += d_i * d_i
+            P1b += psi_new
+            DPb += d_i * psi_new
+        elif cls == 2:
+            H1b += h
+            HU2b += h * h
+            HRb += h * r_new
+            HPb += h * psi_new
+        if n2 < 0.5:
+            return fail
+        V = S2b - S1b * S1b / n2
+        denom = mu * mu - V
+        c1 = 1.0 - H1b
+        if denom <= 0.0:
+            return fail
+        s2 = np.sqrt((HU2b + c1 * c1 / n2) / denom)
+        B = (c1 + s2 * S1b) / n2
+        vi = B - s2 * d_i
+        new_cls = 2 if vi >= h else (1 if vi > 0.0 else 0)
+        same = new_cls == cls
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            for t in range(K):
+                idx = sm[b + 2 * K + t]
+                d0 = sm[b + t]
+                if idx < 0.0 or not np.isfinite(d0) or int(idx) == i:
+                    f = False
+                else:
+                    vt = B - s2 * (d0 + dq * sm[b + K + t])
+                    if lst == 0:
+                        if vt >= h:
+                            return fail  # Z straight to U: not a boundary neighbour
+                        f = vt > 0.0
+                    elif lst == 1:
+                        f = vt <= 0.0
+                    elif lst == 2:
+                        f = vt >= h
+                    else:
+                        if vt <= 0.0:
+                            return fail
+                        f = vt < h
+                if f != flip[lst * K + t]:
+                    same = False
+                    flip[lst * K + t] = f
+            # the unstored sellers of the list: beyond d_next, moved by ≤ the shift
+            nxt = sm[b + 3 * K]
+            if np.isfinite(nxt):
+                if lst == 0 and B - s2 * (nxt + lo_shift) > 0.0:
+                    return fail
+                if lst == 1 and B - s2 * (nxt + hi_shift) <= 0.0:
+                    return fail
+                if lst == 2 and B - s2 * (nxt + lo_shift) >= h:
+                    return fail
+                if lst == 3 and B - s2 * (nxt + hi_shift) < h:
+                    return fail
+        if same:
+            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
+            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
+            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
+                return fail
+            pa = B * P1b - s2 * DPb + HPb
+            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
+        cls = new_cls
     return fail
 
 

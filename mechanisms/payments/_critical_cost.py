@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mechanisms.allocation._problem import Problem
+from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._kinks import breakpoints, cap_exit
 from mechanisms.payments._seller_curve import SellerCurve, Solver, active_signature
 from mechanisms.priors import CostPrior
@@ -67,7 +68,7 @@ def first_order_estimate(curve: SellerCurve) -> float | None:
     cfg = prob.cfg
     if cfg.u != "linear" or cfg.gamma <= 0 or base.eta <= 0:
         return None
-    tau = kkt_threshold(prob, base)
+    tau = base_memo(base, "kkt_threshold", prob, lambda: kkt_threshold(prob, base))
     if tau is None:
         return None
     if cfg.mode == "strict":

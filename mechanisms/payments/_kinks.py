@@ -47,18 +47,13 @@ def breakpoints(
 
 def own_status(curve: SellerCurve, s: float) -> int:
     """Seller ``i``'s own bound at report ``s``: 0 at zero, 1 free, 2 at its cap."""
-    return int(curve.signature(s)[curve.index])
+    return curve.own_status(s)
 
 
 def cap_slack(curve: SellerCurve, s: float) -> float:
     """``h_i − a_i`` at report ``s`` (0 while seller ``i`` sits at its cap; NaN when
     the re-solve there did not succeed, which makes :func:`cap_exit` bisect)."""
-    curve.epsilon(s)
-    point = curve.points.get(float(s))
-    if point is None:
-        return float("nan")
-    _w, a, eta = point
-    return float(curve.prob.caps(eta)[curve.index] - a[curve.index])
+    return curve.cap_slack(s)
 
 
 def cap_exit(

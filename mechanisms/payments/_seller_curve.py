@@ -21,6 +21,7 @@ from mechanisms.allocation._certify import Node
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.payments._local_resolve import local_resolve
+from mechanisms.payments._range_resolve import LeanSolve, RangeResolver, range_resolver
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
@@ -47,6 +48,14 @@ class SellerCurve:
     full solves seen so far; the full search runs whenever the certificate fails.
     ``checkpoint`` (optional) is called before every re-solve; what it raises ends
     the sweep (cooperative cancellation, ``PaymentJob.checkpoint``).
+    Under the default rule (candidate-model range) a re-solve with ``Ψ_i`` raised is
+    the lean one of :mod:`mechanisms.payments._range_resolve` (issue 16): the same
+    certified range search, returning seller ``i``'s values and the optimum's
+    ``(j, η, A, s)`` instead of an O(m) allocation; it counts as a shortcut
+    (``fast_keys``), so the verified sample cross-checks it against the full path
+    (:meth:`verify_fast`). Active signatures are derived from it only when the kink
+    locators ask (:meth:`signature`; :meth:`own_status` and :meth:`cap_slack` are
+    O(1)).
     """
 
     prob: Problem
@@ -68,6 +77,10 @@ class SellerCurve:
     checks: dict[float, tuple[str, float, float | None]] = field(default_factory=dict)
     checkpoint: Callable[[], None] | None = None
     nodes: dict[float, Node] | None = None  # the base's stale certified nodes
+    # Re-solves by the lean path of the default rule (mechanisms.payments.
+    # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
+    lean: dict[float, LeanSolve] = field(default_factory=dict)
+    resolver: RangeResolver | None = None
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -79,7 +92,9 @@ class SellerCurve:
             self.base.eta,
         )
         self.cache[float(self.report)] = float(self.base.epsilon_total[self.index])
-        self.signatures[float(self.report)] = active_signature(self.prob, self.base)
+        if self.resolver is None and self.solver is solve_allocation:
+            self.resolver = range_resolver(self.prob, self.base)
+        # the base's active signature is computed when asked (signature())
 
     def epsilon(self, s: float) -> float:
         """Seller ``i``'s total guarantee ``ε_i^total`` when it reports ``s``."""
@@ -89,8 +104,17 @@ class SellerCurve:
             return hit
         if self.checkpoint is not None:
             self.checkpoint()
+        psi_i = float(np.asarray(self.prior.virtual_cost(np.array([s])))[0])
+        if self.fast and self.resolver is not None:
+            lean = self.resolver.solve(self.index, psi_i)
+            if lean is not None:
+                self.lean[s] = lean
+                self.fast_keys.add(s)
+                self.checks[s] = (lean.status, lean.kkt, lean.gap)
+                self.cache[s] = lean.epsilon_total
+                return lean.epsilon_total
         psi = self.prob.psi.copy()
-        psi[self.index] = float(np.asarray(self.prior.virtual_cost(np.array([s])))[0])
+        psi[self.index] = psi_i
         alloc = self._solve(dataclasses.replace(self.prob, psi=psi), s)
         val = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
         self.checks[s] = allocation_check(alloc)
@@ -108,7 +132,8 @@ class SellerCurve:
         if self.solver is not solve_allocation:
             return self.solver(prob, warm_start=warm)
         psi_i = float(prob.psi[self.index])
-        if self.fast and psi_i >= self.base.virtual_costs[self.index]:
+        shortcut = self.base.profile is not None  # local_resolve declines otherwise
+        if shortcut and self.fast and psi_i >= self.base.virtual_costs[self.index]:
             out = local_resolve(
                 prob,
                 self.base,
@@ -154,6 +179,7 @@ class SellerCurve:
                 continue
             old = self.cache.pop(s)
             self.checks.pop(s, None)
+            self.lean.pop(s, None)
             self.fast_keys.discard(s)
             fast, self.fast = self.fast, False
             try:
@@ -169,6 +195,7 @@ class SellerCurve:
             self.signatures.pop(s, None)
             self.points.pop(s, None)
             self.checks.pop(s, None)
+            self.lean.pop(s, None)
         self.fast_keys.clear()
         self.fast = False
 
@@ -211,8 +238,51 @@ class SellerCurve:
 
     def signature(self, s: float) -> bytes:
         """Active set (0: at zero, 1: free, 2: at its cap) of every seller at ``s``."""
+        s = float(s)
         self.epsilon(s)
-        return self.signatures[float(s)]
+        sig = self.signatures.get(s)
+        if sig is None:
+            lean = self.lean.get(s)
+            if lean is not None and self.resolver is not None:
+                sig = self.resolver.signature(lean)
+            elif s == float(self.report) and self.resolver is not None:
+                sig = self.resolver.base_signature()
+            else:
+                sig = active_signature(self.prob, self.base)
+            self.signatures[s] = sig
+        return sig
+
+    def own_status(self, s: float) -> int:
+        """Seller ``i``'s own entry of :meth:`signature` (O(1) on the lean path)."""
+        s = float(s)
+        self.epsilon(s)
+        lean = self.lean.get(s)
+        if lean is not None:
+            a_i, h_i = lean.a_i, lean.h_i
+        elif s == float(self.report) and self.base.eta > 0:
+            a_i = float(self.base.weights[self.index])
+            h_i = float(
+                min(
+                    self.prob.cfg.k / self.prob.m,
+                    self.prob.eps_max[self.index] / self.base.eta,
+                )
+            )
+        else:
+            return int(self.signature(s)[self.index])
+        return 0 if a_i <= 1e-12 else (2 if a_i >= h_i * (1 - 1e-9) else 1)
+
+    def cap_slack(self, s: float) -> float:
+        """``h_i − a_i`` at report ``s`` (NaN when the re-solve there failed)."""
+        s = float(s)
+        self.epsilon(s)
+        lean = self.lean.get(s)
+        if lean is not None:
+            return lean.h_i - lean.a_i
+        point = self.points.get(s)
+        if point is None:
+            return float("nan")
+        _w, a, eta = point
+        return float(self.prob.caps(eta)[self.index] - a[self.index])
 
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""

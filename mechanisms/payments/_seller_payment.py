@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from mechanisms.allocation._certify import Node
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
+from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
 from mechanisms.payments._kinks import breakpoints, cap_exit
 from mechanisms.payments._quadrature import integrate
@@ -207,9 +208,12 @@ def seller_certificate(
 
 
 def _mean_winner_epsilon(base: Allocation) -> float:
-    eps = np.asarray(base.epsilon_total, dtype=float)
-    won = eps[eps > 0.0]
-    return float(won.mean()) if won.size else 1e-300
+    def mean() -> float:
+        eps = np.asarray(base.epsilon_total, dtype=float)
+        won = eps[eps > 0.0]
+        return float(won.mean()) if won.size else 1e-300
+
+    return base_memo(base, "mean_winner_epsilon", None, mean)
 
 
 def _integral(

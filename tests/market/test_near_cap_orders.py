@@ -33,6 +33,7 @@ from sqlmodel import Session
 from market.models import Market
 from market.pipeline import numerics
 from mechanisms.allocation import _candidate_range, _eta_search
+from mechanisms.payments import _range_resolve
 from tests.market.pipeline_helpers import add_sellers, market_body
 from tests.market.test_orders_run import Env, env
 
@@ -48,11 +49,17 @@ def test_third_near_cap_order_costs_at_most_three_times_the_first(
     orders: list[dict[str, Any]] = []
     solves: list[tuple[int, bool]] = []  # (a-steps, closed) of every range search
     real_search = _eta_search.solve_in_range
+    real_lean = _range_resolve.resolve_one_seller  # payment re-solves (lean path)
     real_pay = numerics.myerson_payments
 
     def counted_search(*args: Any, **kwargs: Any) -> Any:
         out = real_search(*args, **kwargs)
         solves.append((out[0].n_evals, out[0].closed))
+        return out
+
+    def counted_lean(*args: Any, **kwargs: Any) -> Any:
+        out = real_lean(*args, **kwargs)
+        solves.append((out.n_evals, out.closed))
         return out
 
     def counted_payments(*args: Any, **kwargs: Any) -> Any:
@@ -71,6 +78,7 @@ def test_third_near_cap_order_costs_at_most_three_times_the_first(
         return pay
 
     monkeypatch.setattr(_eta_search, "solve_in_range", counted_search)
+    monkeypatch.setattr(_range_resolve, "resolve_one_seller", counted_lean)
     monkeypatch.setattr(numerics, "myerson_payments", counted_payments)
     assert numerics.SERIAL_PAYMENTS_MAX >= 14  # payments in this process (counted)
     body = market_body(rng=np.random.default_rng(1), cap=6.52)

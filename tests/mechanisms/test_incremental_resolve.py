@@ -12,6 +12,8 @@ leaves its cap, another seller hits its cap or enters).
 from __future__ import annotations
 
 import dataclasses
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation import _candidate_range
 from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
@@ -26,8 +29,10 @@ from mechanisms.allocation._weights_kernel import (
     one_seller_value,
     range_summary,
     range_value_kernel,
+    shifted_value,
 )
 from mechanisms.payments._local_resolve import local_resolve, stale_nodes
+from mechanisms.payments._range_resolve import range_resolver
 from mechanisms.payments._seller_curve import active_signature
 from mechanisms.result import Allocation
 
@@ -256,3 +261,198 @@ def test_range_resolves_with_one_seller_updates_equal_cold_solves() -> None:
             assert compare_range(prob, int(i), factor, base=base)[0]
     cache = base.certificate.range_seed.cache
     assert len(cache.summaries) > 0  # the update path was exercised
+
+
+# ------------------------------- the lean payment re-solve (mechanisms.payments._range_resolve)
+
+
+def test_shifted_summary_update_equals_the_full_a_step() -> None:
+    """The summary of a cached ``(model, η₀)`` reused at another ``η`` (every ``r_k``
+    moved by ``Δq·Ψ_k``) with one seller's ``Ψ_i`` changed returns the full kernel's
+    value, multipliers and ``Ψᵀa`` at that ``η`` — including shifts that reorder
+    sellers and move them across the zero and cap boundaries — or declines."""
+    rng = np.random.default_rng(4)
+    done = moved = declined = 0
+    for _ in range(40):
+        m = int(rng.integers(150, 1500))
+        ell = rng.uniform(0.2, 1.2, m)
+        psi = rng.uniform(0.0, 2.0, m)
+        eta, kcap, mu = 1.0, 4.0 / m, float(10 ** rng.uniform(0.5, 1.3))
+        q = float(rng.uniform(0.05, 1.0))
+        eps_max = np.full(m, np.inf)
+        sm = range_summary(ell, psi, q, eta, kcap, eps_max, mu, 0.0, 0.0)
+        if sm[0] == 0.0:
+            continue
+        ok0, _, A0, s0, _ = range_value_kernel(
+            ell, psi, q, eta, kcap, eps_max, mu, 0.0, 0.0, 0.0
+        )
+        assert ok0
+        cls0 = np.digitize(A0 - s0 * (ell + q * psi), [0.0, kcap], right=False)
+        for _ in range(12):
+            i = int(rng.integers(m))
+            new = psi.copy()
+            new[i] = psi[i] * float(rng.choice([1.0, 0.5, 1.01, 1.5, 3.0, 10.0]))
+            rel = float(rng.choice([0.0, 1e-9, -1e-7, 1e-5, -1e-4, 1e-3, -1e-2, 0.1]))
+            q2 = q * (1.0 + rel)
+            ok, val, a_mul, s, pa = shifted_value(
+                sm, i, float(ell[i]), q2, float(psi[i]), float(new[i]), mu, 0.25
+            )
+            if not ok:
+                declined += 1
+                continue
+            ref = range_value_kernel(
+                ell, new, q2, eta, kcap, eps_max, mu, 0.25, a_mul, s
+            )
+            assert ref[0]
+            assert val == pytest.approx(ref[1], rel=1e-11, abs=1e-13)
+            assert s == pytest.approx(ref[3], rel=1e-9)
+            assert a_mul == pytest.approx(ref[2], rel=1e-9, abs=1e-13)
+            assert pa == pytest.approx(ref[4], rel=1e-9, abs=1e-13)
+            cls = np.digitize(a_mul - s * (ell + q2 * new), [0.0, kcap], right=False)
+            done += 1
+            moved += int(np.count_nonzero(np.delete(cls != cls0, i)) > 0)
+    assert done >= 150
+    assert moved >= 30  # other sellers changed class in some of them
+    assert declined >= 1  # large shifts are declined, not guessed
+
+
+def compare_lean(
+    prob: Problem, i: int, factor: float, *, base: Allocation | None = None
+) -> bool:
+    """Raise ``Ψ_i`` by ``factor ≥ 1``: the lean re-solve (seller ``i``'s values, the
+    optimum's ``(j, η, A, s)``, the O(1) KKT bound) must equal a cold
+    :func:`solve_allocation`; returns whether it applied (else the full path runs)."""
+    base = solve_allocation(prob) if base is None else base
+    res = range_resolver(prob, base)
+    if res is None:
+        assert not base.certified or base.certificate.rule != "candidate_models"
+        return False
+    psi_i = float(prob.psi[i]) * factor
+    lean = res.solve(i, psi_i)
+    assert np.array_equal(res.psi_work, prob.psi)  # restored after the re-solve
+    if lean is None:
+        return False
+    psi = prob.psi.copy()
+    psi[i] = psi_i
+    moved = dataclasses.replace(prob, psi=psi)
+    cold = solve_allocation(moved)
+    assert cold.certified
+    assert str(cold.status) == lean.status
+    assert lean.epsilon_total == pytest.approx(
+        float(cold.epsilon_total[i]), rel=1e-6, abs=1e-7
+    )
+    assert lean.eta == pytest.approx(cold.eta, rel=1e-6)
+    assert lean.value == pytest.approx(cold.objective, rel=1e-9, abs=1e-10)
+    a = res.weights(lean)
+    np.testing.assert_allclose(a, cold.weights, rtol=1e-6, atol=1e-7)
+    assert lean.a_i == a[i]
+    # The O(1) KKT value bounds the a-block residual at τ = A/s and the η residual.
+    g = res.models.losses[lean.j] + prob.cfg.gamma * lean.eta * psi
+    g = g + prob.cfg.mu * a / np.linalg.norm(a)
+    tau = lean.A / lean.s
+    caps = prob.caps(lean.eta)
+    zero, cap = a <= 0.0, a >= caps
+    free = ~zero & ~cap
+    viol = np.concatenate(
+        [np.abs(g[free] - tau), np.maximum(tau - g[zero], 0.0), g[cap] - tau]
+    )
+    assert (
+        float(np.max(viol, initial=0.0)) / (1 + abs(tau))
+        <= lean.kkt * (1 + 1e-6) + 1e-15
+    )
+    assert lean.kkt <= 1e-6
+    assert cold.kkt.max() <= 1e-6
+    assert res.signature(lean) == active_signature(moved, cold) or np.allclose(
+        a, cold.weights, atol=1e-12
+    )
+    return True
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(
+    seed=st.integers(0, 10_000),
+    m=st.integers(5, 12),
+    capped=st.booleans(),
+    pick=st.integers(0, 11),
+    factor=st.floats(1.0, 4.0),
+)
+def test_lean_resolve_equals_cold_solve(
+    seed: int, m: int, capped: bool, pick: int, factor: float
+) -> None:
+    compare_lean(auto_instance(seed, m, capped), pick % m, factor)
+
+
+def test_lean_resolves_with_summary_updates_equal_cold_solves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a size where the lean re-solves use the O(1) one-seller and shifted-``η``
+    updates of cached summaries (both exercised), including raises that change the
+    active set, every lean re-solve equals the cold solve."""
+    used = {True: 0, False: 0}
+
+    def counted(*args: object) -> tuple[bool, float, float, float, float]:
+        out = shifted_value(*args)
+        used[bool(out[0])] += 1
+        return out
+
+    monkeypatch.setattr(_candidate_range, "shifted_value", counted)
+    prob = dataclasses.replace(
+        auto_instance(5, 300, capped=False), cfg=AUTO.with_(mu=10.0, k=4.0)
+    )
+    base = solve_allocation(prob)
+    assert base.certificate.rule == "candidate_models"
+    rng = np.random.default_rng(1)
+    winners = np.flatnonzero(base.weights > 0)
+    taken = 0
+    for i in [*rng.choice(winners, size=4, replace=False), *rng.choice(300, 2)]:
+        for factor in (1.0, 1.02, 1.5, 3.0):
+            taken += compare_lean(prob, int(i), factor, base=base)
+    assert taken >= 20
+    cache = base.certificate.range_seed.cache
+    assert len(cache.summaries) > 0
+    assert cache.etas
+    assert used[True] >= 20, used
+
+
+def test_lean_resolve_declines_a_lower_report() -> None:
+    """A lower ``Ψ_i`` than the base's is not a payment sweep's re-solve (the seed's
+    bounds need ``Ψ ≥ Ψ_base``): the lean path declines and the full path runs."""
+    prob = auto_instance(2, 10, capped=False)
+    base = solve_allocation(prob)
+    res = range_resolver(prob, base)
+    assert res is not None
+    i = int(np.argmax(prob.psi))
+    assert res.solve(i, float(prob.psi[i]) * 0.5) is None
+
+
+def test_lean_resolves_in_threads_equal_serial_ones() -> None:
+    """Sellers of one base may run in threads of one process (Dask's in-process
+    workers; the compiled kernels release the GIL): concurrent lean re-solves must not
+    see each other's changed ``Ψ_i`` (each thread changes its own copy). A tiny GIL
+    switch interval makes the threads interleave inside the re-solves."""
+    prob = auto_instance(7, 40, capped=False)
+    base = solve_allocation(prob)
+    res = range_resolver(prob, base)
+    assert res is not None
+    jobs = [(i, float(prob.psi[i]) * f) for i in range(40) for f in (1.1, 2.0)]
+    serial = [res.solve(i, p) for i, p in jobs]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            threaded = list(pool.map(lambda job: res.solve(*job), jobs))
+    finally:
+        sys.setswitchinterval(interval)
+    for a, b in zip(serial, threaded, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert b.epsilon_total == pytest.approx(
+                a.epsilon_total, rel=1e-9, abs=1e-12
+            )
+            assert b.eta == pytest.approx(a.eta, rel=1e-9)
+    assert sum(a is not None for a in serial) >= 40
