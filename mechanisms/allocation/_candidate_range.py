@@ -160,12 +160,13 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             if k == 0 and prev_caps is not None and np.array_equal(caps, prev_caps):
                 continue  # Ψ ≡ 0: the solve depends on η only through the caps
             prev_caps = caps
+            state = None
             if free is None:
                 w0 = np.zeros(d)
                 a0 = project_capped_simplex(np.full(m, 1.0 / m), caps)[0]
             else:
-                w0, a0 = free.w, free.a
-            sol = solve_at_eta(sp, float(eta), w0=w0, a0=a0)
+                w0, a0, state = free.w, free.a, free.state
+            sol = solve_at_eta(sp, float(eta), w0=w0, a0=a0, state=state)
             if free is None:
                 free = sol
             W.append(sol.w)
