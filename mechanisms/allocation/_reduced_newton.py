@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import cho_factor, cho_solve
 
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_kernel import _jit, weights_kernel
@@ -116,12 +115,13 @@ def _evaluate(
     a0: FloatArray | None = None,
 ) -> _Point:
     """``F`` at ``w``; the a-step warm-starts from ``state``, else from ``a0``."""
-    cfg, loss = prob.cfg, prob.loss
+    cfg = prob.cfg
     z = prob.X @ w
     d2: FloatArray | None = None
     if cfg.loss == "logistic":
         losses, dl, d2 = _logistic_pass(z, prob.y)
     else:
+        loss = prob.loss
         losses, dl = loss.value(z, prob.y), loss.derivative(z, prob.y)
     r = losses + cfg.gamma * eta * prob.psi
     caps = prob.caps(eta)
@@ -205,9 +205,9 @@ def _hessian(prob: Problem, eta: float, p: _Point) -> FloatArray:
     ``Gᵀr`` and ``Gᵀa`` (``p₁``, ``p₂`` are combinations of ``1`` and ``a``), three
     columns of the same GEMM.
     """
-    cfg, loss = prob.cfg, prob.loss
+    cfg = prob.cfg
     d = prob.X.shape[1]
-    wts = p.a * (loss.curvature(p.z, prob.y) if p.d2 is None else p.d2)
+    wts = p.a * (prob.loss.curvature(p.z, prob.y) if p.d2 is None else p.d2)
     J = None
     if p.state is not None:
         s = p.state.s
@@ -220,7 +220,8 @@ def _hessian(prob: Problem, eta: float, p: _Point) -> FloatArray:
             D = S1 * c1 - n * (Q + cfg.mu**2 * s)
             if D != 0.0:
                 J = (s, S1, c1, Q, n, D)
-    support = p.a > 0.0  # wts and the columns vanish where a_i = 0 (M ⊆ {a > 0})
+    # wts and the columns vanish where a_i = 0 (M ⊆ {a > 0}); one block: no gather
+    support = p.a > 0.0 if prob.m > GRAM_BLOCK else None
     if J is None:
         H, _ = weighted_gram(prob.X, wts, support=support)
         H.flat[:: d + 1] += cfg.lam
@@ -247,10 +248,10 @@ def _hessian(prob: Problem, eta: float, p: _Point) -> FloatArray:
 def _newton_step(H: FloatArray, g: FloatArray) -> FloatArray | None:
     """``−H⁻¹g`` by Cholesky; ``None`` when ``H`` is not positive definite."""
     try:
-        factor = cho_factor(H, check_finite=False)
+        L = np.linalg.cholesky(H)
     except np.linalg.LinAlgError:
         return None
-    return -np.asarray(cho_solve(factor, g, check_finite=False), dtype=float)
+    return -np.linalg.solve(L.T, np.linalg.solve(L, g))
 
 
 def _trust_region_step(
