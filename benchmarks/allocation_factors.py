@@ -6,7 +6,8 @@ Each variant runs in its own subprocess with ``PYTHONPATH`` at its code (``--bef
 a git revision extracted with ``git archive``; "after": this checkout) and times, with
 ``benchmarks/scale.py``'s own functions (``wisconsin_row``: best of 15 each;
 ``allocate_row``: best of 5 / 2 / 1 by size) but the default configuration
-(``certify="auto"``), ``allocate`` and the sklearn fit on the same data. It also
+(``certify="auto"``), ``allocate`` and the sklearn fit on the same data (the fit also
+under one BLAS thread, as ``allocate`` runs: ``sklearn_1t_s``). It also
 reports ``allocate``'s split (candidate models / range search) and the Newton steps
 (Hessians built) of the candidate models. ``--big`` sizes run for "after" only unless
 ``--big-before`` (the old code took 168 s at m = 10⁶).
@@ -57,6 +58,15 @@ for m in [int(x) for x in sys.argv[2:]]:
         X, y, c = scale.data(m)
         count["hessians"] = 0
         a = allocate(X, y, c, scale.PRIOR, scale.CFG)
+    # sklearn again under one BLAS thread, as allocate runs: on a loaded 2-core machine
+    # its two OpenBLAS threads' wake-ups make the unlimited timing swing 10-100 ms.
+    from sklearn.linear_model import LogisticRegression
+    from mechanisms.allocation._blas import one_blas_thread
+    Xs, ys = (sp.X_train, sp.y_train) if m == 0 else (X, y)
+    with one_blas_thread():
+        t1, _ = scale.best_of(lambda: LogisticRegression().fit(Xs, ys),
+                              15 if m == 0 else scale.repeats(m))
+    row.update(sklearn_1t_s=t1, ratio_sklearn_1t=row["allocate_s"] / t1)
     row.update(case="wisconsin" if m == 0 else f"m={m}", hessians=count["hessians"],
                objective=a.objective, n_models=a.certificate.n_models,
                models_s=a.timings.get("models"), range_s=a.timings.get("range"))
