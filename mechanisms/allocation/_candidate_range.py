@@ -20,7 +20,10 @@ the reported costs (:func:`candidate_models`): the model of the cost-free proble
 the fixed seed ``SCENARIO_SEED`` (:func:`scenario_virtual_costs`), each solved at
 ``N_LEVELS`` values of ``η``. Models are fixed-``η`` KKT points of ``G`` for those
 scenarios (a deterministic local solve: the scenario does not depend on the reports,
-so neither does the model).
+so neither does the model): trust-region Newton on the reduced objective
+``F(w) = min_a G`` (:mod:`mechanisms.allocation._reduced_newton`), the cost-free model
+from ``w = 0`` and every scenario's from the cost-free model (its ``w``, ``a`` and
+a-step multipliers).
 
 For a fixed model ``w_j`` the problem in ``(a, η)`` is
 
@@ -146,7 +149,13 @@ def _same_source(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateModels:
-    """``W`` of the module docstring (a function of everything but ``prob.psi``)."""
+    """``W`` of the module docstring (a function of everything but ``prob.psi``).
+
+    The cost-free model (``Ψ ≡ 0``) is solved first, from ``w = 0`` and the uniform
+    weights projected on the caps, at the top level (and at the lower one only if its
+    caps differ); each scenario's two levels start from it. Each solve is
+    :func:`mechanisms.allocation._block_solver.solve_at_eta` at ``cfg.tol``.
+    """
     m, d = prob.m, prob.X.shape[1]
     levels = np.geomspace(eta_lo, eta_hi, N_LEVELS + 1)[1:]
     scenarios = [np.zeros(m)]
@@ -162,12 +171,13 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             if k == 0 and prev_caps is not None and np.array_equal(caps, prev_caps):
                 continue  # Ψ ≡ 0: the solve depends on η only through the caps
             prev_caps = caps
+            state = None
             if free is None:
                 w0 = np.zeros(d)
                 a0 = project_capped_simplex(np.full(m, 1.0 / m), caps)[0]
             else:
-                w0, a0 = free.w, free.a
-            sol = solve_at_eta(sp, float(eta), w0=w0, a0=a0)
+                w0, a0, state = free.w, free.a, free.state
+            sol = solve_at_eta(sp, float(eta), w0=w0, a0=a0, state=state)
             if free is None:
                 free = sol
             W.append(sol.w)
