@@ -26,8 +26,10 @@ from numpy.typing import NDArray
 from learners._newton import minimize_ridge_risk
 from mechanisms.allocation._problem import Problem, objective, search_value
 from mechanisms.allocation._reduced_newton import newton_reduced
-from mechanisms.allocation._weights_kernel import weights_kernel
-from mechanisms.allocation._weights_step import WeightsStepState, solve_weights
+from mechanisms.allocation._weights_step import (
+    WeightsStepState,
+    solve_weights_compiled,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -60,20 +62,6 @@ def weights_step(
         r = losses + cfg.gamma * eta * prob.psi
         return solve_weights_compiled(r, caps, cfg.mu, state)
     return _weights_step_power(prob, losses, eta, caps), None
-
-
-def solve_weights_compiled(
-    r: FloatArray, caps: FloatArray, mu: float, warm: WeightsStepState | None
-) -> tuple[FloatArray, WeightsStepState | None]:
-    """The exact a-block minimiser (problem (A) of :mod:`._weights_step`): the
-    compiled kernel (:func:`._weights_kernel.weights_kernel`, same closed form and the
-    same ``Σ a = 1``, ``‖a‖ = μs`` checks), else the NumPy solver."""
-    if mu > 0.0 and float(caps.sum()) > 1.0 + 1e-12:
-        A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
-        ok, A, s = weights_kernel(r, caps, mu, A0, s0)
-        if ok:
-            return np.clip(A - s * r, 0.0, caps), WeightsStepState(A, s)
-    return solve_weights(r, caps, mu, warm=warm)
 
 
 def _weights_step_power(

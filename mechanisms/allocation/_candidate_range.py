@@ -64,7 +64,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
-from mechanisms.allocation._block_solver import solve_at_eta, solve_weights_compiled
+from mechanisms.allocation._block_solver import solve_at_eta
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_kernel import (
     cap_cell_bound_kernel,
@@ -77,6 +77,7 @@ from mechanisms.allocation._weights_step import (
     WeightsStepState,
     project_capped_simplex,
     solve_weights,
+    solve_weights_compiled,
 )
 
 FloatArray = NDArray[np.float64]

@@ -43,10 +43,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._problem import Problem
-from mechanisms.allocation._weights_kernel import _jit, weights_kernel
+from mechanisms.allocation._weights_kernel import _jit
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
-    solve_weights,
+    solve_weights_compiled,
     state_from_weights,
 )
 
@@ -93,20 +93,6 @@ def _logistic_pass(
     return val, d1, d2
 
 
-def _a_step(
-    r: FloatArray, caps: FloatArray, mu: float, warm: WeightsStepState | None
-) -> tuple[FloatArray, WeightsStepState | None]:
-    """Problem (A) of :mod:`._weights_step`: the compiled kernel
-    (:func:`._weights_kernel.weights_kernel`, same closed form and checks), else the
-    NumPy solver."""
-    if mu > 0.0 and float(caps.sum()) > 1.0 + 1e-12:
-        A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
-        ok, A, s = weights_kernel(r, caps, mu, A0, s0)
-        if ok:
-            return np.clip(A - s * r, 0.0, caps), WeightsStepState(A, s)
-    return solve_weights(r, caps, mu, warm=warm)
-
-
 def _evaluate(
     prob: Problem,
     eta: float,
@@ -127,7 +113,7 @@ def _evaluate(
     caps = prob.caps(eta)
     if state is None and a0 is not None:
         state = state_from_weights(a0, r, caps, cfg.mu)
-    a, new_state = _a_step(r, caps, cfg.mu, state)
+    a, new_state = solve_weights_compiled(r, caps, cfg.mu, state)
     value = (
         float(a @ r)
         + 0.5 * cfg.lam * float(w @ w)

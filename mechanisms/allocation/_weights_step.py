@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from mechanisms.allocation._weights_kernel import weights_kernel
+
 FloatArray = NDArray[np.float64]
 
 
@@ -84,6 +86,20 @@ def solve_weights(
         if out is not None:
             return out
     return _clip(A, s, r, caps), WeightsStepState(A, s)  # pragma: no cover - fallback
+
+
+def solve_weights_compiled(
+    r: FloatArray, caps: FloatArray, mu: float, warm: WeightsStepState | None
+) -> tuple[FloatArray, WeightsStepState | None]:
+    """The exact a-block minimiser (problem (A) of :mod:`._weights_step`, this module): the
+    compiled kernel (:func:`._weights_kernel.weights_kernel`, same closed form and the
+    same ``Σ a = 1``, ``‖a‖ = μs`` checks), else the NumPy solver."""
+    if mu > 0.0 and float(caps.sum()) > 1.0 + 1e-12:
+        A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
+        ok, A, s = weights_kernel(r, caps, mu, A0, s0)
+        if ok:
+            return np.clip(A - s * r, 0.0, caps), WeightsStepState(A, s)
+    return solve_weights(r, caps, mu, warm=warm)
 
 
 def state_from_weights(
