@@ -326,17 +326,18 @@ def intake_job(
     as that seller's. The rate-limit count is kept whatever the outcome (the insert's
     failure is undone alone, :func:`_insert`); answer only after the commit."""
 
+    admit = admission_job(
+        limiter,
+        key=key,
+        secret=secret,
+        identity=identity,
+        group=group,
+        now=now,
+        verified=verified,
+    )
+
     def job(conn: sa.Connection) -> Intake:
-        admission = _admit(
-            conn,
-            limiter,
-            key=key,
-            secret=secret,
-            identity=identity,
-            group=group,
-            now=now,
-            verified=verified,
-        )
+        admission: Admission = admit(conn)
         if admission.legacy or not admitted(admission):
             return Intake(admission)
         values = {**prepared.values, "seller_id": admission.account_id}

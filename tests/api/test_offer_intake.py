@@ -14,20 +14,12 @@ import sqlalchemy as sa
 from market.models import Account, Offer
 from market.rate_limits import RouteGroup, Rule
 from tests.api.conftest import Api, World, count_rows, offer_body
+from tests.market.group_commit_helpers import hold
 
 
 def hold_writer(api: Api) -> threading.Event:
     """Occupy the app's writer until the returned event is set (requests queue up)."""
-    writer = api.client.app.state.writer  # type: ignore[attr-defined]
-    release, started = threading.Event(), threading.Event()
-
-    def gate(conn: sa.Connection) -> None:
-        started.set()
-        assert release.wait(30)
-
-    writer.submit(gate, lambda result, exc: None, durable=False)
-    assert started.wait(30)
-    return release
+    return hold(api.client.app.state.writer)  # type: ignore[attr-defined]
 
 
 def committed_offer(api: Api, offer_id: int) -> bool:

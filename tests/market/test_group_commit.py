@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from market.group_commit import GroupCommitWriter, WriterStoppedError
 from market.models import RateLimitWindow
 from tests.market.dbfixtures import engine
+from tests.market.group_commit_helpers import hold
 
 __all__ = ["engine"]
 
@@ -73,20 +74,6 @@ def writer(engine: Engine) -> Iterator[GroupCommitWriter]:
     w = GroupCommitWriter(engine)
     yield w
     w.stop()
-
-
-def hold(writer: GroupCommitWriter) -> threading.Event:
-    """Occupy the writer thread until the returned event is set, so that the jobs
-    submitted meanwhile queue up and form one batch."""
-    release, started = threading.Event(), threading.Event()
-
-    def gate(conn: sa.Connection) -> None:
-        started.set()
-        assert release.wait(30)
-
-    writer.submit(gate, lambda result, exc: None, durable=False)
-    assert started.wait(30)
-    return release
 
 
 def test_concurrent_jobs_share_one_commit_and_all_are_stored(
