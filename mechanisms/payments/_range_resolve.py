@@ -204,10 +204,7 @@ class RangeResolver:
 
     def signature(self, lean: LeanSolve) -> bytes:
         """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
-        a = self.weights(lean)
-        caps = self.prob.caps(lean.eta)
-        status = np.where(a <= 1e-12, 0, np.where(a >= caps * (1 - 1e-9), 2, 1))
-        return bytes(status.astype(np.uint8).tobytes())
+        return bound_status(self.weights(lean), self.prob.caps(lean.eta))
 
     def base_signature(self) -> bytes:
         """``active_signature`` of the base (computed once per job and process)."""
@@ -216,10 +213,15 @@ class RangeResolver:
             if self.base.eta <= 0:
                 self._signature = bytes(a.size)
             else:
-                caps = self.prob.caps(self.base.eta)
-                st = np.where(a <= 1e-12, 0, np.where(a >= caps * (1 - 1e-9), 2, 1))
-                self._signature = bytes(st.astype(np.uint8).tobytes())
+                self._signature = bound_status(a, self.prob.caps(self.base.eta))
         return self._signature
+
+
+def bound_status(a: FloatArray, caps: FloatArray) -> bytes:
+    """Which bound each ``a_j`` sits at (0: at zero, 1: free, 2: at its cap ``h_j``),
+    one byte per seller: the active signature of a payment sweep."""
+    status = np.where(a <= 1e-12, 0, np.where(a >= caps * (1 - 1e-9), 2, 1))
+    return bytes(status.astype(np.uint8).tobytes())
 
 
 def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:

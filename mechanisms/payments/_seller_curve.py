@@ -21,7 +21,12 @@ from mechanisms.allocation._certify import Node
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.payments._local_resolve import local_resolve
-from mechanisms.payments._range_resolve import LeanSolve, RangeResolver, range_resolver
+from mechanisms.payments._range_resolve import (
+    LeanSolve,
+    RangeResolver,
+    bound_status,
+    range_resolver,
+)
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
@@ -319,6 +324,4 @@ def active_signature(prob: Problem, alloc: Allocation) -> bytes:
     a = np.asarray(alloc.weights)
     if alloc.eta <= 0:
         return bytes(a.size)
-    caps = prob.caps(alloc.eta)
-    status = np.where(a <= 1e-12, 0, np.where(a >= caps * (1 - 1e-9), 2, 1))
-    return status.astype(np.uint8).tobytes()
+    return bound_status(a, prob.caps(alloc.eta))
