@@ -47,6 +47,7 @@ class BlockSolution:
     iterations: int
     converged: bool
     state: WeightsStepState | None
+    losses: FloatArray | None = None  # ℓ(Xw) per record, where the solver had it
 
 
 def weights_step(
@@ -107,12 +108,16 @@ def solve_at_eta(
         val = search_value(prob, w, a, eta)
         return BlockSolution(eta, w, a, np.nan, val, 1, True, state)
     if cfg.u == "linear" and cfg.mu > 0.0:
-        w, a, state, it, converged, value = newton_reduced(
+        sol = newton_reduced(
             prob, eta, w0=w0, state=state, gtol=tol, max_iter=cfg.max_iter, a0=a0
         )
+        w, value = sol.w, sol.value
         # F(w) is the search value; G drops the paper mode's noise term.
         g_value = value if c is None else value - float(c @ w)
-        return BlockSolution(eta, w, a, g_value, value, it, converged, state)
+        return BlockSolution(
+            eta, w, sol.a, g_value, value, sol.iterations, sol.converged, sol.state,
+            sol.losses,
+        )  # fmt: skip
     w, a = np.array(w0, dtype=float), a0
     best_val, prev = np.inf, np.inf
     hist_f: list[FloatArray] = []

@@ -163,6 +163,7 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
     if prob.scenario_psi is not None:
         scenarios += [np.asarray(s, dtype=float) for s in prob.scenario_psi]
     W: list[FloatArray] = []
+    L: list[FloatArray | None] = []
     free = None
     for k, psi in enumerate(scenarios):
         sp = dataclasses.replace(prob, psi=psi)
@@ -182,19 +183,26 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             if free is None:
                 free = sol
             W.append(sol.w)
-    Wa = _dedup(np.array(W))
-    losses = np.array([prob.loss.value(prob.X @ w, prob.y) for w in Wa])
+            L.append(sol.losses)
+    keep = _dedup(W)
+    Wa = np.array([W[k] for k in keep])
+    # ℓ(X w_j) from the solver's last evaluation at w_j where it kept it
+    losses = np.array(
+        [prob.loss.value(prob.X @ W[k], prob.y) if L[k] is None else L[k] for k in keep]
+    )
     base = 0.5 * prob.cfg.lam * np.einsum("ij,ij->i", Wa, Wa)
     return CandidateModels(Wa, losses, base, _source(prob))
 
 
-def _dedup(W: FloatArray) -> FloatArray:
-    keep: list[FloatArray] = []
-    for w in W:
+def _dedup(W: list[FloatArray]) -> list[int]:
+    """Indices of the models kept: each one farther than ``DEDUP_RTOL·(1 + ‖w‖)``
+    from every earlier kept one."""
+    keep: list[int] = []
+    for k, w in enumerate(W):
         scale = DEDUP_RTOL * (1.0 + float(np.linalg.norm(w)))
-        if all(float(np.linalg.norm(w - v)) > scale for v in keep):
-            keep.append(w)
-    return np.array(keep)
+        if all(float(np.linalg.norm(w - W[j])) > scale for j in keep):
+            keep.append(k)
+    return keep
 
 
 def a_step(

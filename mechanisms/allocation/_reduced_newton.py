@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -372,6 +373,20 @@ def _rounding_accept(
     return _norm(_gradient(prob, eta, q)) < gnorm
 
 
+class NewtonSolution(NamedTuple):
+    """What :func:`newton_reduced` returns: the minimiser ``w``, ``a*(w)`` and its
+    multipliers, the iterations, whether ``‖∇F‖`` met the tolerance, ``F(w)``, and the
+    per-record losses ``ℓ(Xw)`` (the candidate range keeps them, one pass fewer)."""
+
+    w: FloatArray
+    a: FloatArray
+    state: WeightsStepState | None
+    iterations: int
+    converged: bool
+    value: float
+    losses: FloatArray
+
+
 def newton_reduced(
     prob: Problem,
     eta: float,
@@ -381,8 +396,8 @@ def newton_reduced(
     gtol: float,
     max_iter: int,
     a0: FloatArray | None = None,
-) -> tuple[FloatArray, FloatArray, WeightsStepState | None, int, bool, float]:
-    """Minimise ``F``; return ``(w, a*(w), state, iterations, converged, F(w))``.
+) -> NewtonSolution:
+    """Minimise ``F``; return ``(w, a*(w), state, iterations, converged, F(w), ℓ)``.
 
     ``state`` (or, without one, the nearby weights ``a0``) warm-starts the a-step.
     Trust-region Newton on the exact ``∇²F`` (module docstring); the radius starts
@@ -399,7 +414,7 @@ def newton_reduced(
         g = _gradient(prob, eta, p)
         gnorm = _norm(g)
         if gnorm <= gtol * (1.0 + _norm(p.w)):
-            return p.w, p.a, p.state, it, True, p.value
+            return NewtonSolution(p.w, p.a, p.state, it, True, p.value, p.losses)
         if it == max_iter:
             break
         H = _hessian(prob, eta, p, caps)
@@ -427,6 +442,6 @@ def newton_reduced(
                 break
             if radius <= 1e-12 * (1.0 + _norm(p.w)):
                 # No representable descent: F is flat here to machine precision.
-                return p.w, p.a, p.state, it, False, p.value
+                return NewtonSolution(p.w, p.a, p.state, it, False, p.value, p.losses)
         p = q
-    return p.w, p.a, p.state, max_iter, False, p.value
+    return NewtonSolution(p.w, p.a, p.state, max_iter, False, p.value, p.losses)
