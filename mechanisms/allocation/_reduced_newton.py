@@ -215,23 +215,54 @@ def _hessian(prob: Problem, eta: float, p: _Point, caps: FloatArray) -> FloatArr
     """
     cfg = prob.cfg
     X = prob.X
-    d = X.shape[1]
     d2 = prob.loss.curvature(p.z, prob.y) if p.d2 is None else p.d2
-    with_free = p.state is not None
     A, s = (p.state.A, p.state.s) if p.state is not None else (0.0, 0.0)
-    H, g1, gr, ga, sums = _weighted_gram(X, p, d2, caps, A, s, with_free)
-    S1, c1, Q, n = sums
-    D = S1 * c1 - n * (Q + cfg.mu**2 * s)
-    if with_free and n > 0 and D == 0.0:  # degenerate: drop the a-sensitivity term
-        H, *_ = _weighted_gram(X, p, d2, caps, A, s, False)
-    elif with_free and n > 0:
-        # Gᵀp₁ and Gᵀp₂ from Gᵀ1 and Gᵀa (p₁, p₂ are affine in a on M).
-        gp1 = (s / D) * (S1 * ga - (Q + cfg.mu**2 * s) * g1)
-        gp2 = (s / D) * (n * ga - c1 * g1)
-        K = np.outer(g1, gp1) - np.outer(gr, gp2)
-        H += 0.5 * (K + K.T)
-    H.flat[:: d + 1] += cfg.lam
-    return H
+    mu2, lam = cfg.mu**2, cfg.lam
+    if p.state is not None:
+        acc, sums = _weighted_gram(X, p, d2, caps, A, s, True)
+        ok, H = _assemble_hessian(acc, sums, s, mu2, lam)
+        if ok:
+            return H
+        # degenerate (D = 0 on a non-empty free set): drop the a-sensitivity term
+    acc, sums = _weighted_gram(X, p, d2, caps, A, s, False)
+    return _assemble_hessian(acc, sums, s, mu2, lam)[1]
+
+
+@_jit
+def _assemble_hessian(
+    acc: FloatArray, sums: FloatArray, s: float, mu2: float, lam: float
+) -> tuple[bool, FloatArray]:
+    """``∇²F`` from the Gram accumulator ``acc = [Σ w_i x_i x_iᵀ | Xᵀ(G, Gr, Ga)]``
+    (the last three columns only with the free-set term) and the free-set sums
+    ``(S₁, c₁, Q, |M|)``: ``H_w − sGᵀG + sym(Gᵀ1 (Gᵀp₁)ᵀ − Gᵀr (Gᵀp₂)ᵀ) + λI`` with
+    ``Gᵀp₁ = (s/D)(S₁ Gᵀa − (Q + μ²s) Gᵀ1)``, ``Gᵀp₂ = (s/D)(|M| Gᵀa − c₁ Gᵀ1)``
+    (``p₁``, ``p₂`` are affine in ``a`` on ``M``; module docstring). ``(False, ·)``
+    when ``D = S₁c₁ − |M|(Q + μ²s) = 0`` on a non-empty free set."""
+    d = acc.shape[0]
+    H = np.empty((d, d))
+    for i in range(d):
+        for j in range(d):
+            H[i, j] = acc[i, j]
+    n = sums[3]
+    if acc.shape[1] > d and n > 0.0:
+        S1, c1, Q = sums[0], sums[1], sums[2]
+        D = S1 * c1 - n * (Q + mu2 * s)
+        if D == 0.0:
+            return False, H
+        gp1 = np.empty(d)
+        gp2 = np.empty(d)
+        for i in range(d):
+            g1, ga = acc[i, d], acc[i, d + 2]
+            gp1[i] = (s / D) * (S1 * ga - (Q + mu2 * s) * g1)
+            gp2[i] = (s / D) * (n * ga - c1 * g1)
+        for i in range(d):
+            for j in range(d):
+                kij = acc[i, d] * gp1[j] - acc[i, d + 1] * gp2[j]
+                kji = acc[j, d] * gp1[i] - acc[j, d + 1] * gp2[i]
+                H[i, j] += 0.5 * (kij + kji)
+    for i in range(d):
+        H[i, i] += lam
+    return True, H
 
 
 def _weighted_gram(
@@ -242,8 +273,9 @@ def _weighted_gram(
     A: float,
     s: float,
     with_free: bool,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    """``(Σ w_i x_i x_iᵀ, Gᵀ1·X, Gᵀr·X, Gᵀa·X, free-set sums)`` of :func:`_hessian`."""
+) -> tuple[FloatArray, FloatArray]:
+    """``([Σ w_i x_i x_iᵀ | Xᵀ(G, Gr, Ga)], free-set sums)`` of :func:`_hessian`
+    (the three columns only ``with_free``)."""
     m, d = X.shape
     k = 3 if with_free else 0
     block = min(m, GRAM_BLOCK)
@@ -258,9 +290,7 @@ def _weighted_gram(
         )
         if n:
             acc += Xb[:n].T @ Ob[:n]
-    zeros = np.zeros(d)
-    cols = acc[:, d:].T if with_free else (zeros, zeros, zeros)
-    return acc[:, :d], cols[0], cols[1], cols[2], sums
+    return acc, sums
 
 
 @_jit

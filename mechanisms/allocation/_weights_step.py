@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._weights_kernel import weights_kernel
+from mechanisms.allocation._weights_kernel import _jit, weights_kernel
 
 FloatArray = NDArray[np.float64]
 
@@ -98,8 +98,18 @@ def solve_weights_compiled(
         A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
         ok, A, s = weights_kernel(r, caps, mu, A0, s0)
         if ok:
-            return np.clip(A - s * r, 0.0, caps), WeightsStepState(A, s)
+            return _clip_weights(A, s, r, caps), WeightsStepState(A, s)
     return solve_weights(r, caps, mu, warm=warm)
+
+
+@_jit
+def _clip_weights(A: float, s: float, r: FloatArray, h: FloatArray) -> FloatArray:
+    """``clip(A − s r, 0, h)`` in one pass (``np.clip``'s result, bit for bit, without
+    its temporaries and per-call overhead)."""
+    a = np.empty(r.size)
+    for i in range(r.size):
+        a[i] = min(max(A - s * r[i], 0.0), h[i])
+    return a
 
 
 def state_from_weights(
