@@ -101,6 +101,39 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
 
 
 @_jit
+def _newton_step(
+    A: float, f: float, n_mid: int, lo: float, hi: float
+) -> tuple[int, float, float, float]:
+    """One bracketed Newton step of :func:`_recentre` from ``A`` with ``f = Σ a − 1``
+    and slope ``n_mid``: ``(status, A', lo', hi')`` with status 1 (converged at
+    ``A'``), −1 (stalled: give up) or 0 (continue from ``A'``).
+
+    A step that leaves ``(A, lo, hi)`` unchanged is a stall: the next pass would
+    compute the same ``f`` and repeat it for all remaining passes (the outcome the
+    30-pass limit reaches, ``(False, A)``), so it ends here."""
+    if abs(f) <= 1e-14:
+        return 1, A, lo, hi
+    lo2 = lo
+    hi2 = hi
+    if f > 0.0:
+        hi2 = min(hi, A)
+    else:
+        lo2 = max(lo, A)
+    step = A - f / n_mid if n_mid > 0 else np.nan
+    if not (lo2 < step < hi2):
+        if not (np.isfinite(lo2) and np.isfinite(hi2)):
+            return -1, A, lo2, hi2
+        step = 0.5 * (lo2 + hi2)
+    elif abs(step - A) <= 4e-16 * abs(A):
+        # The Newton step no longer moves A: |f| is the rounding of the m-term
+        # sum (above 1e-14 for large m, where this ran all 30 passes).
+        return 1, step, lo2, hi2
+    if step == A and lo2 == lo and hi2 == hi:
+        return -1, A, lo2, hi2
+    return 0, step, lo2, hi2
+
+
+@_jit
 def _recentre(A: float, s: float, r: FloatArray, h: FloatArray) -> tuple[bool, float]:
     """``θ`` with ``Σ clip(θ − s r_i, 0, h_i) = 1`` by bracketed Newton from a warm
     ``A`` (the left side is piecewise linear and non-decreasing, its slope the number
@@ -116,23 +149,9 @@ def _recentre(A: float, s: float, r: FloatArray, h: FloatArray) -> tuple[bool, f
             v = A - s * r[i]
             tot += min(max(v, 0.0), h[i])
             n_mid += (v > 0.0) & (v < h[i])
-        f = tot - 1.0
-        if abs(f) <= 1e-14:
-            return True, A
-        if f > 0.0:
-            hi = min(hi, A)
-        else:
-            lo = max(lo, A)
-        step = A - f / n_mid if n_mid > 0 else np.nan
-        if not (lo < step < hi):
-            if not (np.isfinite(lo) and np.isfinite(hi)):
-                return False, A
-            step = 0.5 * (lo + hi)
-        elif abs(step - A) <= 4e-16 * abs(A):
-            # The Newton step no longer moves A: |f| is the rounding of the m-term
-            # sum (above 1e-14 for large m, where this ran all 30 passes).
-            return True, step
-        A = step
+        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi)
+        if status != 0:
+            return status > 0, A
     return False, A
 
 
@@ -197,6 +216,153 @@ def _active_set(
     return True, A, s
 
 
+# ------------------------------------------------------------- all caps equal (h_i = c)
+#
+# The large allocations have every cap at k/m (no ε^max binds). There the passes need
+# no cap array, and the class sums need no branch on the capped records (a random
+# ~22 % at m = 10⁶, which made the three-way branch of :func:`_active_set`
+# mispredict):
+#
+# * ``H1 = c + c + …`` and ``H2 = c² + c² + …`` (``n_up`` terms) are the same
+#   left-to-right sums as over the capped records, so only their count is needed;
+# * ``S1 = Σ r_i`` and ``S2 = Σ r_i²`` run over the free records in index order, as
+#   there;
+# * the fixed point is detected by the two class counts alone. With equal caps the
+#   class of record i is a function of ``r_i`` only, and for ``s > 0`` (every pass
+#   here: ``s₀ > 0`` and ``s = √(H2 + c₁²/n) > 0`` since ``H2 = 0`` forces ``c₁ = 1``;
+#   a NaN ``s`` ends with ``n_free = 0``) correctly rounded ``s·r`` and ``A − s·r``
+#   are monotone in ``r``: the capped set ``{A − s r_i ≥ c}`` and the non-zero set
+#   ``{A − s r_i > 0}`` are down-sets in ``r`` (a NaN ``r_i`` is in neither), and two
+#   down-sets of the same records with the same size are the same set. Equal counts
+#   thus mean equal sets, which is when the general kernel's set fingerprint repeats.
+#
+# So every iterate, and the result, is the general kernels' bit for bit.
+
+
+@_jit
+def _equal_cap(h: FloatArray) -> float:
+    """``c`` when every ``h_i`` is the same positive ``c``, else ``NaN``."""
+    c = h[0] if h.size > 0 else np.nan
+    if not c > 0.0:
+        return np.nan
+    for i in range(h.size):
+        if h[i] != c:
+            return np.nan
+    return c
+
+
+@_jit
+def _recentre_eq(A: float, s: float, r: FloatArray, c: float) -> tuple[bool, float]:
+    """:func:`_recentre` with every ``h_i = c``."""
+    lo = -np.inf
+    hi = np.inf
+    for _ in range(30):
+        tot = 0.0
+        n_mid = 0
+        for i in range(r.size):
+            v = A - s * r[i]
+            tot += min(max(v, 0.0), c)
+            n_mid += (v > 0.0) & (v < c)
+        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi)
+        if status != 0:
+            return status > 0, A
+    return False, A
+
+
+@_jit
+def _free_sums_eq(
+    A: float, s: float, r: FloatArray, c: float
+) -> tuple[float, float, int, int]:
+    """``(S1, S2, n_free, n_cap)`` at ``(A, s)`` with every ``h_i = c``: the
+    index-order sums of ``r_i`` and ``r_i²`` over the free records (``0 < A − s r_i <
+    c``) and the class counts (the capped ones branch-free; the rarer free class is
+    the only branch)."""
+    S1 = 0.0
+    S2 = 0.0
+    n_mid = 0
+    n_up = 0
+    for i in range(r.size):
+        v = A - s * r[i]
+        n_up += v >= c
+        if (v > 0.0) & (v < c):
+            S1 += r[i]
+            S2 += r[i] * r[i]
+            n_mid += 1
+    return S1, S2, n_mid, n_up
+
+
+@_jit
+def _fold(c: float, n: int, n0: int, acc: float, acc2: float) -> tuple[float, float]:
+    """``(c + c + …, c² + c² + …)`` (``n`` terms, left to right) from the sums
+    ``acc``, ``acc2`` of the first ``n0 ≤ n`` terms."""
+    c2 = c * c
+    for _ in range(n - n0):
+        acc += c
+        acc2 += c2
+    return acc, acc2
+
+
+@_jit
+def _active_set_eq(
+    r: FloatArray, c: float, mu: float, A: float, s: float
+) -> tuple[bool, float, float]:
+    """:func:`_active_set` with every ``h_i = c`` (same iterates, same results)."""
+    prev_u = -1
+    prev_m = -1
+    n_f = 0  # the folds H1, H2 of the capped sums, kept between iterations
+    H1 = 0.0
+    H2 = 0.0
+    for _ in range(60):
+        S1, S2, n_mid, n_up = _free_sums_eq(A, s, r, c)
+        if n_up < n_f:
+            n_f, H1, H2 = 0, 0.0, 0.0
+        H1, H2 = _fold(c, n_up, n_f, H1, H2)
+        n_f = n_up
+        if n_mid == 0:
+            return False, A, s
+        V = S2 - S1 * S1 / n_mid
+        c1 = 1.0 - H1
+        denom = mu * mu - V
+        if denom <= 0.0:
+            return False, A, s
+        s = np.sqrt((H2 + c1 * c1 / n_mid) / denom)
+        A = (c1 + s * S1) / n_mid
+        if n_up == prev_u and n_mid == prev_m:
+            break
+        prev_u, prev_m = n_up, n_mid
+    tot = 0.0
+    sq = 0.0
+    for i in range(r.size):
+        v = min(max(A - s * r[i], 0.0), c)
+        tot += v
+        sq += v * v
+    if abs(tot - 1.0) > 1e-9 or abs(np.sqrt(sq) - mu * s) > 1e-9 * max(1.0, mu * s):
+        return False, A, s
+    return True, A, s
+
+
+@_jit
+def _weights_eq(
+    r: FloatArray, c: float, mu: float, A0: float, s0: float
+) -> tuple[bool, float, float]:
+    """:func:`weights_kernel` with every ``h_i = c > 0`` (the cap array is built only
+    for the rare cold bisection)."""
+    if s0 > 0.0:
+        found, A = _recentre_eq(A0, s0, r, c)
+        if not found:
+            A = _theta(s0, r, np.full(r.size, c))
+        ok, A, s = _active_set_eq(r, c, mu, A, s0)
+        if ok:
+            return ok, A, s
+    h = np.full(r.size, c)
+    for rel in (1e-1, 1e-4, 1e-14):
+        A, s = _bisect(r, h, mu, rel)
+        ok, A2, s2 = _active_set_eq(r, c, mu, A, s)
+        if ok:
+            return ok, A2, s2
+    return False, 0.0, 0.0
+
+
 @_jit
 def _bisect(r: FloatArray, h: FloatArray, mu: float, rel: float) -> tuple[float, float]:
     lo = 1.0 / mu
@@ -227,6 +393,9 @@ def weights_kernel(
 ) -> tuple[bool, float, float]:
     """``(ok, A, s)`` of problem (A) for ``μ > 0`` and ``Σ h > 1``; warm when
     ``s0 > 0``."""
+    c = _equal_cap(h)
+    if c > 0.0:
+        return _weights_eq(r, c, mu, A0, s0)
     if s0 > 0.0:
         found, A = _recentre(A0, s0, r, h)
         if not found:
@@ -260,18 +429,28 @@ def range_value_kernel(
     and ``a`` its minimiser."""
     m = ell.size
     r = np.empty(m)
-    h = np.empty(m)
     for i in range(m):
         r[i] = ell[i] + q_scale * psi[i]
-        h[i] = min(kcap, eps_max[i] / eta)
-    ok, A, s = weights_kernel(r, h, mu, A0, s0)
+    equal = kcap > 0.0
+    for i in range(m):
+        if min(kcap, eps_max[i] / eta) != kcap:
+            equal = False
+            break
+    if equal:  # every cap k/m: no cap array (as weights_kernel with h = kcap)
+        ok, A, s = _weights_eq(r, kcap, mu, A0, s0)
+        h = np.empty(0)
+    else:
+        h = np.empty(m)
+        for i in range(m):
+            h[i] = min(kcap, eps_max[i] / eta)
+        ok, A, s = weights_kernel(r, h, mu, A0, s0)
     if not ok:
         return False, 0.0, 0.0, 0.0, 0.0
     lin = 0.0
     sq = 0.0
     pa = 0.0
     for i in range(m):
-        v = min(max(A - s * r[i], 0.0), h[i])
+        v = min(max(A - s * r[i], 0.0), kcap if equal else h[i])
         lin += v * r[i]
         sq += v * v
         pa += v * psi[i]
