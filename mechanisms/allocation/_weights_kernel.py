@@ -251,44 +251,109 @@ def _equal_cap(h: FloatArray) -> float:
     return c
 
 
+# The support. Most weights are zero at large m (~70 % at m = 10⁶), and a zero record
+# adds nothing to any sum of a pass (``+0.0`` or ``−0.0`` to a sum that started at
+# +0.0). For ``s > 0`` the class of ``r_i`` is monotone (above): ``fl(A − fl(s R)) ≤ 0``
+# makes every record with ``r_i ≥ R`` zero. So a pass whose ``(A, s)`` passes that
+# exact test for the cutoff ``R`` runs over the *support*: the ``r_i < R`` (and NaN),
+# copied in index order into one buffer by the last full pass (a copy that costs
+# little there: those passes wait on their sum's add latency). A pass outside the
+# cutoff runs over all records and copies the support for ``R = (A + 2c)/s``.
+
+_MARGIN = 2.0  # the cutoff's margin below the zero threshold, in caps: v > −2c kept
+
+
 @_jit
-def _recentre_eq(A: float, s: float, r: FloatArray, c: float) -> tuple[bool, float]:
-    """:func:`_recentre` with every ``h_i = c``."""
+def _covers(A: float, s: float, R: float) -> bool:
+    """Whether every record with ``r_i ≥ R`` is zero at ``(A, s)`` (caps ``c > 0``;
+    ``R = ∞``: the support is every record; NaN: no support)."""
+    return math.isinf(R) or (s > 0.0 and A - s * R <= 0.0)
+
+
+@_jit
+def _cutoff(A: float, s: float, c: float) -> float:
+    """``R = (A + 2c)/s`` when it covers ``(A, s)``, else ``∞`` (all records)."""
+    R = (A + _MARGIN * c) / s if s > 0.0 else np.inf
+    if not (math.isfinite(R) and A - s * R <= 0.0):
+        return np.inf
+    return R
+
+
+@_jit
+def _clip_sums_eq(
+    A: float, s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[float, float, int, int, float]:
+    """``(Σ a_i, Σ a_i², n_free, n, R)`` at ``(A, s)``, ``a_i = clip(A − s r_i, 0, c)``,
+    over the support ``sup[:n]`` of cutoff ``R``, or over all ``r`` (rebuilding the
+    support) when ``R`` does not cover ``(A, s)``."""
+    build = not _covers(A, s, R)
+    if build:
+        R = _cutoff(A, s, c)
+    src = r if build else sup
+    cnt = r.size if build else n
+    tot = 0.0
+    sq = 0.0
+    n_mid = 0
+    k = 0
+    for i in range(cnt):
+        ri = src[i]
+        v = A - s * ri
+        a = min(max(v, 0.0), c)
+        tot += a
+        sq += a * a
+        n_mid += (v > 0.0) & (v < c)
+        if build:  # unconditional store, conditional advance
+            sup[k] = ri
+            k += not (ri >= R)
+    return tot, sq, n_mid, k if build else n, R
+
+
+@_jit
+def _recentre_eq(
+    A: float, s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[bool, float, int, float]:
+    """:func:`_recentre` with every ``h_i = c``, over the support ``(sup, n, R)``;
+    ``(found, A, n, R)``."""
     lo = -np.inf
     hi = np.inf
     for _ in range(30):
-        tot = 0.0
-        n_mid = 0
-        for i in range(r.size):
-            v = A - s * r[i]
-            tot += min(max(v, 0.0), c)
-            n_mid += (v > 0.0) & (v < c)
+        tot, _, n_mid, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
         status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi)
         if status != 0:
-            return status > 0, A
-    return False, A
+            return status > 0, A, n, R
+    return False, A, n, R
 
 
 @_jit
 def _free_sums_eq(
-    A: float, s: float, r: FloatArray, c: float
-) -> tuple[float, float, int, int]:
-    """``(S1, S2, n_free, n_cap)`` at ``(A, s)`` with every ``h_i = c``: the
+    A: float, s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[float, float, int, int, int, float]:
+    """``(S1, S2, n_free, n_cap, n, R)`` at ``(A, s)`` with every ``h_i = c``: the
     index-order sums of ``r_i`` and ``r_i²`` over the free records (``0 < A − s r_i <
     c``) and the class counts (the capped ones branch-free; the rarer free class is
-    the only branch)."""
+    the only branch), over the support as :func:`_clip_sums_eq`."""
+    build = not _covers(A, s, R)
+    if build:
+        R = _cutoff(A, s, c)
+    src = r if build else sup
+    cnt = r.size if build else n
     S1 = 0.0
     S2 = 0.0
     n_mid = 0
     n_up = 0
-    for i in range(r.size):
-        v = A - s * r[i]
+    k = 0
+    for i in range(cnt):
+        ri = src[i]
+        v = A - s * ri
         n_up += v >= c
         if (v > 0.0) & (v < c):
-            S1 += r[i]
-            S2 += r[i] * r[i]
+            S1 += ri
+            S2 += ri * ri
             n_mid += 1
-    return S1, S2, n_mid, n_up
+        if build:
+            sup[k] = ri
+            k += not (ri >= R)
+    return S1, S2, n_mid, n_up, k if build else n, R
 
 
 @_jit
@@ -304,41 +369,44 @@ def _fold(c: float, n: int, n0: int, acc: float, acc2: float) -> tuple[float, fl
 
 @_jit
 def _active_set_eq(
-    r: FloatArray, c: float, mu: float, A: float, s: float
-) -> tuple[bool, float, float]:
-    """:func:`_active_set` with every ``h_i = c`` (same iterates, same results)."""
+    r: FloatArray,
+    c: float,
+    mu: float,
+    A: float,
+    s: float,
+    sup: FloatArray,
+    n: int,
+    R: float,
+) -> tuple[bool, float, float, int, float]:
+    """:func:`_active_set` with every ``h_i = c`` (same iterates, same results), over
+    the support ``(sup, n, R)``; ``(ok, A, s, n, R)``."""
     prev_u = -1
     prev_m = -1
     n_f = 0  # the folds H1, H2 of the capped sums, kept between iterations
     H1 = 0.0
     H2 = 0.0
     for _ in range(60):
-        S1, S2, n_mid, n_up = _free_sums_eq(A, s, r, c)
+        S1, S2, n_mid, n_up, n, R = _free_sums_eq(A, s, r, c, sup, n, R)
         if n_up < n_f:
             n_f, H1, H2 = 0, 0.0, 0.0
         H1, H2 = _fold(c, n_up, n_f, H1, H2)
         n_f = n_up
         if n_mid == 0:
-            return False, A, s
+            return False, A, s, n, R
         V = S2 - S1 * S1 / n_mid
         c1 = 1.0 - H1
         denom = mu * mu - V
         if denom <= 0.0:
-            return False, A, s
+            return False, A, s, n, R
         s = np.sqrt((H2 + c1 * c1 / n_mid) / denom)
         A = (c1 + s * S1) / n_mid
         if n_up == prev_u and n_mid == prev_m:
             break
         prev_u, prev_m = n_up, n_mid
-    tot = 0.0
-    sq = 0.0
-    for i in range(r.size):
-        v = min(max(A - s * r[i], 0.0), c)
-        tot += v
-        sq += v * v
+    tot, sq, _, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
     if abs(tot - 1.0) > 1e-9 or abs(np.sqrt(sq) - mu * s) > 1e-9 * max(1.0, mu * s):
-        return False, A, s
-    return True, A, s
+        return False, A, s, n, R
+    return True, A, s, n, R
 
 
 @_jit
@@ -347,17 +415,20 @@ def _weights_eq(
 ) -> tuple[bool, float, float]:
     """:func:`weights_kernel` with every ``h_i = c > 0`` (the cap array is built only
     for the rare cold bisection)."""
+    sup = np.empty(r.size)
+    n = 0
+    R = np.nan  # no support yet: the first pass runs over all records
     if s0 > 0.0:
-        found, A = _recentre_eq(A0, s0, r, c)
+        found, A, n, R = _recentre_eq(A0, s0, r, c, sup, n, R)
         if not found:
             A = _theta(s0, r, np.full(r.size, c))
-        ok, A, s = _active_set_eq(r, c, mu, A, s0)
+        ok, A, s, n, R = _active_set_eq(r, c, mu, A, s0, sup, n, R)
         if ok:
             return ok, A, s
     h = np.full(r.size, c)
     for rel in (1e-1, 1e-4, 1e-14):
         A, s = _bisect(r, h, mu, rel)
-        ok, A2, s2 = _active_set_eq(r, c, mu, A, s)
+        ok, A2, s2, n, R = _active_set_eq(r, c, mu, A, s, sup, n, R)
         if ok:
             return ok, A2, s2
     return False, 0.0, 0.0
