@@ -483,6 +483,41 @@ def weights_kernel(
 
 
 @_jit
+def _min_of(x: FloatArray) -> float:
+    """``min x`` (NaN when ``x`` holds a NaN), four partial minima at a time (the
+    order does not matter to a minimum)."""
+    m0 = m1 = m2 = m3 = np.inf
+    nan = False
+    n4 = x.size - x.size % 4
+    for i in range(0, n4, 4):
+        m0 = min(m0, x[i])
+        m1 = min(m1, x[i + 1])
+        m2 = min(m2, x[i + 2])
+        m3 = min(m3, x[i + 3])
+        nan |= (x[i] != x[i]) | (x[i + 1] != x[i + 1])
+        nan |= (x[i + 2] != x[i + 2]) | (x[i + 3] != x[i + 3])
+    for i in range(n4, x.size):
+        m0 = min(m0, x[i])
+        nan |= x[i] != x[i]
+    return np.nan if nan else min(min(m0, m1), min(m2, m3))
+
+
+@_jit
+def _caps_all_kcap(kcap: float, eps_max: FloatArray, eta: float) -> bool:
+    """Whether every cap ``min(kcap, ε_i^max/η)`` is ``kcap > 0``. With ``0 < η < ∞``
+    the rounded ``ε/η`` is monotone in ``ε``, so the smallest ``ε`` decides (no
+    division per record); otherwise, or when it does not, record by record."""
+    if not kcap > 0.0:
+        return False
+    if 0.0 < eta < np.inf and min(kcap, _min_of(eps_max) / eta) == kcap:
+        return True
+    i = 0
+    while i < eps_max.size and min(kcap, eps_max[i] / eta) == kcap:
+        i += 1
+    return i == eps_max.size
+
+
+@_jit
 def range_value_kernel(
     ell: FloatArray,
     psi: FloatArray,
@@ -502,11 +537,7 @@ def range_value_kernel(
     r = np.empty(m)
     for i in range(m):
         r[i] = ell[i] + q_scale * psi[i]
-    equal = kcap > 0.0
-    for i in range(m):
-        if min(kcap, eps_max[i] / eta) != kcap:
-            equal = False
-            break
+    equal = _caps_all_kcap(kcap, eps_max, eta)
     if equal:  # every cap k/m: no cap array (as weights_kernel with h = kcap)
         ok, A, s = _weights_eq(r, kcap, mu, A0, s0)
         h = np.empty(0)
