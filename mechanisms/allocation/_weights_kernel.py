@@ -36,6 +36,28 @@ except ImportError:  # pragma: no cover - numba is a declared dependency
 
 
 @_jit
+def _theta_step(
+    theta: float, f: float, n_mid: int, lo: float, hi: float
+) -> tuple[bool, float, float, float]:
+    """One step of :func:`_theta`'s bracketed Newton at ``θ`` with ``f = Σ a − 1`` and
+    slope ``n_mid``: ``(stop, θ', lo', hi')``."""
+    if abs(f) <= 1e-14:
+        return True, theta, lo, hi
+    if f < 0.0:
+        lo = theta
+    else:
+        hi = theta
+    step = theta - f / n_mid if n_mid > 0 else 0.5 * (lo + hi)
+    if not (lo < step < hi):
+        step = 0.5 * (lo + hi)
+        if step <= lo or step >= hi:
+            return True, theta, lo, hi
+    elif abs(step - theta) <= 4e-16 * abs(theta):
+        return True, theta, lo, hi  # |f| is rounding (see _recentre)
+    return False, step, lo, hi
+
+
+@_jit
 def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
     """``θ`` with ``Σ clip(θ − s r_i, 0, h_i) = 1`` (bracketed Newton, exact finish).
 
@@ -61,21 +83,9 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
             v = theta - s * r[i]
             tot += min(max(v, 0.0), h[i])
             n_mid += (v > 0.0) & (v < h[i])
-        f = tot - 1.0
-        if abs(f) <= 1e-14:
+        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi)
+        if stop:
             break
-        if f < 0.0:
-            lo = theta
-        else:
-            hi = theta
-        step = theta - f / n_mid if n_mid > 0 else 0.5 * (lo + hi)
-        if not (lo < step < hi):
-            step = 0.5 * (lo + hi)
-            if step <= lo or step >= hi:
-                break
-        elif abs(step - theta) <= 4e-16 * abs(theta):
-            break  # |f| is rounding (see _recentre)
-        theta = step
     # Exact finish on the active set implied by θ.
     n_mid = 0
     acc = 1.0
@@ -410,6 +420,49 @@ def _active_set_eq(
 
 
 @_jit
+def _theta_eq(
+    s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[float, int, float]:
+    """:func:`_theta` with every ``h_i = c``, its passes over the support ``(sup, n,
+    R)`` (the bracket's pass over all records); ``(θ, n, R)``."""
+    lo = np.inf
+    hi = -np.inf
+    for i in range(r.size):
+        v = s * r[i]
+        lo = min(lo, v)
+        hi = max(hi, v + c)
+    theta = 0.5 * (lo + hi)
+    for _ in range(200):
+        tot, _, n_mid, n, R = _clip_sums_eq(theta, s, r, c, sup, n, R)
+        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi)
+        if stop:
+            break
+    # Exact finish on the active set implied by θ (zero records add nothing).
+    src, cnt = (sup, n) if _covers(theta, s, R) else (r, r.size)
+    n_mid = 0
+    acc = 1.0
+    for i in range(cnt):
+        v = theta - s * src[i]
+        if v >= c:
+            acc -= c
+        elif v > 0.0:
+            n_mid += 1
+            acc += s * src[i]
+    if n_mid > 0:
+        cand = acc / n_mid
+        # a record zero at both θ and cand cannot differ in class
+        if not (_covers(theta, s, R) and _covers(cand, s, R)):
+            src, cnt = r, r.size
+        for i in range(cnt):
+            v0 = theta - s * src[i]
+            v1 = cand - s * src[i]
+            if (v0 >= c) != (v1 >= c) or ((v0 > 0.0) != (v1 > 0.0)):
+                return theta, n, R
+        theta = cand
+    return theta, n, R
+
+
+@_jit
 def _weights_eq(
     r: FloatArray, c: float, mu: float, A0: float, s0: float
 ) -> tuple[bool, float, float]:
@@ -421,7 +474,7 @@ def _weights_eq(
     if s0 > 0.0:
         found, A, n, R = _recentre_eq(A0, s0, r, c, sup, n, R)
         if not found:
-            A = _theta(s0, r, np.full(r.size, c))
+            A, n, R = _theta_eq(s0, r, c, sup, n, R)
         ok, A, s, n, R = _active_set_eq(r, c, mu, A, s0, sup, n, R)
         if ok:
             return ok, A, s
