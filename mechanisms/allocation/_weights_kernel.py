@@ -516,10 +516,20 @@ def weights_kernel(
     r: FloatArray, h: FloatArray, mu: float, A0: float, s0: float
 ) -> tuple[bool, float, float]:
     """``(ok, A, s)`` of problem (A) for ``μ > 0`` and ``Σ h > 1``; warm when
-    ``s0 > 0``."""
+    ``s0 > 0``. Equal caps take :func:`_weights_eq` (same results, faster)."""
     c = _equal_cap(h)
     if c > 0.0:
         return _weights_eq(r, c, mu, A0, s0)
+    return _weights_general(r, h, mu, A0, s0)
+
+
+@_jit
+def _weights_general(
+    r: FloatArray, h: FloatArray, mu: float, A0: float, s0: float
+) -> tuple[bool, float, float]:
+    """:func:`weights_kernel` for any caps: re-centre ``A`` at ``s0`` (else ``θ`` from
+    the full bracket) and iterate the active-set step; cold (or when that fails),
+    bisect ``s`` to ever tighter brackets before the active-set step."""
     if s0 > 0.0:
         found, A = _recentre(A0, s0, r, h)
         if not found:
@@ -562,8 +572,10 @@ def _caps_all_kcap(kcap: float, eps_max: FloatArray, eta: float) -> bool:
     division per record); otherwise, or when it does not, record by record."""
     if not kcap > 0.0:
         return False
-    if 0.0 < eta < np.inf and min(kcap, _min_of(eps_max) / eta) == kcap:
-        return True
+    if 0.0 < eta < np.inf:
+        lo = _min_of(eps_max)
+        if not math.isnan(lo) and min(kcap, lo / eta) == kcap:  # (min(k, NaN) is k)
+            return True
     i = 0
     while i < eps_max.size and min(kcap, eps_max[i] / eta) == kcap:
         i += 1
