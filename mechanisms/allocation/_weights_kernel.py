@@ -9,6 +9,11 @@ the closed-form active-set step is iterated to a fixed point; cold (or when that
 capped-simplex projection, itself by bisection plus the exact finish on its active
 set) before the active-set step finishes. The result is checked (``Σ a = 1`` and
 ``‖a‖ = μ s`` to 1e-9); ``ok = False`` sends the caller to the NumPy solver.
+
+Equal caps (every ``h_i = k/m``: the large allocations) run the same iterations with
+fewer operations — no cap array, the capped sums as folds of ``k/m``, and most passes
+over only the records that can be non-zero (section "all caps equal" below) — and
+return the same floating-point results, bit for bit.
 """
 
 from __future__ import annotations
