@@ -260,8 +260,11 @@ def _equal_cap(h: FloatArray) -> float:
     c = h[0] if h.size > 0 else np.nan
     if not c > 0.0:
         return np.nan
-    for i in range(h.size):
-        if h[i] != c:
+    for b in range(0, h.size, 4096):  # blocks without an exit: the test vectorises
+        differ = False
+        for i in range(b, min(b + 4096, h.size)):
+            differ |= h[i] != c
+        if differ:
             return np.nan
     return c
 

@@ -220,3 +220,14 @@ def test_all_kcap_decision_matches_the_record_by_record_test() -> None:
             ratios = (e / eta).tolist()
         want = kcap > 0.0 and all(min(kcap, x) == kcap for x in ratios)
         assert wk._caps_all_kcap(kcap, e, eta) == want, (kcap, eta)
+
+
+def test_equal_cap_is_found_only_when_every_cap_is_the_same_positive_value() -> None:
+    h = np.full(10001, 2e-6)
+    assert wk._equal_cap(h) == 2e-6
+    for i, x in ((10000, 1e-6), (4097, np.nan), (0, 0.0), (5, 2e-6 * (1 + 1e-15))):
+        g = h.copy()
+        g[i] = x
+        assert math.isnan(wk._equal_cap(g)), (i, x)
+    assert math.isnan(wk._equal_cap(np.zeros(3)))
+    assert math.isnan(wk._equal_cap(np.empty(0)))
