@@ -9,6 +9,11 @@ the closed-form active-set step is iterated to a fixed point; cold (or when that
 capped-simplex projection, itself by bisection plus the exact finish on its active
 set) before the active-set step finishes. The result is checked (``Σ a = 1`` and
 ``‖a‖ = μ s`` to 1e-9); ``ok = False`` sends the caller to the NumPy solver.
+
+Equal caps (every ``h_i = k/m``: the large allocations) run the same iterations with
+fewer operations — no cap array, the capped sums as folds of ``k/m``, and most passes
+over only the records that can be non-zero (section "all caps equal" below) — and
+return the same floating-point results, bit for bit.
 """
 
 from __future__ import annotations
@@ -33,6 +38,28 @@ except ImportError:  # pragma: no cover - numba is a declared dependency
 
     def _jit(fn: F) -> F:
         return fn
+
+
+@_jit
+def _theta_step(
+    theta: float, f: float, n_mid: int, lo: float, hi: float
+) -> tuple[bool, float, float, float]:
+    """One step of :func:`_theta`'s bracketed Newton at ``θ`` with ``f = Σ a − 1`` and
+    slope ``n_mid``: ``(stop, θ', lo', hi')``."""
+    if abs(f) <= 1e-14:
+        return True, theta, lo, hi
+    if f < 0.0:
+        lo = theta
+    else:
+        hi = theta
+    step = theta - f / n_mid if n_mid > 0 else 0.5 * (lo + hi)
+    if not (lo < step < hi):
+        step = 0.5 * (lo + hi)
+        if step <= lo or step >= hi:
+            return True, theta, lo, hi
+    elif abs(step - theta) <= 4e-16 * abs(theta):
+        return True, theta, lo, hi  # |f| is rounding (see _recentre)
+    return False, step, lo, hi
 
 
 @_jit
@@ -61,21 +88,9 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
             v = theta - s * r[i]
             tot += min(max(v, 0.0), h[i])
             n_mid += (v > 0.0) & (v < h[i])
-        f = tot - 1.0
-        if abs(f) <= 1e-14:
+        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi)
+        if stop:
             break
-        if f < 0.0:
-            lo = theta
-        else:
-            hi = theta
-        step = theta - f / n_mid if n_mid > 0 else 0.5 * (lo + hi)
-        if not (lo < step < hi):
-            step = 0.5 * (lo + hi)
-            if step <= lo or step >= hi:
-                break
-        elif abs(step - theta) <= 4e-16 * abs(theta):
-            break  # |f| is rounding (see _recentre)
-        theta = step
     # Exact finish on the active set implied by θ.
     n_mid = 0
     acc = 1.0
@@ -101,6 +116,39 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
 
 
 @_jit
+def _newton_step(
+    A: float, f: float, n_mid: int, lo: float, hi: float
+) -> tuple[int, float, float, float]:
+    """One bracketed Newton step of :func:`_recentre` from ``A`` with ``f = Σ a − 1``
+    and slope ``n_mid``: ``(status, A', lo', hi')`` with status 1 (converged at
+    ``A'``), −1 (stalled: give up) or 0 (continue from ``A'``).
+
+    A step that leaves ``(A, lo, hi)`` unchanged is a stall: the next pass would
+    compute the same ``f`` and repeat it for all remaining passes (the outcome the
+    30-pass limit reaches, ``(False, A)``), so it ends here."""
+    if abs(f) <= 1e-14:
+        return 1, A, lo, hi
+    lo2 = lo
+    hi2 = hi
+    if f > 0.0:
+        hi2 = min(hi, A)
+    else:
+        lo2 = max(lo, A)
+    step = A - f / n_mid if n_mid > 0 else np.nan
+    if not (lo2 < step < hi2):
+        if not (np.isfinite(lo2) and np.isfinite(hi2)):
+            return -1, A, lo2, hi2
+        step = 0.5 * (lo2 + hi2)
+    elif abs(step - A) <= 4e-16 * abs(A):
+        # The Newton step no longer moves A: |f| is the rounding of the m-term
+        # sum (above 1e-14 for large m, where this ran all 30 passes).
+        return 1, step, lo2, hi2
+    if step == A and lo2 == lo and hi2 == hi:
+        return -1, A, lo2, hi2
+    return 0, step, lo2, hi2
+
+
+@_jit
 def _recentre(A: float, s: float, r: FloatArray, h: FloatArray) -> tuple[bool, float]:
     """``θ`` with ``Σ clip(θ − s r_i, 0, h_i) = 1`` by bracketed Newton from a warm
     ``A`` (the left side is piecewise linear and non-decreasing, its slope the number
@@ -116,23 +164,9 @@ def _recentre(A: float, s: float, r: FloatArray, h: FloatArray) -> tuple[bool, f
             v = A - s * r[i]
             tot += min(max(v, 0.0), h[i])
             n_mid += (v > 0.0) & (v < h[i])
-        f = tot - 1.0
-        if abs(f) <= 1e-14:
-            return True, A
-        if f > 0.0:
-            hi = min(hi, A)
-        else:
-            lo = max(lo, A)
-        step = A - f / n_mid if n_mid > 0 else np.nan
-        if not (lo < step < hi):
-            if not (np.isfinite(lo) and np.isfinite(hi)):
-                return False, A
-            step = 0.5 * (lo + hi)
-        elif abs(step - A) <= 4e-16 * abs(A):
-            # The Newton step no longer moves A: |f| is the rounding of the m-term
-            # sum (above 1e-14 for large m, where this ran all 30 passes).
-            return True, step
-        A = step
+        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi)
+        if status != 0:
+            return status > 0, A
     return False, A
 
 
@@ -197,6 +231,270 @@ def _active_set(
     return True, A, s
 
 
+# ------------------------------------------------------------- all caps equal (h_i = c)
+#
+# The large allocations have every cap at k/m (no ε^max binds). There the passes need
+# no cap array, and the class sums need no branch on the capped records (a random
+# ~22 % at m = 10⁶, which made the three-way branch of :func:`_active_set`
+# mispredict):
+#
+# * ``H1 = c + c + …`` and ``H2 = c² + c² + …`` (``n_up`` terms) are the same
+#   left-to-right sums as over the capped records, so only their count is needed;
+# * ``S1 = Σ r_i`` and ``S2 = Σ r_i²`` run over the free records in index order, as
+#   there;
+# * the fixed point is detected by the two class counts alone. With equal caps the
+#   class of record i is a function of ``r_i`` only, and for ``s > 0`` (every pass
+#   here: ``s₀ > 0`` and ``s = √(H2 + c₁²/n) > 0`` since ``H2 = 0`` forces ``c₁ = 1``;
+#   a NaN ``s`` ends with ``n_free = 0``) correctly rounded ``s·r`` and ``A − s·r``
+#   are monotone in ``r``: the capped set ``{A − s r_i ≥ c}`` and the non-zero set
+#   ``{A − s r_i > 0}`` are down-sets in ``r`` (a NaN ``r_i`` is in neither), and two
+#   down-sets of the same records with the same size are the same set. Equal counts
+#   thus mean equal sets, which is when the general kernel's set fingerprint repeats.
+#
+# So every iterate, and the result, is the general kernels' bit for bit.
+
+
+@_jit
+def _equal_cap(h: FloatArray) -> float:
+    """``c`` when every ``h_i`` is the same positive ``c``, else ``NaN``."""
+    c = h[0] if h.size > 0 else np.nan
+    if not c > 0.0:
+        return np.nan
+    for b in range(0, h.size, 4096):  # blocks without an exit: the test vectorises
+        differ = False
+        for i in range(b, min(b + 4096, h.size)):
+            differ |= h[i] != c
+        if differ:
+            return np.nan
+    return c
+
+
+# The support. Most weights are zero at large m (~70 % at m = 10⁶), and a zero record
+# adds nothing to any sum of a pass (``+0.0`` or ``−0.0`` to a sum that started at
+# +0.0). For ``s > 0`` the class of ``r_i`` is monotone (above): ``fl(A − fl(s R)) ≤ 0``
+# makes every record with ``r_i ≥ R`` zero. So a pass whose ``(A, s)`` passes that
+# exact test for the cutoff ``R`` runs over the *support*: the ``r_i < R`` (and NaN),
+# copied in index order into one buffer by the last full pass (a copy that costs
+# little there: those passes wait on their sum's add latency). A pass outside the
+# cutoff runs over all records and copies the support for ``R = (A + 2c)/s``.
+
+_MARGIN = 2.0  # the cutoff's margin below the zero threshold, in caps: v > −2c kept
+
+
+@_jit
+def _covers(A: float, s: float, R: float) -> bool:
+    """Whether every record with ``r_i ≥ R`` is zero at ``(A, s)`` (caps ``c > 0``;
+    ``R = ∞``: the support is every record; NaN: no support)."""
+    return math.isinf(R) or (s > 0.0 and A - s * R <= 0.0)
+
+
+@_jit
+def _cutoff(A: float, s: float, c: float) -> float:
+    """``R = (A + 2c)/s`` when it covers ``(A, s)``, else ``∞`` (all records)."""
+    R = (A + _MARGIN * c) / s if s > 0.0 else np.inf
+    if not (math.isfinite(R) and A - s * R <= 0.0):
+        return np.inf
+    return R
+
+
+@_jit
+def _clip_sums_eq(
+    A: float, s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[float, float, int, int, float]:
+    """``(Σ a_i, Σ a_i², n_free, n, R)`` at ``(A, s)``, ``a_i = clip(A − s r_i, 0, c)``,
+    over the support ``sup[:n]`` of cutoff ``R``, or over all ``r`` (rebuilding the
+    support) when ``R`` does not cover ``(A, s)``."""
+    build = not _covers(A, s, R)
+    if build:
+        R = _cutoff(A, s, c)
+    src = r if build else sup
+    cnt = r.size if build else n
+    tot = 0.0
+    sq = 0.0
+    n_mid = 0
+    k = 0
+    for i in range(cnt):
+        ri = src[i]
+        v = A - s * ri
+        a = min(max(v, 0.0), c)
+        tot += a
+        sq += a * a
+        n_mid += (v > 0.0) & (v < c)
+        if build:  # unconditional store, conditional advance
+            sup[k] = ri
+            k += not (ri >= R)
+    return tot, sq, n_mid, k if build else n, R
+
+
+@_jit
+def _recentre_eq(
+    A: float, s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[bool, float, int, float]:
+    """:func:`_recentre` with every ``h_i = c``, over the support ``(sup, n, R)``;
+    ``(found, A, n, R)``."""
+    lo = -np.inf
+    hi = np.inf
+    for _ in range(30):
+        tot, _, n_mid, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
+        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi)
+        if status != 0:
+            return status > 0, A, n, R
+    return False, A, n, R
+
+
+@_jit
+def _free_sums_eq(
+    A: float, s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[float, float, int, int, int, float]:
+    """``(S1, S2, n_free, n_cap, n, R)`` at ``(A, s)`` with every ``h_i = c``: the
+    index-order sums of ``r_i`` and ``r_i²`` over the free records (``0 < A − s r_i <
+    c``) and the class counts (the capped ones branch-free; the rarer free class is
+    the only branch), over the support as :func:`_clip_sums_eq`."""
+    build = not _covers(A, s, R)
+    if build:
+        R = _cutoff(A, s, c)
+    src = r if build else sup
+    cnt = r.size if build else n
+    S1 = 0.0
+    S2 = 0.0
+    n_mid = 0
+    n_up = 0
+    k = 0
+    for i in range(cnt):
+        ri = src[i]
+        v = A - s * ri
+        n_up += v >= c
+        if (v > 0.0) & (v < c):
+            S1 += ri
+            S2 += ri * ri
+            n_mid += 1
+        if build:
+            sup[k] = ri
+            k += not (ri >= R)
+    return S1, S2, n_mid, n_up, k if build else n, R
+
+
+@_jit
+def _fold(c: float, n: int, n0: int, acc: float, acc2: float) -> tuple[float, float]:
+    """``(c + c + …, c² + c² + …)`` (``n`` terms, left to right) from the sums
+    ``acc``, ``acc2`` of the first ``n0 ≤ n`` terms."""
+    c2 = c * c
+    for _ in range(n - n0):
+        acc += c
+        acc2 += c2
+    return acc, acc2
+
+
+@_jit
+def _active_set_eq(
+    r: FloatArray,
+    c: float,
+    mu: float,
+    A: float,
+    s: float,
+    sup: FloatArray,
+    n: int,
+    R: float,
+) -> tuple[bool, float, float, int, float]:
+    """:func:`_active_set` with every ``h_i = c`` (same iterates, same results), over
+    the support ``(sup, n, R)``; ``(ok, A, s, n, R)``."""
+    prev_u = -1
+    prev_m = -1
+    n_f = 0  # the folds H1, H2 of the capped sums, kept between iterations
+    H1 = 0.0
+    H2 = 0.0
+    for _ in range(60):
+        S1, S2, n_mid, n_up, n, R = _free_sums_eq(A, s, r, c, sup, n, R)
+        if n_up < n_f:
+            n_f, H1, H2 = 0, 0.0, 0.0
+        H1, H2 = _fold(c, n_up, n_f, H1, H2)
+        n_f = n_up
+        if n_mid == 0:
+            return False, A, s, n, R
+        V = S2 - S1 * S1 / n_mid
+        c1 = 1.0 - H1
+        denom = mu * mu - V
+        if denom <= 0.0:
+            return False, A, s, n, R
+        s = np.sqrt((H2 + c1 * c1 / n_mid) / denom)
+        A = (c1 + s * S1) / n_mid
+        if n_up == prev_u and n_mid == prev_m:
+            break
+        prev_u, prev_m = n_up, n_mid
+    tot, sq, _, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
+    if abs(tot - 1.0) > 1e-9 or abs(np.sqrt(sq) - mu * s) > 1e-9 * max(1.0, mu * s):
+        return False, A, s, n, R
+    return True, A, s, n, R
+
+
+@_jit
+def _theta_eq(
+    s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+) -> tuple[float, int, float]:
+    """:func:`_theta` with every ``h_i = c``, its passes over the support ``(sup, n,
+    R)`` (the bracket's pass over all records); ``(θ, n, R)``."""
+    lo = np.inf
+    hi = -np.inf
+    for i in range(r.size):
+        v = s * r[i]
+        lo = min(lo, v)
+        hi = max(hi, v + c)
+    theta = 0.5 * (lo + hi)
+    for _ in range(200):
+        tot, _, n_mid, n, R = _clip_sums_eq(theta, s, r, c, sup, n, R)
+        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi)
+        if stop:
+            break
+    # Exact finish on the active set implied by θ (zero records add nothing).
+    src, cnt = (sup, n) if _covers(theta, s, R) else (r, r.size)
+    n_mid = 0
+    acc = 1.0
+    for i in range(cnt):
+        v = theta - s * src[i]
+        if v >= c:
+            acc -= c
+        elif v > 0.0:
+            n_mid += 1
+            acc += s * src[i]
+    if n_mid > 0:
+        cand = acc / n_mid
+        # a record zero at both θ and cand cannot differ in class
+        if not (_covers(theta, s, R) and _covers(cand, s, R)):
+            src, cnt = r, r.size
+        for i in range(cnt):
+            v0 = theta - s * src[i]
+            v1 = cand - s * src[i]
+            if (v0 >= c) != (v1 >= c) or ((v0 > 0.0) != (v1 > 0.0)):
+                return theta, n, R
+        theta = cand
+    return theta, n, R
+
+
+@_jit
+def _weights_eq(
+    r: FloatArray, c: float, mu: float, A0: float, s0: float
+) -> tuple[bool, float, float]:
+    """:func:`weights_kernel` with every ``h_i = c > 0`` (the cap array is built only
+    for the rare cold bisection)."""
+    sup = np.empty(r.size)
+    n = 0
+    R = np.nan  # no support yet: the first pass runs over all records
+    if s0 > 0.0:
+        found, A, n, R = _recentre_eq(A0, s0, r, c, sup, n, R)
+        if not found:
+            A, n, R = _theta_eq(s0, r, c, sup, n, R)
+        ok, A, s, n, R = _active_set_eq(r, c, mu, A, s0, sup, n, R)
+        if ok:
+            return ok, A, s
+    h = np.full(r.size, c)
+    for rel in (1e-1, 1e-4, 1e-14):
+        A, s = _bisect(r, h, mu, rel)
+        ok, A2, s2, n, R = _active_set_eq(r, c, mu, A, s, sup, n, R)
+        if ok:
+            return ok, A2, s2
+    return False, 0.0, 0.0
+
+
 @_jit
 def _bisect(r: FloatArray, h: FloatArray, mu: float, rel: float) -> tuple[float, float]:
     lo = 1.0 / mu
@@ -226,7 +524,20 @@ def weights_kernel(
     r: FloatArray, h: FloatArray, mu: float, A0: float, s0: float
 ) -> tuple[bool, float, float]:
     """``(ok, A, s)`` of problem (A) for ``μ > 0`` and ``Σ h > 1``; warm when
-    ``s0 > 0``."""
+    ``s0 > 0``. Equal caps take :func:`_weights_eq` (same results, faster)."""
+    c = _equal_cap(h)
+    if c > 0.0:
+        return _weights_eq(r, c, mu, A0, s0)
+    return _weights_general(r, h, mu, A0, s0)
+
+
+@_jit
+def _weights_general(
+    r: FloatArray, h: FloatArray, mu: float, A0: float, s0: float
+) -> tuple[bool, float, float]:
+    """:func:`weights_kernel` for any caps: re-centre ``A`` at ``s0`` (else ``θ`` from
+    the full bracket) and iterate the active-set step; cold (or when that fails),
+    bisect ``s`` to ever tighter brackets before the active-set step."""
     if s0 > 0.0:
         found, A = _recentre(A0, s0, r, h)
         if not found:
@@ -240,6 +551,43 @@ def weights_kernel(
         if ok:
             return ok, A2, s2
     return False, 0.0, 0.0
+
+
+@_jit
+def _min_of(x: FloatArray) -> float:
+    """``min x`` (NaN when ``x`` holds a NaN), four partial minima at a time (the
+    order does not matter to a minimum)."""
+    m0 = m1 = m2 = m3 = np.inf
+    nan = False
+    n4 = x.size - x.size % 4
+    for i in range(0, n4, 4):
+        m0 = min(m0, x[i])
+        m1 = min(m1, x[i + 1])
+        m2 = min(m2, x[i + 2])
+        m3 = min(m3, x[i + 3])
+        nan |= (x[i] != x[i]) | (x[i + 1] != x[i + 1])
+        nan |= (x[i + 2] != x[i + 2]) | (x[i + 3] != x[i + 3])
+    for i in range(n4, x.size):
+        m0 = min(m0, x[i])
+        nan |= x[i] != x[i]
+    return np.nan if nan else min(min(m0, m1), min(m2, m3))
+
+
+@_jit
+def _caps_all_kcap(kcap: float, eps_max: FloatArray, eta: float) -> bool:
+    """Whether every cap ``min(kcap, ε_i^max/η)`` is ``kcap > 0``. With ``0 < η < ∞``
+    the rounded ``ε/η`` is monotone in ``ε``, so the smallest ``ε`` decides (no
+    division per record); otherwise, or when it does not, record by record."""
+    if not kcap > 0.0:
+        return False
+    if 0.0 < eta < np.inf:
+        lo = _min_of(eps_max)
+        if not math.isnan(lo) and min(kcap, lo / eta) == kcap:  # (min(k, NaN) is k)
+            return True
+    i = 0
+    while i < eps_max.size and min(kcap, eps_max[i] / eta) == kcap:
+        i += 1
+    return i == eps_max.size
 
 
 @_jit
@@ -260,18 +608,24 @@ def range_value_kernel(
     and ``a`` its minimiser."""
     m = ell.size
     r = np.empty(m)
-    h = np.empty(m)
     for i in range(m):
         r[i] = ell[i] + q_scale * psi[i]
-        h[i] = min(kcap, eps_max[i] / eta)
-    ok, A, s = weights_kernel(r, h, mu, A0, s0)
+    equal = _caps_all_kcap(kcap, eps_max, eta)
+    if equal:  # every cap k/m: no cap array (as weights_kernel with h = kcap)
+        ok, A, s = _weights_eq(r, kcap, mu, A0, s0)
+        h = np.empty(0)
+    else:
+        h = np.empty(m)
+        for i in range(m):
+            h[i] = min(kcap, eps_max[i] / eta)
+        ok, A, s = weights_kernel(r, h, mu, A0, s0)
     if not ok:
         return False, 0.0, 0.0, 0.0, 0.0
     lin = 0.0
     sq = 0.0
     pa = 0.0
     for i in range(m):
-        v = min(max(A - s * r[i], 0.0), h[i])
+        v = min(max(A - s * r[i], 0.0), kcap if equal else h[i])
         lin += v * r[i]
         sq += v * v
         pa += v * psi[i]

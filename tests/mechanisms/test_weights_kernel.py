@@ -1,0 +1,233 @@
+"""The compiled a-step's equal-cap path returns the general kernel's results bit for bit
+(issue 16).
+
+``weights_kernel`` sends equal caps (every ``h_i = c``, the large allocations, where
+every cap is k/m) to ``_weights_eq``: no cap array, the capped sums as folds of ``c``,
+the fixed point detected by the class counts, and the passes over the *support* (the
+records that can be non-zero, rebuilt when ``(A, s)`` leaves it). Payment re-solves
+compare against base solves, so its ``(ok, A, s)`` must equal the general kernel's
+(``_weights_general``: every record in every pass) exactly — from warm starts near and
+far (the support is rebuilt; the re-centring stalls into ``θ``) and cold; likewise
+``range_value_kernel``'s value and ``Ψᵀa``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import njit
+
+from mechanisms.allocation import _weights_kernel as wk
+from mechanisms.allocation._weights_step import solve_weights
+
+FloatArray = np.ndarray
+
+
+def _problem(
+    rng: np.random.Generator, m: int, k: float, ties: bool
+) -> tuple[FloatArray, FloatArray]:
+    r = rng.normal(size=m) + rng.uniform(-0.5, 0.5)
+    if ties:  # many equal r_i: whole groups change class at once
+        r = np.round(r, 2)
+    return r, np.full(m, k / m)
+
+
+def _starts(rng: np.random.Generator, A: float, s: float) -> list[tuple[float, float]]:
+    """Warm starts at, near and far from the solution ``(A, s)``, and cold."""
+    out = [(A, s), (0.0, 0.0), (10.0 * abs(A) + 1.0, s), (A, 30.0 * s), (-A, s)]
+    for _ in range(4):
+        out.append(
+            (A * (1.0 + rng.normal(0.0, 0.05)), s * math.exp(rng.normal(0, 0.3)))
+        )
+    return out
+
+
+@pytest.mark.parametrize("mu", [0.05, 1.0, 30.0])
+@pytest.mark.parametrize(
+    ("m", "k"),  # (infinite caps: the kernel fails, slowly, in both paths)
+    [
+        (40, 1.5),
+        (40, 4.0),
+        (40, np.inf),
+        (5000, 1.5),
+        (5000, 4.0),
+        (40000, 1.5),
+        (40000, 4.0),
+    ],
+)
+def test_equal_caps_match_the_general_kernel_exactly(
+    m: int, mu: float, k: float
+) -> None:
+    rng = np.random.default_rng(m + int(100 * mu))
+    n_ok = 0
+    for ties in (False, True):
+        r, h = _problem(rng, m, k, ties)
+        state = solve_weights(r, h, mu)[1]
+        assert state is not None
+        A, s = state.A, state.s
+        for A0, s0 in _starts(rng, A, s):
+            got = wk.weights_kernel(r, h, mu, A0, s0)
+            want = wk._weights_general(r, h, mu, A0, s0)
+            assert got == want, (ties, A0, s0)
+            n_ok += got[0]
+    if math.isfinite(k):  # (no finite kernel solve without caps: NumPy's fallback)
+        assert n_ok >= 8  # the comparisons are of solved problems, not of failures
+
+
+@pytest.mark.parametrize("m", [300, 3000])
+@pytest.mark.parametrize("mu", [0.1, 0.5, 2.0])
+def test_active_set_step_matches_from_far_scales(m: int, mu: float) -> None:
+    """The active-set iteration from ``(θ(s₀), s₀)`` with ``s₀`` up to 10³ times off
+    (as after a cold bisection): the capped count overshoots and comes back, so the
+    kept fold of the capped sums must restart; same ``(ok, A, s)`` as over all
+    records."""
+    rng = np.random.default_rng(m + int(10 * mu))
+    n_ok = 0
+    for r in (rng.lognormal(0.0, 1.5, m), rng.normal(size=m)):
+        for k in (1.2, 3.0, 10.0):
+            h = np.full(m, k / m)
+            state = solve_weights(r, h, mu)[1]
+            assert state is not None
+            for s0 in state.s * 10.0 ** np.linspace(-3.0, 3.0, 13):
+                A0 = wk._theta(s0, r, h)
+                want = wk._active_set(r, h, mu, A0, s0)
+                got = wk._active_set_eq(r, k / m, mu, A0, s0, np.empty(m), 0, np.nan)
+                assert got[:3] == want, (k, s0)
+                n_ok += want[0]
+    assert n_ok >= 8
+
+
+@njit(cache=False)
+def _recentre_30(
+    A: float, s: float, r: FloatArray, h: FloatArray
+) -> tuple[bool, float, int]:
+    """The re-centring Newton as before the stall exit: all 30 passes unless found."""
+    lo = -np.inf
+    hi = np.inf
+    for k in range(30):
+        tot = 0.0
+        n_mid = 0
+        for i in range(r.size):
+            v = A - s * r[i]
+            tot += min(max(v, 0.0), h[i])
+            n_mid += (v > 0.0) & (v < h[i])
+        f = tot - 1.0
+        if abs(f) <= 1e-14:
+            return True, A, k + 1
+        if f > 0.0:
+            hi = min(hi, A)
+        else:
+            lo = max(lo, A)
+        step = A - f / n_mid if n_mid > 0 else np.nan
+        if not (lo < step < hi):
+            if not (np.isfinite(lo) and np.isfinite(hi)):
+                return False, A, k + 1
+            step = 0.5 * (lo + hi)
+        elif abs(step - A) <= 4e-16 * abs(A):
+            return True, step, k + 1
+        A = step
+    return False, A, 30
+
+
+def test_recentring_stall_exit_returns_what_the_30_passes_return() -> None:
+    """All weights free and the ``r_i`` equal or of two values: the sequential sum's
+    rounding keeps ``|Σ a − 1|`` above 1e-14, the bracket closes on adjacent floats
+    and ``A`` stops moving; the stall exit must give the 30 passes' ``(False, A)``,
+    and agree with them where they converge."""
+    rng = np.random.default_rng(7)
+    m = 200000
+    stalled = converged = 0
+    for r in (np.full(m, 0.7), rng.choice([0.7, 0.71], m), 0.7 + 1e-9 * rng.random(m)):
+        for s in (1e-4, 1.5e-8, 0.3):
+            A0 = (1.0 + s * r.sum()) / m * (1.0 + 1e-6)
+            c = 2.0 / m + 0.02 * s
+            found, A, passes = _recentre_30(A0, s, r, np.full(m, c))
+            stalled += passes == 30
+            converged += found
+            assert wk._recentre(A0, s, r, np.full(m, c)) == (found, A)
+            sup = np.empty(m)
+            assert wk._recentre_eq(A0, s, r, c, sup, 0, np.nan)[:2] == (found, A)
+    assert stalled >= 3  # both outcomes were compared
+    assert converged >= 3
+
+
+def _value_reference(
+    ell: FloatArray,
+    psi: FloatArray,
+    q: float,
+    eta: float,
+    kcap: float,
+    eps_max: FloatArray,
+    mu: float,
+    const: float,
+    A0: float,
+    s0: float,
+) -> tuple[bool, float, float, float, float]:
+    r = ell + q * psi
+    h = np.minimum(kcap, eps_max / eta)
+    ok, A, s = wk._weights_general(r, h, mu, A0, s0)
+    if not ok:
+        return False, 0.0, 0.0, 0.0, 0.0
+    lin = sq = pa = 0.0
+    for ri, hi, pi in zip(r.tolist(), h.tolist(), psi.tolist(), strict=True):
+        v = min(max(A - s * ri, 0.0), hi)
+        lin += v * ri
+        sq += v * v
+        pa += v * pi
+    return True, const + lin + mu * math.sqrt(sq), A, s, pa
+
+
+@pytest.mark.parametrize("m", [60, 20000])
+def test_range_value_kernel_matches_the_general_kernel_exactly(m: int) -> None:
+    rng = np.random.default_rng(m)
+    ell = rng.normal(size=m)
+    psi = rng.uniform(0.5, 3.0, m)
+    kcap = 3.0 / m
+    n_equal = 0
+    for binding in (False, True):
+        eps_max = rng.uniform(1.0, 2.0, m)
+        if binding:
+            eps_max[rng.random(m) < 0.05] = 1e-3 / m  # a few ε^max bind
+        for q, eta in ((0.3, 0.7), (1.0, 2.0), (2.5, 5.0)):
+            assert wk._caps_all_kcap(kcap, eps_max, eta) == (not binding)
+            n_equal += not binding
+            args = (ell, psi, q, eta, kcap, eps_max, 1.0, 0.25)
+            ok, _, A, s, _ = _value_reference(*args, 0.0, 0.0)
+            assert ok
+            for A0, s0 in _starts(rng, A, s):
+                got = wk.range_value_kernel(*args, A0, s0)
+                assert got == _value_reference(*args, A0, s0), (binding, q, A0, s0)
+    assert n_equal == 3
+
+
+def test_all_kcap_decision_matches_the_record_by_record_test() -> None:
+    rng = np.random.default_rng(3)
+    eps = rng.uniform(1.0, 2.0, 1001)
+    cases = []
+    for eta in (0.5, 2.0, 1.0 / 0.3, -1.0, np.inf, np.nan):  # (η = 0 raises)
+        for kcap in (0.5, 0.3, 1.0 / 3.0, 0.0, -1.0):
+            cases.append((kcap, eps, eta))
+    tight = eps.copy()
+    tight[500] = 0.3 * 2.0  # ε/η == kcap exactly at η = 2, kcap = 0.3
+    cases += [(0.3, tight, 2.0), (0.31, tight, 2.0)]
+    with_nan = eps.copy()
+    with_nan[17] = np.nan
+    cases += [(0.5, with_nan, 1.0), (0.5, with_nan, 4.0)]
+    for kcap, e, eta in cases:
+        with np.errstate(invalid="ignore"):
+            ratios = (e / eta).tolist()
+        want = kcap > 0.0 and all(min(kcap, x) == kcap for x in ratios)
+        assert wk._caps_all_kcap(kcap, e, eta) == want, (kcap, eta)
+
+
+def test_equal_cap_is_found_only_when_every_cap_is_the_same_positive_value() -> None:
+    h = np.full(10001, 2e-6)
+    assert wk._equal_cap(h) == 2e-6
+    for i, x in ((10000, 1e-6), (4097, np.nan), (0, 0.0), (5, 2e-6 * (1 + 1e-15))):
+        g = h.copy()
+        g[i] = x
+        assert math.isnan(wk._equal_cap(g)), (i, x)
+    assert math.isnan(wk._equal_cap(np.zeros(3)))
+    assert math.isnan(wk._equal_cap(np.empty(0)))
