@@ -31,7 +31,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -174,27 +174,31 @@ def _warm_worker(_: int = 0) -> int:
 # cluster"): the worker's statistical profiler samples every thread's Python stack every
 # 10 ms and its event loop ticks every 20 ms; on the payment re-solves (Python-heavy
 # branch-and-bound) that cost ~15 % of the task time (m = 3,000, one worker: 62.9 s with
-# the defaults, 53.1 s with these, the pool 53.9 s). Environment variables, so the
-# LocalCluster's spawned worker processes read them as ``dask worker`` would.
-PAYMENT_WORKER_ENV = {
-    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
-    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+# the defaults, 53.1 s with these, the pool 53.9 s). A LocalCluster's nannies hand the
+# parent's Dask configuration to the worker processes they start, so the settings are
+# set there for the cluster's start; each row reads them back from the workers.
+PAYMENT_WORKER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
 }
 
 
-@contextlib.contextmanager
-def worker_env(env: dict[str, str]) -> Iterator[None]:
-    """Set ``env`` in ``os.environ`` for the block (restored after)."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def _worker_settings() -> tuple[Any, Any]:
+    import dask
+
+    return (
+        dask.config.get("distributed.worker.profile.enabled"),
+        dask.config.get("distributed.admin.tick.interval"),
+    )
+
+
+def worker_config(defaults: bool) -> contextlib.AbstractContextManager[Any]:
+    """``dask.config.set(PAYMENT_WORKER_CONFIG)``, or nothing with ``defaults``."""
+    import dask
+
+    return (
+        contextlib.nullcontext() if defaults else dask.config.set(PAYMENT_WORKER_CONFIG)
+    )
 
 
 def dask_curve(
@@ -220,7 +224,7 @@ def dask_curve(
             p_pool = myerson_payments(X, y, c, PRIOR, CFG, executor=pool, base=alloc)
             t_pool = time.perf_counter() - t0
         with (
-            worker_env({} if defaults else PAYMENT_WORKER_ENV),
+            worker_config(defaults),
             distributed.LocalCluster(
                 n_workers=w, threads_per_worker=1, processes=True,
                 dashboard_address=None,
@@ -228,6 +232,7 @@ def dask_curve(
             distributed.Client(cluster) as client,
         ):  # fmt: skip
             client.run(_warm_worker)
+            settings = sorted(set(client.run(_worker_settings).values()))
             t0 = time.perf_counter()
             p_dask = myerson_payments(
                 X, y, c, PRIOR, CFG, executor=DaskExecutor(client), base=alloc
@@ -241,6 +246,7 @@ def dask_curve(
                 "pool_s": t_pool,
                 "dask_s": t_dask,
                 "dask_over_pool": t_dask / t_pool,
+                "dask_worker_profiler_tick": settings,
                 "max_diff": float(
                     max(
                         np.abs(p_pool.payments - ref.payments).max(),
@@ -357,6 +363,7 @@ def report(out: dict[str, Any], command: str) -> str:
                     "pool speed-up",
                     "Dask speed-up",
                     "max |Δt| vs serial",
+                    "Dask workers' (profiler, tick)",
                 ],
                 [
                     [
@@ -368,6 +375,7 @@ def report(out: dict[str, Any], command: str) -> str:
                         r["pool_speedup"],
                         r["dask_speedup"],
                         r["max_diff"],
+                        r["dask_worker_profiler_tick"],
                     ]
                     for r in dask
                 ],
