@@ -16,6 +16,7 @@ from api.deps import (
 from api.errors import ERROR_RESPONSES
 from api.links import ORDER_ACCEPTED
 from market import orders
+from market.models import RunStatus
 from market.schemas import (
     AllocationsPublic,
     OrderAccepted,
@@ -56,7 +57,10 @@ def create_order(
     )
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
-    return OrderAccepted(id=order.id, status=order.status)  # type: ignore[arg-type]
+    # A new order was stored as queued; by the time its row is read back a worker may
+    # already have claimed it, but the 202 answers for the placement (spec api.md).
+    placed = RunStatus.QUEUED if created else order.status
+    return OrderAccepted(id=order.id, status=placed)  # type: ignore[arg-type]
 
 
 @router.get("/orders")

@@ -4,7 +4,7 @@ and the seller views after a settlement (seller → buyer → payments → earni
 from typing import Any
 
 import pytest
-from sqlmodel import Session
+from sqlmodel import Session, col, update
 
 from market import db, ledgers
 from market.errors import ConflictError, PrivacyBudgetExhaustedError
@@ -265,3 +265,31 @@ def test_settlement_over_budget_or_cap_writes_nothing(world: World) -> None:
     assert (
         c.get("/v1/sellers/me/earnings", headers=world.seller_a).json()["items"] == []
     )
+
+
+def test_placement_answers_queued_even_if_a_worker_claims_the_order_at_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 202 answers for the placement: a worker claiming the order between its
+    commit and the response (the in-process worker can) does not change it."""
+    from market import orders
+
+    place = orders.place_order
+
+    def place_then_claim(session: Session, **kwargs: Any) -> Any:
+        order, created = place(session, **kwargs)
+        # the row as a worker's claim leaves it, before the response is built
+        session.execute(
+            update(Order).where(col(Order.id) == order.id).values(status="running")
+        )
+        session.commit()
+        session.refresh(order)
+        assert order.status == RunStatus.RUNNING
+        return order, created
+
+    monkeypatch.setattr(orders, "place_order", place_then_claim)
+    r = _place(world, **{"Idempotency-Key": "race"})
+    assert r.status_code == 202
+    assert r.json()["status"] == "queued"
+    replay = _place(world, **{"Idempotency-Key": "race"})
+    assert replay.json()["status"] == "running"  # a replay reports the order as it is
