@@ -549,3 +549,24 @@ def test_check_usable_refuses_priors_the_mechanism_cannot_compute_with(
 ) -> None:
     with pytest.raises(ValueError, match=r"density f\(c\) .* is not usable"):
         check_usable(prior)
+
+
+@pytest.mark.parametrize(
+    "prior",
+    [
+        UniformPrior(1e-4, 5e-4),
+        BetaPrior(2.0, 5.0, 0.0, 1.0),
+        TruncatedNormalPrior(1.0, 0.5, 0.0, 3.0),
+    ],
+)
+def test_report_virtual_cost_is_the_validated_virtual_cost(prior: CostPrior) -> None:
+    """The payments' one-report fast path equals ``virtual_cost`` inside the support
+    (bit for bit, ends included) and raises as it does outside."""
+    from mechanisms.payments._seller_curve import report_virtual_cost
+
+    grid = np.linspace(prior.low, prior.high, 57)
+    for s in [*grid, prior.low, prior.high]:
+        assert report_virtual_cost(prior, float(s)) == prior.virtual_cost(float(s))
+    for bad in (prior.low - 1.0, prior.high + 1.0, float("nan")):
+        with pytest.raises(ValueError, match="c\\[0\\]"):
+            report_virtual_cost(prior, bad)
