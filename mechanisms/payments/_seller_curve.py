@@ -109,7 +109,7 @@ class SellerCurve:
             return hit
         if self.checkpoint is not None:
             self.checkpoint()
-        psi_i = report_virtual_cost(self.prior, s)
+        psi_i = float(self.prior.virtual_cost(s))
         if self.fast and self.resolver is not None:
             lean = self.resolver.solve(self.index, psi_i)
             if lean is not None:
@@ -325,13 +325,3 @@ def active_signature(prob: Problem, alloc: Allocation) -> bytes:
     if alloc.eta <= 0:
         return bytes(a.size)
     return bound_status(a, prob.caps(alloc.eta))
-
-
-def report_virtual_cost(prior: CostPrior, s: float) -> float:
-    """``Ψ(s)`` of one report: the prior's own formula directly inside its support
-    (what :meth:`CostPrior.virtual_cost` computes there after validating and clipping
-    — ~70 µs of checks per call on one value, ~7 % of a payment re-solve at
-    m = 10⁴), the validated path (and its errors) otherwise."""
-    if s >= 0.0 and prior.low <= s <= prior.high:
-        return float(np.asarray(prior._virtual_cost(np.array([s])), dtype=float)[0])
-    return float(np.asarray(prior.virtual_cost(np.array([s])))[0])

@@ -557,16 +557,18 @@ def test_check_usable_refuses_priors_the_mechanism_cannot_compute_with(
         UniformPrior(1e-4, 5e-4),
         BetaPrior(2.0, 5.0, 0.0, 1.0),
         TruncatedNormalPrior(1.0, 0.5, 0.0, 3.0),
+        ExponentialPrior(2.0),
     ],
 )
-def test_report_virtual_cost_is_the_validated_virtual_cost(prior: CostPrior) -> None:
-    """The payments' one-report fast path equals ``virtual_cost`` inside the support
-    (bit for bit, ends included) and raises as it does outside."""
-    from mechanisms.payments._seller_curve import report_virtual_cost
-
-    grid = np.linspace(prior.low, prior.high, 57)
-    for s in [*grid, prior.low, prior.high]:
-        assert report_virtual_cost(prior, float(s)) == prior.virtual_cost(float(s))
-    for bad in (prior.low - 1.0, prior.high + 1.0, float("nan")):
+def test_one_float_virtual_cost_is_the_validated_one(prior: CostPrior) -> None:
+    """The one-float path of ``virtual_cost`` (no validation pass) equals the array
+    path bit for bit inside the support, ends included, and raises as it does
+    outside (an infinite cost too, where the support is unbounded)."""
+    top = prior.high if math.isfinite(prior.high) else prior.low + 10.0
+    for s in [*np.linspace(prior.low, top, 57), prior.low, top]:
+        assert prior.contains(float(s))
+        assert prior.virtual_cost(float(s)) == prior.virtual_cost(np.array([s]))[0]
+    for bad in (prior.low - 1.0, prior.high + 1.0, math.inf, math.nan):
+        assert not prior.contains(bad)
         with pytest.raises(ValueError, match="c\\[0\\]"):
-            report_virtual_cost(prior, bad)
+            prior.virtual_cost(bad)
