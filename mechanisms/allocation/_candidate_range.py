@@ -67,6 +67,7 @@ from scipy.optimize import minimize_scalar
 
 from mechanisms.allocation._block_solver import solve_at_eta
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._reduced_newton import _norm
 from mechanisms.allocation._weights_kernel import (
     cap_cell_bound_kernel,
     one_seller_value,
@@ -221,8 +222,8 @@ def _dedup(W: list[FloatArray]) -> list[int]:
     from every earlier kept one."""
     keep: list[int] = []
     for k, w in enumerate(W):
-        scale = DEDUP_RTOL * (1.0 + math.sqrt(float(w @ w)))
-        if all(math.sqrt(float((w - W[j]) @ (w - W[j]))) > scale for j in keep):
+        scale = DEDUP_RTOL * (1.0 + _norm(w))
+        if all(_norm(w - W[j]) > scale for j in keep):
             keep.append(k)
     return keep
 
