@@ -66,6 +66,14 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
 from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._one_seller_search import (
+    HAVE_NUMBA,
+    OK,
+    CompiledCache,
+    SeedArrays,
+    one_seller_search,
+    seed_arrays,
+)
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._reduced_newton import _norm
 from mechanisms.allocation._weights_kernel import (
@@ -642,6 +650,41 @@ class OneSellerSolution:
     search: _Search
 
 
+@dataclass(frozen=True, eq=False)
+class CompiledResolve:
+    """What :func:`resolve_one_seller` needs to run its search compiled
+    (:mod:`mechanisms.allocation._one_seller_search`): the seed as arrays and the
+    summaries of the seed's virtual costs (one per base and process)."""
+
+    seed: SeedArrays
+    cache: CompiledCache
+    losses: FloatArray
+    base: FloatArray
+    eps_max: FloatArray
+
+
+def compiled_resolve(
+    prob: Problem, models: CandidateModels, seed: RangeSeed, consts: SearchConsts
+) -> CompiledResolve | None:
+    """The compiled search's state for the re-solves of ``seed``, or ``None`` where
+    it does not apply: some cap ``ε_i^max/η`` binds on the range, ``μ = 0``, the caps
+    sum to at most 1 (the search's points then are not all compiled a-steps), or the
+    seed keeps no one-seller cache."""
+    kernel_always = (
+        prob.cfg.mu > 0.0 and consts.fixed_caps and consts.kcap * prob.m > 1.0 + 1e-12
+    )
+    if not (HAVE_NUMBA and kernel_always and seed.cache is not None):
+        return None
+    cache = CompiledCache.empty(seed.psi, models.n, MAX_SUMMARIES, MAX_VISITS)
+    return CompiledResolve(
+        seed_arrays(seed),
+        cache,
+        np.ascontiguousarray(models.losses, dtype=np.float64),
+        np.ascontiguousarray(models.base, dtype=np.float64),
+        np.ascontiguousarray(prob.eps_max, dtype=np.float64),
+    )
+
+
 def resolve_one_seller(
     prob: Problem,
     models: CandidateModels,
@@ -653,15 +696,30 @@ def resolve_one_seller(
     *,
     rtol: float = RANGE_RTOL,
     max_evals: int = MAX_EVALS,
+    compiled: CompiledResolve | None = None,
 ) -> OneSellerSolution:
     """:func:`solve_in_range` for a payment re-solve: ``prob.psi`` equals ``seed.psi``
     except at ``index``, where it is not lower (the caller's guarantee, so the seed is
     usable without the O(m) comparisons), and the cap constants ``consts`` of the
     base are reused. The same branch-and-bound and polish, so the same optimum and
-    certificate; only the O(m) weights and the new seed are not built."""
+    certificate; only the O(m) weights and the new seed are not built. With
+    ``compiled`` (:func:`compiled_resolve` of the same seed) the search runs as one
+    compiled call, and in Python only where that needs the NumPy a-step."""
     if not prob.psi[index] >= seed.psi[index]:
         raise ValueError("index: the re-solve must not lower the seller's Ψ_i")
     search = _Search(prob, models, lo, hi, consts)
+    if compiled is not None:
+        cfg = prob.cfg
+        status, row, lower, n_evals = one_seller_search(
+            compiled.losses, prob.psi, compiled.eps_max, compiled.base,
+            (cfg.gamma, cfg.sigma, cfg.mu, consts.kcap), index, compiled.seed,
+            compiled.cache, rtol, max_evals,
+        )  # fmt: skip
+        if status == OK:
+            j, eta, value, A, s, slope = row.tolist()
+            best = RangePoint(int(j), eta, value, WeightsStepState(A, s), slope)
+            closed = lower >= value - rtol * (1.0 + abs(value)) - 1e-15
+            return OneSellerSolution(best, lower, closed, n_evals, search)
     delta = index if seed.cache is not None else None
     best, lower, _, _ = _branch_and_bound(search, seed, delta, rtol, max_evals)
     closed = lower >= best.value - rtol * (1.0 + abs(best.value)) - 1e-15

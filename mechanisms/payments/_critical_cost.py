@@ -82,8 +82,15 @@ def first_order_estimate(curve: SellerCurve) -> float | None:
 
 
 def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float | None:
-    """Smallest ``s ≥ low`` in the support with ``Ψ̄(s) ≥ target`` (bisection)."""
-    psi = lambda s: float(np.asarray(prior.virtual_cost(np.array([s])))[0])  # noqa: E731
+    """Smallest ``s ≥ low`` in the support with ``Ψ̄(s) ≥ target`` (bisection).
+
+    Every probe lies in the support, so each is one float through the prior's
+    unvalidated path (:meth:`CostPrior.virtual_cost`; the array path's validation was
+    ~10 % of a payment sweep at ``m = 10⁴``: ~50 probes per winner)."""
+
+    def psi(s: float) -> float:
+        return float(prior.virtual_cost(float(s)))
+
     if psi(low) >= target:
         return low
     hi = float(prior.high)

@@ -47,9 +47,11 @@ from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._block_solver import BlockSolution
 from mechanisms.allocation._candidate_range import (
     CandidateModels,
+    CompiledResolve,
     RangePoint,
     RangeSeed,
     SearchConsts,
+    compiled_resolve,
     resolve_one_seller,
     search_consts,
 )
@@ -97,6 +99,7 @@ class RangeResolver:
     seed: RangeSeed
     bounds: tuple[float, float]
     consts: SearchConsts
+    compiled: CompiledResolve | None = None
     _signature: bytes | None = None
     # per thread (sellers may run in threads of one process, e.g. Dask's): a copy of
     # the base Ψ with one entry changed during a re-solve
@@ -123,8 +126,9 @@ class RangeResolver:
             prob = dataclasses.replace(self.prob, psi=work)
             lo, hi = self.bounds
             out = resolve_one_seller(
-                prob, self.models, lo, hi, self.seed, i, self.consts
-            )
+                prob, self.models, lo, hi, self.seed, i, self.consts,
+                compiled=self.compiled,
+            )  # fmt: skip
             if not out.closed:
                 return None
             pt = out.best
@@ -248,6 +252,7 @@ def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:
     if bounds is None or bounds != seed.bounds:
         return None
     consts = search_consts(prob, models, bounds[1])
-    out = RangeResolver(prob, base, models, seed, bounds, consts)
+    compiled = compiled_resolve(prob, models, seed, consts)
+    out = RangeResolver(prob, base, models, seed, bounds, consts, compiled)
     seed.cache.resolver = out
     return out
