@@ -202,6 +202,7 @@ def one_seller_search(
         seed.cells, seed.best, seed.key_of, rtol, max_evals,
     )  # fmt: skip
 
+
 if HAVE_NUMBA:
 
     @_jit
@@ -214,9 +215,8 @@ if HAVE_NUMBA:
 
     @_jit
     def _less(h: FloatArray, x: int, y: int) -> bool:
-        return h[x, _LB] < h[y, _LB] or (
-            h[x, _LB] == h[y, _LB] and h[x, _CNT] < h[y, _CNT]
-        )
+        lx, ly = h[x, _LB], h[y, _LB]
+        return bool(lx < ly or (lx == ly and h[x, _CNT] < h[y, _CNT]))
 
     @_jit
     def _swap(h: FloatArray, x: int, y: int) -> None:
@@ -283,7 +283,7 @@ if HAVE_NUMBA:
         else:
             eta = e1
         val = b0 + sigma / eta + g1 + slope * (eta - e1)
-        return min(val, v1, v2)
+        return float(min(val, v1, v2))
 
     @_jit
     def _insort(etas: FloatArray, n_etas: IntArray, j: int, eta: float) -> None:
@@ -373,7 +373,7 @@ if HAVE_NUMBA:
         return ok, value, A, s, gamma * pa - sigma / (eta * eta)
 
     @_inline
-    def _point(j, eta, A0, s0, pts, n_pts, best, prob, par, cache):  # type: ignore[no-untyped-def]  # noqa: E501
+    def _point(j, eta, A0, s0, pts, n_pts, best, prob, par, cache):  # type: ignore[no-untyped-def]
         """Evaluate and append ``p_j(η)`` to ``pts`` (``_Search._record``):
         ``(ok, pts, n_pts, best)``."""
         ok, value, A, s, slope = _evaluate(j, eta, A0, s0, prob, par, cache)
@@ -392,7 +392,7 @@ if HAVE_NUMBA:
         return True, pts, n_pts + 1, best
 
     @_inline
-    def _renew(p, fresh, key_of, pts, n_pts, best, prob, par, cache):  # type: ignore[no-untyped-def]  # noqa: E501
+    def _renew(p, fresh, key_of, pts, n_pts, best, prob, par, cache):  # type: ignore[no-untyped-def]
         """The fresh point of seed point ``p``'s key, evaluated once per search
         from ``p``'s multipliers: ``(ok, index, pts, n_pts, best)``."""
         k = key_of[p]

@@ -31,6 +31,7 @@ from mechanisms.allocation._weights_kernel import (
     range_value_kernel,
     shifted_value,
 )
+from mechanisms.payments import _range_resolve
 from mechanisms.payments._local_resolve import local_resolve, stale_nodes
 from mechanisms.payments._range_resolve import range_resolver
 from mechanisms.payments._seller_curve import active_signature
@@ -387,12 +388,15 @@ def test_lean_resolve_equals_cold_solve(
     compare_lean(auto_instance(seed, m, capped), pick % m, factor)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 def test_lean_resolves_with_summary_updates_equal_cold_solves(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, compiled: bool
 ) -> None:
     """At a size where the lean re-solves use the O(1) one-seller and shifted-``η``
     updates of cached summaries (both exercised), including raises that change the
-    active set, every lean re-solve equals the cold solve."""
+    active set, every lean re-solve equals the cold solve: with the compiled search
+    (:mod:`mechanisms.allocation._one_seller_search`, what the payments run here) and
+    with the Python one."""
     used = {True: 0, False: 0}
 
     def counted(*args: object) -> tuple[bool, float, float, float, float]:
@@ -401,6 +405,8 @@ def test_lean_resolves_with_summary_updates_equal_cold_solves(
         return out
 
     monkeypatch.setattr(_candidate_range, "shifted_value", counted)
+    if not compiled:
+        monkeypatch.setattr(_range_resolve, "compiled_resolve", lambda *a: None)
     prob = dataclasses.replace(
         auto_instance(5, 300, capped=False), cfg=AUTO.with_(mu=10.0, k=4.0)
     )
@@ -413,6 +419,16 @@ def test_lean_resolves_with_summary_updates_equal_cold_solves(
         for factor in (1.0, 1.02, 1.5, 3.0):
             taken += compare_lean(prob, int(i), factor, base=base)
     assert taken >= 20
+    res = range_resolver(prob, base)
+    assert res is not None
+    assert (res.compiled is not None) == compiled
+    if compiled:
+        assert res.compiled is not None
+        one_seller, shifted, built, _ = res.compiled.cache.stats.tolist()
+        assert built > 0
+        assert one_seller >= 20
+        assert shifted >= 20
+        return
     cache = base.certificate.range_seed.cache
     assert len(cache.summaries) > 0
     assert cache.etas
