@@ -29,6 +29,10 @@ point results as the Python search on a fresh ``OneSellerCache``
 (``tests/mechanisms/test_one_seller_search.py``). When the O(m) kernel fails (the
 NumPy a-step would be needed) the call returns status ``BAIL`` and the caller runs
 the Python search.
+
+Measured (``benchmarks/RESULTS.md``): 30–45 µs a re-solve against 0.4–0.6 ms in
+Python. The first call compiles the search with the a-step kernels it links, about
+15 s, once: numba keeps the machine code on disk (``cache=True``).
 """
 
 from __future__ import annotations
@@ -97,14 +101,14 @@ class KeyTable:
 class CompiledCache:
     """Summaries of the base problem (virtual costs ``psi``) at ``(model, η)`` keys
     for :func:`one_seller_search`, as ``OneSellerCache`` for the Python search:
-    ``buf[:n[0]]`` the summaries, ``index`` key → row, ``visits`` key → visits,
+    ``buf[:index.count[0]]`` the summaries, ``index`` key → row, ``visits`` key →
+    visits,
     ``etas[j, :n_etas[j]]`` the sorted ``η`` of model ``j``'s valid summaries,
     ``stats`` counts of the evaluations by kind (``N_STATS``). ``buf`` is reserved,
     not touched, up to ``max_summaries`` rows."""
 
     psi: FloatArray
     buf: FloatArray
-    n: IntArray
     index: KeyTable
     visits: KeyTable
     etas: FloatArray
@@ -120,7 +124,6 @@ class CompiledCache:
         return cls(
             np.ascontiguousarray(psi, dtype=np.float64),
             np.empty((max_summaries, SUMMARY_SIZE)),
-            np.zeros(1, dtype=np.int64),
             KeyTable.empty(max_summaries),
             KeyTable.empty(max_visits),
             np.empty((n_models, max_summaries)),
@@ -129,6 +132,10 @@ class CompiledCache:
             max_summaries,
             max_visits,
         )
+
+    @property
+    def n_summaries(self) -> int:
+        return int(self.index.count[0])
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,7 @@ def one_seller_search(
     # tuple of arrays through ``numba.typeof`` (~50 µs a call)
     return _search(  # type: ignore[no-any-return]
         losses, psi, cache.psi, eps_max, base, gamma, sigma, mu, kcap, i,
-        cache.max_summaries, cache.max_visits, cache.buf, cache.n,
+        cache.max_summaries, cache.max_visits, cache.buf, cache.index.count,
         cache.index.keys_j, cache.index.keys_eta, cache.index.values,
         cache.visits.keys_j, cache.visits.keys_eta, cache.visits.values,
         cache.visits.count, cache.etas, cache.n_etas, cache.stats, seed.points,

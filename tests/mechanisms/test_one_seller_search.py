@@ -132,7 +132,7 @@ def test_compiled_search_keeps_the_cache_limits(
     jobs = sweep(prob, 40, seed=2)
     fast, slow, cache = both(prob, res, jobs, summaries=3, visits=40)
     assert fast == slow
-    assert int(cache.n[0]) == 3  # full
+    assert cache.n_summaries == 3  # full
     # forgetting mattered: remembering every visit builds the summaries earlier
     monkeypatch.setattr(_candidate_range, "MAX_VISITS", 10**6)
     _, _, keep = both(prob, res, jobs, summaries=3, visits=10**6)
