@@ -711,7 +711,8 @@ def resolve_one_seller(
     if compiled is not None:
         cfg = prob.cfg
         status, row, lower, n_evals = one_seller_search(
-            compiled.losses, prob.psi, compiled.eps_max, compiled.base,
+            compiled.losses, np.ascontiguousarray(prob.psi, dtype=np.float64),
+            compiled.eps_max, compiled.base,
             (cfg.gamma, cfg.sigma, cfg.mu, consts.kcap), index, compiled.seed,
             compiled.cache, rtol, max_evals,
         )  # fmt: skip
