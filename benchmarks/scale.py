@@ -172,23 +172,29 @@ def _warm_worker(_: int = 0) -> int:
 
 # The Dask worker settings README recommends for payment workers ("Payments on a Dask
 # cluster"): the worker's statistical profiler samples every thread's Python stack every
-# 10 ms and its event loop ticks every 20 ms; on the payment re-solves (Python-heavy
+# 10 ms and its event loop ticks every 20 ms; on the payment re-solves (then a Python
 # branch-and-bound) that cost ~15 % of the task time (m = 3,000, one worker: 62.9 s with
-# the defaults, 53.1 s with these, the pool 53.9 s). A LocalCluster's nannies hand the
+# the defaults, 53.1 s with these, the pool 53.9 s). And the nanny starts workers with
+# ``MALLOC_TRIM_THRESHOLD_=65536``, which fixes glibc's mmap threshold at 128 kB: every
+# O(m) temporary of a re-solve (an a-step's ``r`` and caps, 800 kB each at m = 10⁵) is
+# then mapped and faulted in afresh (12× the page faults of a pool process; the compiled
+# re-solves' tasks ran ~20 % longer than in the pool). A LocalCluster's nannies hand the
 # parent's Dask configuration to the worker processes they start, so the settings are
 # set there for the cluster's start; each row reads them back from the workers.
 PAYMENT_WORKER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "1s",
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
 }
 
 
-def _worker_settings() -> tuple[Any, Any]:
+def _worker_settings() -> tuple[Any, Any, Any]:
     import dask
 
     return (
         dask.config.get("distributed.worker.profile.enabled"),
         dask.config.get("distributed.admin.tick.interval"),
+        os.environ.get("MALLOC_TRIM_THRESHOLD_"),
     )
 
 
@@ -363,7 +369,7 @@ def report(out: dict[str, Any], command: str) -> str:
                     "pool speed-up",
                     "Dask speed-up",
                     "max |Δt| vs serial",
-                    "Dask workers' (profiler, tick)",
+                    "Dask workers' (profiler, tick, MALLOC_TRIM_THRESHOLD_)",
                 ],
                 [
                     [
@@ -425,7 +431,8 @@ def main() -> None:
     out["dask_settings"] = (
         "with distributed's defaults"
         if args.dask_defaults
-        else "with README's payment-worker settings (profiler off, 1 s tick)"
+        else "with README's payment-worker settings (profiler off, 1 s tick, "
+        "glibc's own trim threshold)"
     )
     out["dask"] = (
         dask_curve(args.dask_m, args.dask_workers, defaults=args.dask_defaults)
