@@ -1,7 +1,8 @@
 """Scale of the allocation and the Myerson payments (issue 16), ratios within one run.
 
 Run:  python benchmarks/scale.py [--sizes 1000 10000 100000] [--big 1000000]
-      [--sample 8] [--dask-m 400] [--dask-workers 1 2 4] [--json out.json] [--write]
+      [--sample 8] [--dask-m 400] [--dask-workers 1 2 4] [--dask-repeats 1]
+      [--json out.json] [--write]
 
 * ``allocate`` at each ``m`` (synthetic, ``d = 20``; ``--big`` adds sizes run for
   ``allocate`` only), next to one scikit-learn ``LogisticRegression`` fit on the same
@@ -19,7 +20,8 @@ Run:  python benchmarks/scale.py [--sizes 1000 10000 100000] [--big 1000000]
 * Dask vs the process pool: all sellers of an ``m = --dask-m`` instance on a
   ``LocalCluster`` with 1, 2, 4 worker processes and on a ``ProcessPoolExecutor`` with
   as many, both warmed (imports, compiled kernels) before the clock starts; the
-  speed-up curve (this machine has 2 cores: 4 workers cannot beat 2).
+  speed-up curve (this machine has 2 cores: 4 workers cannot beat 2). With
+  ``--dask-repeats N`` the two alternate N times and each one's best run counts.
 """
 
 from __future__ import annotations
@@ -208,13 +210,16 @@ def worker_config(defaults: bool) -> contextlib.AbstractContextManager[Any]:
 
 
 def dask_curve(
-    m: int, workers: list[int], *, defaults: bool = False
+    m: int, workers: list[int], *, defaults: bool = False, repeats: int = 1
 ) -> list[dict[str, Any]]:
     """All sellers' payments on a process pool and on a Dask ``LocalCluster`` with the
     same number of worker processes. Both are started and warmed (imports, compiled
     kernels) before the clock starts — a cluster is long-lived, and a pool's start-up
     is reported separately — so the ratio compares the executors' own overhead:
-    shipping the job (pickled per chunk vs scattered once) and scheduling chunks."""
+    shipping the job (pickled per chunk vs scattered once) and scheduling chunks.
+    With ``repeats > 1`` the two run alternately (pool, Dask, pool, …; both kept
+    alive) and each one's best time counts: this shared machine's speed drifts by
+    ±20 % over minutes, more than the executors differ."""
     import distributed
 
     X, y, c = data(m, seed=2)
@@ -222,14 +227,8 @@ def dask_curve(
     ref = myerson_payments(X, y, c, PRIOR, CFG, executor=SerialExecutor(), base=alloc)
     rows = []
     for w in workers:
-        t0 = time.perf_counter()
-        with ProcessPoolExecutor(max_workers=w) as pool:
-            pids = set(pool.map(_warm_worker, range(w)))
-            t_start_pool = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            p_pool = myerson_payments(X, y, c, PRIOR, CFG, executor=pool, base=alloc)
-            t_pool = time.perf_counter() - t0
         with (
+            ProcessPoolExecutor(max_workers=w) as pool,
             worker_config(defaults),
             distributed.LocalCluster(
                 n_workers=w, threads_per_worker=1, processes=True,
@@ -237,13 +236,21 @@ def dask_curve(
             ) as cluster,
             distributed.Client(cluster) as client,
         ):  # fmt: skip
+            t0 = time.perf_counter()
+            pids = set(pool.map(_warm_worker, range(w)))
+            t_start_pool = time.perf_counter() - t0
             client.run(_warm_worker)
             settings = sorted(set(client.run(_worker_settings).values()))
-            t0 = time.perf_counter()
-            p_dask = myerson_payments(
-                X, y, c, PRIOR, CFG, executor=DaskExecutor(client), base=alloc
-            )
-            t_dask = time.perf_counter() - t0
+            times: dict[str, list[float]] = {"pool": [], "dask": []}
+            out: dict[str, Any] = {}
+            for _ in range(repeats):
+                for name, ex in (("pool", pool), ("dask", DaskExecutor(client))):
+                    t0 = time.perf_counter()
+                    out[name] = myerson_payments(
+                        X, y, c, PRIOR, CFG, executor=ex, base=alloc
+                    )
+                    times[name].append(time.perf_counter() - t0)
+        t_pool, t_dask = min(times["pool"]), min(times["dask"])
         rows.append(
             {
                 "workers": w,
@@ -252,11 +259,13 @@ def dask_curve(
                 "pool_s": t_pool,
                 "dask_s": t_dask,
                 "dask_over_pool": t_dask / t_pool,
+                "pool_runs_s": times["pool"],
+                "dask_runs_s": times["dask"],
                 "dask_worker_profiler_tick": settings,
                 "max_diff": float(
                     max(
-                        np.abs(p_pool.payments - ref.payments).max(),
-                        np.abs(p_dask.payments - ref.payments).max(),
+                        np.abs(out["pool"].payments - ref.payments).max(),
+                        np.abs(out["dask"].payments - ref.payments).max(),
                     )
                 ),
             }
@@ -399,6 +408,7 @@ def main() -> None:
     ap.add_argument("--full-max", type=int, default=1000)
     ap.add_argument("--dask-m", type=int, default=400)
     ap.add_argument("--dask-workers", type=int, nargs="*", default=[1, 2, 4])
+    ap.add_argument("--dask-repeats", type=int, default=1)
     ap.add_argument(
         "--dask-defaults",
         action="store_true",
@@ -435,7 +445,12 @@ def main() -> None:
         "glibc's own trim threshold)"
     )
     out["dask"] = (
-        dask_curve(args.dask_m, args.dask_workers, defaults=args.dask_defaults)
+        dask_curve(
+            args.dask_m,
+            args.dask_workers,
+            defaults=args.dask_defaults,
+            repeats=args.dask_repeats,
+        )
         if args.dask_workers
         else []
     )
