@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._weights_kernel import (
     SUMMARY_SIZE,
+    chord_argmin,
     one_seller_value,
     range_summary,
     range_value_kernel,
@@ -283,12 +284,7 @@ if HAVE_NUMBA:
         g1 = v1 - b0 - sigma / e1
         g2 = v2 - b0 - sigma / e2
         slope = (g2 - g1) / (e2 - e1)
-        if sigma > 0.0 and slope > 0.0:
-            eta = min(max(math.sqrt(sigma / slope), e1), e2)
-        elif sigma > 0.0 or slope < 0.0:
-            eta = e2
-        else:
-            eta = e1
+        eta = chord_argmin(sigma, slope, e1, e2)
         val = b0 + sigma / eta + g1 + slope * (eta - e1)
         return float(min(val, v1, v2))
 

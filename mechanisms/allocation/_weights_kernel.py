@@ -1073,6 +1073,17 @@ def _value_at(r: FloatArray, h: FloatArray, mu: float, A: float, s: float) -> fl
 
 
 @_jit
+def chord_argmin(sigma: float, slope: float, e1: float, e2: float) -> float:
+    """Where ``σ/η + slope·η`` is least on ``[η₁, η₂]`` (``σ ≥ 0``): the cell bounds'
+    closed-form minimum of ``σ/η`` plus a chord."""
+    if sigma > 0.0 and slope > 0.0:
+        return min(max(math.sqrt(sigma / slope), e1), e2)
+    if sigma > 0.0 or slope < 0.0:
+        return e2  # σ/η + slope·η is non-increasing on the cell
+    return e1
+
+
+@_jit
 def cap_cell_bound_kernel(
     ell: FloatArray,
     psi: FloatArray,
@@ -1136,11 +1147,6 @@ def cap_cell_bound_kernel(
             return False, 0.0
         g[k] = shift + _value_at(r, hk, mu, A, s)
     slope = (g[1] - g[0]) / (e2 - e1)
-    if sigma > 0.0 and slope > 0.0:
-        eta = min(max(math.sqrt(sigma / slope), e1), e2)
-    elif sigma > 0.0 or slope < 0.0:
-        eta = e2
-    else:
-        eta = e1
+    eta = chord_argmin(sigma, slope, e1, e2)
     dual = base + sigma / eta + g[0] + slope * (eta - e1)
     return True, max(plain, dual)
