@@ -233,7 +233,12 @@ def bound_status(a: FloatArray, caps: FloatArray) -> bytes:
 def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:
     """The lean re-solver of ``base`` (one per base and process: kept with the seed's
     one-seller cache), or ``None`` when the base is not a certified optimum of the
-    default rule whose models and seed belong to ``prob``'s records and settings."""
+    default rule whose models and seed belong to ``prob``'s records and settings.
+
+    The resolver is returned at once for the problem object it was built for (every
+    seller of one payment job). Another object — a second payment call on the same
+    base — passes the O(m) checks once and takes its place, keeping the compiled
+    search's summaries, which depend on the seed and on ``Ψ`` only."""
     cert = base.certificate
     if cert is None or cert.rule != "candidate_models" or not base.certified:
         return None
@@ -242,8 +247,10 @@ def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:
     if not isinstance(seed, RangeSeed) or seed.cache is None:
         return None
     cached = seed.cache.resolver
-    if isinstance(cached, RangeResolver) and cached.base is base:
-        return cached if cached.prob is prob else None
+    if not (isinstance(cached, RangeResolver) and cached.base is base):
+        cached = None
+    elif cached.prob is prob:
+        return cached
     if not isinstance(models, CandidateModels) or not models.matches(prob):
         return None
     if prob.cfg.mode != "default" or prob.cfg.u != "linear":
@@ -254,7 +261,10 @@ def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:
     if bounds is None or bounds != seed.bounds:
         return None
     consts = search_consts(prob, models, bounds[1])
-    compiled = compiled_resolve(prob, models, seed, consts)
+    if cached is not None:  # same seed, records, caps, settings and Ψ as this one
+        compiled = cached.compiled
+    else:
+        compiled = compiled_resolve(prob, models, seed, consts)
     out = RangeResolver(prob, base, models, seed, bounds, consts, compiled)
     seed.cache.resolver = out
     return out

@@ -211,3 +211,30 @@ def test_key_table_is_at_most_half_full() -> None:
         assert size >= 2 * n
         assert (t.keys_j == -1).all()
         assert t.count[0] == 0
+
+
+def test_a_second_payment_call_keeps_the_lean_path() -> None:
+    """A second payment job on the same base has its own (equal) problem object: its
+    re-solves still take the lean path, with the first job's compiled summaries; a
+    problem with other virtual costs gets no resolver (the seed is not its own)."""
+    prob, res = market(seed=10, m=80)
+    copy = dataclasses.replace(prob, psi=prob.psi.copy())
+    again = range_resolver(copy, res.base)
+    assert again is not None
+    assert again is not res
+    assert again.prob is copy
+    assert again.compiled is res.compiled
+    assert range_resolver(copy, res.base) is again  # then found at once
+    i = int(np.argmax(res.base.weights))
+    psi_i = float(prob.psi[i]) * 1.3
+    first, second = res.solve(i, psi_i), again.solve(i, psi_i)
+    assert first is not None
+    assert second is not None
+    # the first solve filled the cache, so the second may take other (exact) paths
+    assert second.epsilon_total == pytest.approx(first.epsilon_total, rel=1e-8)
+    assert second.eta == pytest.approx(first.eta, rel=1e-8)
+    assert second.j == first.j
+    moved = copy.psi.copy()
+    moved[0] *= 1.5
+    other = dataclasses.replace(prob, psi=moved)
+    assert range_resolver(other, res.base) is None
