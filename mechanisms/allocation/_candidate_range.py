@@ -78,6 +78,7 @@ from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._reduced_newton import _norm
 from mechanisms.allocation._weights_kernel import (
     cap_cell_bound_kernel,
+    chord_argmin,
     one_seller_value,
     range_summary,
     range_value_kernel,
@@ -269,7 +270,7 @@ class RangeSolution:
 
 @dataclass(frozen=True, eq=False)
 class SearchConsts:
-    """What a search needs from the caps and the models only (not from ``Ψ``): one
+    """What a search needs from the caps, settings and models only (not from ``Ψ``): one
     O(m) pass, shared by the payment re-solves of one base (:func:`search_consts`)."""
 
     fixed_caps: bool  # caps are k/m on the whole range: no ε_i^max binds at η_hi
@@ -277,17 +278,22 @@ class SearchConsts:
     no_caps: FloatArray  # ε^max relaxed (dual_cell_bound)
     eps_bind: float  # below this η no ε_i^max binds: min_i ε_i^max/η ≥ k/m
     base: list[float]
+    # the compiled a-step applies at every η (μ > 0, caps k/m with Σ h > 1)
+    kernel_always: bool
 
 
 def search_consts(prob: Problem, models: CandidateModels, hi: float) -> SearchConsts:
     cfg = prob.cfg
     held = prob.eps_max[prob.eps_max > 0.0]
+    fixed_caps = bool(np.all(prob.eps_max >= (cfg.k / prob.m) * hi))
+    kcap = cfg.k / prob.m
     return SearchConsts(
-        fixed_caps=bool(np.all(prob.eps_max >= (cfg.k / prob.m) * hi)),
-        kcap=cfg.k / prob.m,
+        fixed_caps=fixed_caps,
+        kcap=kcap,
         no_caps=np.full(prob.m, np.inf),
         eps_bind=float(held.min()) if held.size else np.inf,
         base=models.base.tolist(),
+        kernel_always=cfg.mu > 0.0 and fixed_caps and kcap * prob.m > 1.0 + 1e-12,
     )
 
 
@@ -323,10 +329,7 @@ class _Search:
         # seller i's ℓ_j(i) per model, its cached and its new Ψ_i (set_delta)
         self._ell_i: list[float] = []
         self._psi_i = (0.0, 0.0)
-        # whether the compiled a-step applies at every η (caps k/m with Σ h > 1)
-        self._kernel_always = (
-            self.mu > 0.0 and self.fixed_caps and self.kcap * prob.m > 1.0 + 1e-12
-        )
+        self._kernel_always = consts.kernel_always
 
     def set_delta(self, i: int, cache: OneSellerCache) -> None:
         """Evaluate by one-seller updates of ``cache`` (only ``Ψ_i`` differs)."""
@@ -454,12 +457,7 @@ class _Search:
             g1 = p1.value - base - self.sigma / e1
             g2 = p2.value - base - self.sigma / e2
             slope = (g2 - g1) / (e2 - e1)
-            if self.sigma > 0.0 and slope > 0.0:
-                eta = min(max(math.sqrt(self.sigma / slope), e1), e2)
-            elif self.sigma > 0.0 or slope < 0.0:
-                eta = e2  # σ/η + slope·η is non-increasing on the cell
-            else:
-                eta = e1
+            eta = chord_argmin(self.sigma, slope, e1, e2)
             val = base + self.sigma / eta + g1 + slope * (eta - e1)
             return min(val, p1.value, p2.value)
         prob = self.prob
@@ -523,12 +521,7 @@ class _Search:
         shift = -float(nu[held] @ prob.eps_max[held])
         g = [self.relaxed_value(j, psi_nu, e, shift) for e in (e1, e2)]
         slope = (g[1] - g[0]) / (e2 - e1)
-        if self.sigma > 0.0 and slope > 0.0:
-            eta = min(max(math.sqrt(self.sigma / slope), e1), e2)
-        elif self.sigma > 0.0 or slope < 0.0:
-            eta = e2
-        else:
-            eta = e1
+        eta = chord_argmin(self.sigma, slope, e1, e2)
         return self.base[j] + self.sigma / eta + g[0] + slope * (eta - e1)
 
     def relaxed_value(
@@ -670,10 +663,7 @@ def compiled_resolve(
     it does not apply: some cap ``ε_i^max/η`` binds on the range, ``μ = 0``, the caps
     sum to at most 1 (the search's points then are not all compiled a-steps), or the
     seed keeps no one-seller cache."""
-    kernel_always = (
-        prob.cfg.mu > 0.0 and consts.fixed_caps and consts.kcap * prob.m > 1.0 + 1e-12
-    )
-    if not (HAVE_NUMBA and kernel_always and seed.cache is not None):
+    if not (HAVE_NUMBA and consts.kernel_always and seed.cache is not None):
         return None
     cache = CompiledCache.empty(seed.psi, models.n, MAX_SUMMARIES, MAX_VISITS)
     return CompiledResolve(

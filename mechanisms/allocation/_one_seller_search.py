@@ -103,10 +103,9 @@ class CompiledCache:
     """Summaries of the base problem (virtual costs ``psi``) at ``(model, η)`` keys
     for :func:`one_seller_search`, as ``OneSellerCache`` for the Python search:
     ``buf[:index.count[0]]`` the summaries, ``index`` key → row, ``visits`` key →
-    visits,
-    ``etas[j, :n_etas[j]]`` the sorted ``η`` of model ``j``'s valid summaries,
-    ``stats`` counts of the evaluations by kind (``N_STATS``). ``buf`` is reserved,
-    not touched, up to ``max_summaries`` rows."""
+    visits, ``etas[j, :n_etas[j]]`` the sorted ``η`` of model ``j``'s valid
+    summaries, ``stats`` counts of the evaluations by kind (``N_STATS``). ``buf`` is
+    reserved, not touched, up to ``max_summaries`` rows."""
 
     psi: FloatArray
     buf: FloatArray

@@ -179,7 +179,9 @@ def test_compiled_search_only_where_every_point_is_compiled() -> None:
     assert not consts.fixed_caps
     assert compiled_resolve(capped, res.models, res.seed, consts) is None
     flat = dataclasses.replace(prob, cfg=prob.cfg.with_(mu=0.0))
-    assert compiled_resolve(flat, res.models, res.seed, res.consts) is None
+    flat_consts = search_consts(flat, res.models, res.bounds[1])
+    assert flat_consts.fixed_caps
+    assert compiled_resolve(flat, res.models, res.seed, flat_consts) is None
     no_cache = dataclasses.replace(res.seed, cache=None)
     assert compiled_resolve(prob, res.models, no_cache, res.consts) is None
 
