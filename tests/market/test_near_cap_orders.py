@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 from sqlmodel import Session
 
-from market.models import Market
-from market.pipeline import numerics
+from market import numerics
+from market.store import Market
 from mechanisms.allocation import _candidate_range, _eta_search
 from mechanisms.payments import _range_resolve
 from tests.market.pipeline_helpers import add_sellers, market_body
