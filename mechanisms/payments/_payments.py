@@ -32,14 +32,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import one_blas_thread
-from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
+from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
 from mechanisms.config import MechanismConfig
 from mechanisms.money import fits_budget, round_down, to_minor_units
 from mechanisms.payments._executors import Progress, map_chunks
-from mechanisms.payments._local_resolve import stale_nodes
-from mechanisms.payments._seller_curve import Solver
+from mechanisms.payments._resolve._local_resolve import stale_nodes
+from mechanisms.payments._resolve._seller_curve import Solver
 from mechanisms.payments._seller_payment import (
     PaymentJob,
     SellerPayment,
