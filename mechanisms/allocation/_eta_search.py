@@ -2,7 +2,7 @@
 
 ``allocate`` validates the inputs, turns reported costs into virtual costs ``Ψ_i``
 (spec §2), and minimises ``G(w, a, η)`` of spec §4.1 (paper eq. (10), made well-posed):
-block-exact solves at fixed ``η`` (:mod:`mechanisms.block_solver`) inside a global
+block-exact solves at fixed ``η`` (:mod:`mechanisms.allocation._block_solver`) inside a global
 search over ``η`` — a coarse log grid over ``ε_avg = η/m ∈ [L·floor, L]``, warm-started
 point to point, then a bounded 1-D refinement (Brent, in ``log η``) around the best
 grid point (the paper's "line search", spec §4.2; the profile is not convex in ``η``).

@@ -3,9 +3,9 @@
     t_i = c_i·u(ε_i(c_i)) + ∫_{c_i}^{s*_i} u(ε_i(s)) ds
 
 over the seller's curve ``ε_i(s)`` (:class:`mechanisms.payments._resolve._seller_curve.SellerCurve`): the
-critical cost ``s*_i`` by a secant search (:mod:`mechanisms.critical_cost`), the kink
-where the seller leaves its cap (:mod:`mechanisms.kinks`), and Simpson–Richardson
-quadrature on the smooth pieces (:mod:`mechanisms.quadrature`). Re-solves take the
+critical cost ``s*_i`` by a secant search (:mod:`mechanisms.payments._critical_cost`), the kink
+where the seller leaves its cap (:mod:`mechanisms.payments._kinks`), and Simpson–Richardson
+quadrature on the smooth pieces (:mod:`mechanisms.payments._quadrature`). Re-solves take the
 certified shortcut of :mod:`mechanisms.payments._resolve._local_resolve`; unless the seller is in
 ``job.unverified``, its values at the bracket ends and at a quadrature node are
 checked against cold full solves and the stage is redone with full solves on a
@@ -60,7 +60,7 @@ class SellerPayment:
     ``verified`` whether those checks ran (``False`` only for sellers outside the
     verification sample of :func:`myerson_payments`; their shortcut evaluations are
     still each certified); ``certificate`` what the payment rests on
-    (:class:`mechanisms._seller_certificate.SellerCertificate`).
+    (:class:`mechanisms.payments._seller_certificate.SellerCertificate`).
     """
 
     index: int
@@ -224,7 +224,7 @@ def _integral(
     job: PaymentJob, curve: SellerCurve, crit: CriticalCost
 ) -> tuple[float, float, bool]:
     """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
-    seller leaves its cap (:func:`mechanisms.kinks.cap_exit`); if it does not
+    seller leaves its cap (:func:`mechanisms.payments._kinks.cap_exit`); if it does not
     converge within the budget, re-run split at the kinks (changes of the active set)
     located between the evaluated reports; plus the bracket ``[lo, hi]`` as a triangle
     (``ε`` falls to 0 inside it; its area is also added to the error bound)."""

@@ -40,7 +40,7 @@ by construction.
 Range certificate
 -----------------
 The declared range is every feasible ``(a, η)`` with ``η ∈ [η_lo, η_hi]``
-(:func:`mechanisms.allocation.eta_bounds`; independent of the costs). On a cell
+(:func:`mechanisms.allocation._eta_search.eta_bounds`; independent of the costs). On a cell
 ``[η₁, η₂]``, ``σ/η ≥ σ/η₂``, ``γηΨ_i a_i ≥ γ min(η₁Ψ_i, η₂Ψ_i) a_i`` and the caps are
 largest at ``η₁``, so the fixed-``η``-type problem with those constants is a lower bound
 of the profile on the whole cell, and it is convex under the same certificate. A

@@ -1,6 +1,6 @@
 """Certified fast re-solve when one seller's virtual cost goes **up** (payment sweeps).
 
-:func:`mechanisms.allocation.solve_allocation` re-runs the whole ``η`` search: every
+:func:`mechanisms.allocation._eta_search.solve_allocation` re-runs the whole ``η`` search: every
 coarse-grid point, a Brent refinement around the best one, then the exact block polish.
 In a payment sweep seller ``i`` reports ``s ≥ c_i`` so ``Ψ_i`` only increases, and then
 the grid values can only increase: ``P_j(Ψ) = min_{w,a} G(w, a, η_j; Ψ)`` is a minimum

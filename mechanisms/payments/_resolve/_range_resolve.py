@@ -4,7 +4,7 @@ A payment sweep re-solves the allocation with one seller's ``Ψ_i`` raised. Unde
 default rule (:mod:`mechanisms.allocation._range._candidate_range`) the re-solve is the
 branch-and-bound of :func:`~mechanisms.allocation._range._candidate_range.solve_in_range`
 from the base's closed search, its points mostly O(1) one-seller updates of cached
-summaries. What the full path (:func:`mechanisms.allocation.solve_allocation` with
+summaries. What the full path (:func:`mechanisms.allocation._eta_search.solve_allocation` with
 ``warm_start=base``) adds around it is O(m) per re-solve and not needed by the sweep:
 the models' and the seed's checks against the base (``np.array_equal`` over ``X``,
 ``Ψ ≥ Ψ_base`` over all sellers), the ``η`` bounds and cap constants (functions of the

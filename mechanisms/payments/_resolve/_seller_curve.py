@@ -4,7 +4,7 @@
 **everything else frozen** (configuration incl. ``γ``, the ``η`` grid, the other
 reports): what :func:`mechanisms.allocate` returns for that report. Every evaluation is
 cached with its solution and active set, so the critical-cost search
-(:mod:`mechanisms.critical_cost`), the kink locators (:mod:`mechanisms.kinks`) and the
+(:mod:`mechanisms.payments._critical_cost`), the kink locators (:mod:`mechanisms.payments._kinks`) and the
 quadrature share them and the sweep can be audited for monotonicity.
 """
 
