@@ -1,4 +1,4 @@
-"""Vertical markets: parties hold column blocks of the same records (issue 13).
+"""Vertical markets: parties hold column blocks of the same records.
 
 A market declared ``partition: "vertical"`` names a public ``record_key`` and its
 ``parties``, each with the features it holds (every feature in exactly one party; the
