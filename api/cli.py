@@ -42,7 +42,7 @@ def create_key(
     name: Annotated[str, typer.Option(help="Account name.")] = "admin",
 ) -> None:
     """Create an admin account and print only its new API key."""
-    from market.access import accounts
+    from market import access
     from market.store import Role, make_engine, session_scope, upgrade_to_head
 
     settings = get_settings()
@@ -50,7 +50,7 @@ def create_key(
     engine = make_engine(settings.database_url)
     try:
         with session_scope(engine, write=True) as session:
-            _, key = accounts.create_account(
+            _, key = access.create_account(
                 session, role=Role.ADMIN, name=name, settings=settings
             )
     finally:
