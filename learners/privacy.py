@@ -43,7 +43,7 @@ GUARANTEES: tuple[str, ...] = (
     "user_level_local",
     "mpc_plus_dp",
 )
-"""Guarantee labels (the README says what each promises):
+"""Guarantee labels (``docs/mathematics.md``, Part III, says what each promises):
 
 - ``conditional_on_allocation``: central DP of the released model given the allocation
   ``(a, η)``, which itself was chosen with the sellers' data (spec ``mechanism.md`` §4.4);

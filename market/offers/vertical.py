@@ -11,7 +11,7 @@ Scaling: party ``k``'s values are mapped with the public bounds to ``[-1, 1]`` a
 divided by ``√d`` with ``d`` the market's total number of features, so the
 concatenated row of a record has ``‖x‖₂ ≤ 1`` whatever parties hold it.
 
-Pricing rule (README "Vertical markets"): each party is one seller whose ε applies to
+Pricing rule (``docs/mathematics.md`` §7, "Other losses"): each party is one seller whose ε applies to
 all its records; the mechanism prices one public row per party (its coverage of the
 record universe, from the key lists only) with the weight cap ``k = 1`` (so every party,
 being needed for the fit, gets weight ``1/K``: without the cap the allocation puts all
