@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -39,6 +40,7 @@ from market.store import (
     Role,
     RunStatus,
     db,
+    utcnow,
 )
 
 
@@ -156,6 +158,47 @@ def get_order_or_raise(session: Session, *, order_id: int, account: Account) -> 
     if not visible:
         raise NotFoundError(f"order {order_id} not found")
     assert order is not None
+    return order
+
+
+def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
+    """Cancel an order of ``account`` (its buyer or an admin); return it.
+
+    A queued order is cancelled at once. A running one is asked to stop: its worker
+    ends it ``cancelled`` at the next stage boundary, and settlement refuses it, so
+    nothing is charged and nothing is paid. Cancelling a cancelled order is a no-op.
+
+    Raises
+    ------
+    NotFoundError
+        No such order visible to ``account``.
+    ConflictError
+        The order already finished (``succeeded`` or ``failed``).
+    """
+    order = get_order_or_raise(session, order_id=order_id, account=account)
+    now = utcnow()
+    queued = (
+        sa.update(Order)
+        .where(Order.id == order_id, Order.status == RunStatus.QUEUED)  # type: ignore[arg-type]
+        .values(status=RunStatus.CANCELLED, finished_at=now, cancel_requested_at=now,
+                progress_stage="cancelled", error="cancelled before it ran; nothing was charged")
+    )  # fmt: skip
+    running = (
+        sa.update(Order)
+        .where(
+            Order.id == order_id,  # type: ignore[arg-type]
+            Order.status == RunStatus.RUNNING,  # type: ignore[arg-type]
+            Order.cancel_requested_at.is_(None),  # type: ignore[union-attr]
+        )
+        .values(cancel_requested_at=now)
+    )
+    for stmt in (queued, running):
+        if session.execute(stmt).rowcount:  # type: ignore[attr-defined]
+            break
+    session.commit()
+    session.refresh(order)
+    if order.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+        raise ConflictError(f"order {order_id} already {order.status}; it cannot be cancelled")
     return order
 
 
