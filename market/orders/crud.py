@@ -77,9 +77,35 @@ def _check_offers_fit_learner(
     counts = [
         o.n_records for o in offers.list_active_offers(session, market_id=market_id)
     ]
+    if len(counts) < numerics.SMALLEST_ORDER:
+        raise InvalidInputError(
+            "offers",
+            f"the market has {len(counts)} active offer(s); an order needs at least "
+            f"{numerics.SMALLEST_ORDER}",
+        )
     reason = numerics.records_per_seller_shortfall(learner, counts)
     if reason is not None:
         raise InvalidInputError("learner", reason)
+
+
+def _check_gamma_choosable(market: Market, body: OrderCreate) -> None:
+    """Refuse ``gamma: null`` (choose ``γ`` for the budget) where it cannot run: it
+    scores candidates on the market's public validation set, which vertical markets
+    never have and a horizontal market may lack."""
+    if body.gamma is not None:
+        return
+    if market.partition == "vertical":
+        raise InvalidInputError(
+            "gamma",
+            "vertical markets have no public validation set to choose gamma on; "
+            "give gamma in the order",
+        )
+    if not market.validation:
+        raise InvalidInputError(
+            "gamma",
+            "choosing gamma for the budget needs the market's public validation set; "
+            "give gamma in the order or ask an admin to add one",
+        )
 
 
 def _existing(
@@ -120,6 +146,7 @@ def place_order(
         if found is not None:
             return found, False
     budget_minor, learner_params = _validate(market, body)
+    _check_gamma_choosable(market, body)
     _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
     order = Order(
