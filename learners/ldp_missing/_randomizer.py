@@ -37,6 +37,7 @@ __all__ = [
     "private_sampling",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class SamplingNoise:
     """Data-independent randomness of ``n`` reports (module docstring).
@@ -123,9 +124,7 @@ def apply_private_sampling(
     clipped = np.minimum(norms, G)
     u = noise.direction
     safe = np.where(unit_norms > 0, unit_norms, 1.0)
-    dot = np.where(
-        unit_norms > 0, np.einsum("ij,ij->i", u, unit) / safe, u[:, 0]
-    )
+    dot = np.where(unit_norms > 0, np.einsum("ij,ij->i", u, unit) / safe, u[:, 0])
     s = np.where(noise.sign < 0.5 + clipped / (2.0 * G), 1.0, -1.0)
     side = s * dot  # sign of ⟨u, ṽ⟩
     T = noise.hemisphere < np.asarray(pi, dtype=float)
