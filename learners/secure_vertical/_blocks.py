@@ -86,8 +86,8 @@ def check_labels(
     labelled = ~np.isnan(arr)
     vals = set(np.unique(arr[labelled]).tolist())
     if not vals <= {0.0, 1.0} and not vals <= {-1.0, 1.0}:
-        raise ValueError(
-            f"y must hold labels in {{0, 1}} or {{-1, +1}}, got {sorted(vals)[:4]}"
+        raise ValueError(  # never the offending values: they are records
+            "y must hold labels in {0, 1} or {-1, +1} (one convention)"
         )
     if not labelled.any():
         raise ValueError("y: no record is labelled")

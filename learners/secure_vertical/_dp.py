@@ -37,6 +37,7 @@ from learners.privacy import (
     PrivacyReport,
     PrivacySpend,
     StageSpend,
+    certified_grad_bound,
     curvature_slack,
     ridge_remedy,
 )
@@ -224,7 +225,7 @@ def mpc_dp_report(
         sample_epsilon=tuple(float(e) for e in eps_theta + noise),
         sample_epsilon_total=tuple(float(e) for e in total),
         epsilon_max=float(total[worst]),
-        grad_norm=float(grad_norm),
+        grad_norm=certified_grad_bound(grad_norm, gtol),
         gtol=float(gtol),
         spends=(
             PrivacySpend(
