@@ -10,7 +10,13 @@ from scipy.stats import gamma, kstest
 from learners._newton import minimize_ridge_risk
 from learners.losses import LogisticLoss
 from learners.secure_vertical import SecureVerticalLogisticRegression
-from learners.secure_vertical._dp import clip_radii, objective_noise, record_epsilon
+from learners.secure_vertical._dp import (
+    FRAC_BITS,
+    clip_radii,
+    noisy_pattern_moments,
+    objective_noise,
+    record_epsilon,
+)
 from learners.secure_vertical._joint_noise import JointNoise, contributors, joint_noise
 from tests.learners.secure_vertical._data import split, v1_data
 
@@ -152,3 +158,17 @@ def test_record_epsilon_is_min_over_holders() -> None:
     np.testing.assert_array_equal(
         record_epsilon(held, np.array([1.0, 2.0, 3.0])), [1.0, 1.0, 2.0]
     )
+
+
+def test_noisy_moments_lie_on_the_fixed_point_grid(rng: np.random.Generator) -> None:
+    """The imputation-moment release is on the grid ``2^{−32}``: the data's sums are
+    rounded before the (grid) noise is added, so no floating-point low bit of a sum
+    reaches the output (Mironov's attack on textbook Laplace needs those bits)."""
+    n, p = 300, 3
+    X = rng.uniform(-1, 1, (n, p)) / np.sqrt(p)  # ‖x‖ ≤ 1; sums with arbitrary low bits
+    X[:100, 2] = np.nan
+    moments = noisy_pattern_moments(X, 1.0, rng)
+    for per_pattern in moments.sums:
+        for _count, s, Q in per_pattern:
+            assert np.all(np.ldexp(s, FRAC_BITS) % 1.0 == 0.0)
+            assert np.all(np.ldexp(Q, FRAC_BITS) % 1.0 == 0.0)
