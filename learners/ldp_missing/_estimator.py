@@ -201,9 +201,9 @@ class LDPMissingLogisticRegression(
             sample_epsilon, name="sample_epsilon", n_samples=X_arr.shape[0]
         )
         complete = ~np.isnan(X_arr).any(axis=1)
-        norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
         R_x = self._x_bound(X_arr.shape[1])
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore"):  # an overflowing norm is out of range too
+            norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
             over = complete & ~(norms <= R_x * (1.0 + 1e-12))
         if over.any():  # says that, never which row or what norm
             raise ValueError(

@@ -67,9 +67,19 @@ def clip_radii(sizes: list[int]) -> tuple[float, FloatArray]:
 
 
 def clip_rows(block: FloatArray, radius: float) -> FloatArray:
-    """Each row scaled to norm at most ``radius`` (NaN rows stay NaN)."""
-    norms = np.linalg.norm(np.nan_to_num(block), axis=1)
-    scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
+    """Each row scaled to norm at most ``radius`` (NaN rows stay NaN).
+
+    The factor ``radius/‖x‖`` is computed as ``(radius/m)/‖x/m‖`` with ``m`` the
+    row's largest ``|entry|``, so a row of finite entries near ``1e300`` is projected
+    onto the sphere like any other (no overflow to ``∞``/``NaN``)."""
+    filled = np.nan_to_num(block, nan=0.0)
+    peak = np.abs(filled).max(axis=1) if filled.size else np.zeros(filled.shape[0])
+    safe = np.where(peak > 0, peak, 1.0)
+    unit_norms = np.linalg.norm(filled / safe[:, None], axis=1)
+    with np.errstate(divide="ignore"):
+        scale = np.minimum(
+            1.0, np.where(unit_norms > 0, (radius / safe) / unit_norms, 1.0)
+        )
     return np.asarray(block * scale[:, None], dtype=float)
 
 
