@@ -146,7 +146,8 @@ def local_ols(G: FloatArray, b: FloatArray) -> FloatArray:
     """Each user's min-norm least squares ``θ̂_i = G_i⁺ b_i`` (spec §5, A7); a user
     whose (finite) ``G_i`` is too large for the decomposition, or whose solution is
     not finite, gets the public ``θ̂_i = 0``."""
-    G = np.where(np.isfinite(G).all(axis=(1, 2))[:, None, None], G, 0.0)
+    finite = np.asarray(np.isfinite(G).all(axis=(1, 2)), dtype=bool)
+    G = np.where(finite[:, None, None], G, 0.0)
     with np.errstate(over="ignore", invalid="ignore"):
         try:
             pinv = np.linalg.pinv(G, hermitian=True)
