@@ -59,7 +59,9 @@ def laplace_rows(repeat: int) -> list[list[Any]]:
         v = rng.normal(0, 1, n)
         low, high, eps = np.full(n, -0.3), np.full(n, 0.45), rng.uniform(0.1, 8, n)
         kw = {"low": low, "high": high, "epsilon": eps, "rng": rng}
-        t_old, _ = best_time(lambda kw=kw, v=v: textbook_laplace(v, **kw), repeat=repeat)
+        t_old, _ = best_time(
+            lambda kw=kw, v=v: textbook_laplace(v, **kw), repeat=repeat
+        )
         t_new, _ = best_time(lambda kw=kw, v=v: snapped_laplace(v, **kw), repeat=repeat)
         rows.append(
             [f"Laplace report, n = {n:,}", t_old * 1e3, t_new * 1e3, t_new / t_old]
@@ -73,7 +75,7 @@ def gamma_rows(repeat: int) -> list[list[Any]]:
     for d in (3, 30, 300):
         rng = np.random.default_rng(0)
 
-        def run(fn: Any, d: int = d) -> None:
+        def run(fn: Any, d: int = d, rng: np.random.Generator = rng) -> None:
             for _ in range(calls):
                 fn(d, rng)
 
