@@ -327,3 +327,24 @@ def test_fitted_attributes_are_releases_or_public(cls: type) -> None:
     est = _fit(cls)
     fitted = {a for a in vars(est) if a.endswith("_") and not a.startswith("_")}
     assert fitted <= ALLOWED[cls]
+
+
+def test_secure_vertical_refusals_name_no_record() -> None:
+    """Partly missing blocks and orphan labels are refused with one message whichever
+    record is at fault (missingness and labels are part of the records)."""
+    rng = np.random.default_rng(8)
+    messages: dict[str, list[str]] = {"partial": [], "orphan": []}
+    for row in (2, 11):
+        blocks = [rng.standard_normal((20, 2)) for _ in range(2)]
+        blocks[1][row, 0] = np.nan
+        y = (rng.random(20) < 0.5).astype(float)
+        with pytest.raises(ValueError, match="partly missing") as exc:
+            SecureVerticalLogisticRegression(lam=0.05).fit(blocks, y)
+        messages["partial"].append(_message(exc))
+        blocks[1][row, 0] = 0.0
+        blocks[0][row] = np.nan  # the label holder lacks the record, y has a label
+        with pytest.raises(ValueError, match="label holder") as exc:
+            SecureVerticalLogisticRegression(lam=0.05).fit(blocks, y)
+        messages["orphan"].append(_message(exc))
+    for pair in messages.values():
+        assert pair[0] == pair[1]
