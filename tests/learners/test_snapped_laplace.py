@@ -217,3 +217,49 @@ def test_snapped_release_passes_the_audit_and_its_broken_twin_fails(
     assert honest <= eps
     assert honest > 0.85 * eps  # tight enough to mean something
     assert broken > eps
+
+
+# ---- the floating-point attack that the snapped release closes ----
+
+
+def _textbook(
+    value: float, scale: float, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """The release the learners used before: ``value + scale·rng.laplace()``."""
+    return value + scale * rng.laplace(0.0, 1.0, n)
+
+
+def _consistent_with(z: np.ndarray, x: float, scale: float) -> np.ndarray:
+    """Mironov's test [Mir12]: could ``z`` be ``x + scale·L`` for a Laplace draw ``L``
+    that numpy can produce? numpy draws ``U = k·2^{−53}`` and returns
+    ``log(2U)`` (``U < 1/2``) or ``−log(2 − 2U)``; invert, round ``k``, recompute."""
+    d = (z - x) / scale
+    out = np.zeros(z.shape, dtype=bool)
+    with np.errstate(all="ignore"):
+        for u in (np.exp(d) / 2.0, 1.0 - np.exp(-d) / 2.0):
+            k0 = np.rint(u * 2.0**53)
+            for dk in (-2, -1, 0, 1, 2):
+                uc = (k0 + dk) / 2.0**53
+                lap = np.where(uc >= 0.5, -np.log(2.0 - uc - uc), np.log(uc + uc))
+                out |= (x + scale * lap == z) & (uc > 0) & (uc < 1)
+    return out
+
+
+def test_the_textbook_release_fails_the_floating_point_audit(
+    rng: np.random.Generator,
+) -> None:
+    """The planted twin of this section: textbook Laplace at a claimed ε = 1
+    (sensitivity 1, scale 1). Most of its outputs from input 0 are *impossible* from
+    input 1 (their low bits give the input away), so the event "z is inconsistent with
+    input 1" has probability ≈ 0.8 under 0 and ≈ 0 under 1: the audit's lower bound
+    on ε is far above 1. The snapped release's outputs are grid points that every input
+    reaches (``test_snapped_reports_lie_on_the_shifted_grid_within_the_clamp``), and its
+    audit stays below ε (above)."""
+    n = 50_000
+    from_0 = _textbook(0.0, 1.0, n, rng)
+    from_1 = _textbook(1.0, 1.0, n, rng)
+    k0 = int(np.sum(~_consistent_with(from_0, 1.0, 1.0)))
+    k1 = int(np.sum(~_consistent_with(from_1, 1.0, 1.0)))
+    lo, _ = _cp(k0, n, ALPHA / 2)
+    _, hi = _cp(k1, n, ALPHA / 2)
+    assert math.log(lo / hi) > 3.0  # claimed ε = 1
