@@ -29,7 +29,11 @@ from learners.ldp_missing import LDPMissingLogisticRegression, private_sampling
 from learners.ldp_missing._constants import sampling_radius
 from learners.ldp_missing._sgd import private_sgd
 from learners.onebit_quantile import OneBitQuantileRegression
-from learners.onebit_quantile._randomizers import bit_flip, randomize_private_x
+from learners.onebit_quantile._randomizers import (
+    bit_flip,
+    bit_flip_probability,
+    randomize_private_x,
+)
 from learners.secure_vertical import SecureVerticalLogisticRegression
 from learners.uldp_sparse import ULDPSparseLinearRegression, independent_design
 from learners.uldp_sparse._local import gram, local_ols
@@ -229,6 +233,10 @@ def test_onebit_bits_are_bits_for_extreme_values(
     rng = np.random.default_rng(seed)
     z = bit_flip(v, epsilon=np.full(v.size, eps), low=-2.0, high=3.0, rng=rng)
     assert set(np.unique(z).tolist()) <= {0, 1}
+    for low, high in ((-2.0, 3.0), (-1.7e308, 1.7e308), (1e-300, 2e-300)):
+        q = bit_flip_probability(v, epsilon=np.full(v.size, eps), low=low, high=high)
+        assert np.all(q >= 1.0 / (1.0 + math.exp(eps)) * (1 - 1e-12))
+        assert np.all(q <= math.exp(eps) / (1.0 + math.exp(eps)) * (1 + 1e-12))
     X = np.column_stack([v, v[::-1]])
     rep = randomize_private_x(
         X, np.ones((v.size, 1)), v, epsilon=np.full(v.size, eps), low=-1.0, high=1.0,
