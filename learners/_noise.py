@@ -71,14 +71,18 @@ def full_precision_uniform(
     """
     shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
     n = math.prod(shape)
-    k = np.zeros(n, dtype=np.int64)
-    pending = np.arange(n)
+    # w ∈ [2^{e−1}, 2^e) with probability 2^{e−54}: k = 54 − e has P(k) = 2^{−k}
+    # (w < 2^53 converts to a double exactly, so frexp's exponent is exact)
+    w = rng.integers(0, 1 << 53, size=n, dtype=np.int64)
+    k = (54 - np.frexp(w.astype(np.float64))[1]).astype(np.int32)
+    pending = np.flatnonzero(w == 0)  # 53 zero bits (probability 2^{−53} each)
+    k[pending] = 53
     while pending.size:
         w = rng.integers(0, 1 << 53, size=pending.size, dtype=np.int64)
         hit = w > 0
-        # w ∈ [2^{e−1}, 2^e) with probability 2^{e−54}: k = 54 − e has P(k) = 2^{−k}
-        e = np.frexp(w[hit].astype(np.float64))[1]
-        k[pending[hit]] += 54 - e
+        k[pending[hit]] += (54 - np.frexp(w[hit].astype(np.float64))[1]).astype(
+            np.int32
+        )
         k[pending[~hit]] += 53
         pending = pending[~hit]
     mantissa = rng.integers(0, 1 << 52, size=n, dtype=np.int64) + (1 << 52)

@@ -55,6 +55,31 @@ def test_full_precision_uniform_binade_probabilities(rng: np.random.Generator) -
         assert stats.binomtest(hits, DRAWS, 2.0**-k).pvalue > ALPHA
 
 
+class _ZeroFirstWord:
+    """A generator whose first 53-bit exponent word is 0 and whose next one is
+    ``2^52`` (one leading zero): the path taken with probability ``2^{−53}``."""
+
+    def __init__(self) -> None:
+        self.gen, self.calls = np.random.default_rng(0), 0
+
+    def integers(self, low: int, high: int, *, size: int, dtype: type) -> np.ndarray:
+        self.calls += 1
+        out = self.gen.integers(low, high, size=size, dtype=dtype)
+        if self.calls == 1:
+            out[0] = 0
+        elif self.calls == 2:
+            out[:] = 1 << 52
+        return out
+
+
+def test_full_precision_uniform_continues_past_53_zero_bits() -> None:
+    """53 zero bits then a one after one more zero: ``k = 54``, so
+    ``U* ∈ [2^{−54}, 2^{−53})`` (below anything ``rng.random()`` can return but 0)."""
+    u = full_precision_uniform(4, rng=_ZeroFirstWord())  # type: ignore[arg-type]
+    assert 2.0**-54 <= u[0] < 2.0**-53
+    assert np.all(u[1:] >= 2.0**-53)
+
+
 def test_full_precision_uniform_seed_reproduces_and_entropy_differs() -> None:
     a = full_precision_uniform((3, 4), rng=np.random.default_rng(5))
     b = full_precision_uniform((3, 4), rng=np.random.default_rng(5))
