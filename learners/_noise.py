@@ -238,20 +238,19 @@ def snapped_laplace(
     >>> bool(np.isfinite(z).all())
     True
     """
-    v = np.asarray(value, dtype=float)
-    lo = np.broadcast_to(np.asarray(low, dtype=float), v.shape)
-    hi = np.broadcast_to(np.asarray(high, dtype=float), v.shape)
-    eps = np.broadcast_to(np.asarray(epsilon, dtype=float), v.shape)
+    arrays = [np.asarray(a, dtype=float) for a in (value, low, high, epsilon)]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    v, lo, hi, eps = (np.broadcast_to(a, shape).ravel() for a in arrays)
     n = v.size
     # coins in a fixed order: shift, sign, then U* (whose bit count varies)
-    shift01 = rng.random(n).reshape(v.shape)
-    sign = np.where(rng.integers(0, 2, size=n) == 1, 1.0, -1.0).reshape(v.shape)
-    u = full_precision_uniform(n, rng=rng).reshape(v.shape)
+    shift01 = rng.random(n)
+    sign = np.where(rng.integers(0, 2, size=n) == 1, 1.0, -1.0)
+    u = full_precision_uniform(n, rng=rng)
     centre = lo / 2.0 + hi / 2.0
     exact = np.isinf(eps)
     projected = np.clip(np.where(np.isnan(v), centre, v), lo, hi)
     if exact.all():
-        return np.asarray(projected, dtype=float)
+        return np.asarray(projected.reshape(shape), dtype=float)
     noisy = ~exact
     width = (hi - lo)[noisy]
     p = snapping_parameters(
@@ -267,7 +266,7 @@ def snapped_laplace(
     y = np.clip(np.rint(y / p.grid) * p.grid, -p.bound, p.bound)
     out = projected.copy()
     out[noisy] = centre[noisy] + p.unit * (y + shift)
-    return np.asarray(out, dtype=float)
+    return np.asarray(out.reshape(shape), dtype=float)
 
 
 def sample_gamma_direction_noise(

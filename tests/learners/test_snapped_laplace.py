@@ -288,3 +288,19 @@ def test_the_textbook_release_fails_the_floating_point_audit(
     lo, _ = _cp(k0, n, ALPHA / 2)
     _, hi = _cp(k1, n, ALPHA / 2)
     assert math.log(lo / hi) > 3.0  # claimed ε = 1
+
+
+def test_snapped_release_keeps_the_broadcast_shape() -> None:
+    """Scalars, empty arrays and matrices; ``ε = ∞`` entries are the projection."""
+    rng = np.random.default_rng(0)
+    assert snapped_laplace(0.2, low=0.0, high=1.0, epsilon=1.0, rng=rng).shape == ()
+    assert (
+        snapped_laplace(np.array([]), low=0.0, high=1.0, epsilon=1.0, rng=rng).size == 0
+    )
+    z = snapped_laplace(np.full((2, 3), 7.0), low=0.0, high=1.0, epsilon=1.0, rng=rng)
+    assert z.shape == (2, 3)
+    mixed = snapped_laplace(
+        [0.2, 7.0], low=0.0, high=1.0, epsilon=[np.inf, 1.0], rng=rng
+    )
+    assert mixed[0] == 0.2
+    assert np.isfinite(mixed[1])
