@@ -196,6 +196,7 @@ def _active_set(
         n_mid = 0
         n_up = 0
         key = 0.0
+        t = A / s  # the threshold τ: free records have r_i ∈ (τ − h_i/s, τ)
         for i in range(m):
             v = A - s * r[i]
             if v >= h[i]:
@@ -204,8 +205,8 @@ def _active_set(
                 n_up += 1
                 key += (i + 1) * 1.0
             elif v > 0.0:
-                S1 += r[i]
-                S2 += r[i] * r[i]
+                S1 += r[i] - t
+                S2 += (r[i] - t) * (r[i] - t)
                 n_mid += 1
                 key += (i + 1) * 1e-7
         if n_mid == 0:
@@ -216,7 +217,7 @@ def _active_set(
         if denom <= 0.0:
             return False, A, s
         s = np.sqrt((H2 + c1 * c1 / n_mid) / denom)
-        A = (c1 + s * S1) / n_mid
+        A = (c1 + s * S1) / n_mid + s * t
         if n_up == prev_u and n_mid == prev_m and key == prev_key:
             break
         prev_u, prev_m, prev_key = n_up, n_mid, key
@@ -344,10 +345,17 @@ def _recentre_eq(
 
 @_jit
 def _free_sums_eq(
-    A: float, s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
+    A: float,
+    s: float,
+    t: float,
+    r: FloatArray,
+    c: float,
+    sup: FloatArray,
+    n: int,
+    R: float,
 ) -> tuple[float, float, int, int, int, float]:
     """``(S1, S2, n_free, n_cap, n, R)`` at ``(A, s)`` with every ``h_i = c``: the
-    index-order sums of ``r_i`` and ``r_i²`` over the free records (``0 < A − s r_i <
+    index-order sums of ``r_i − t`` and ``(r_i − t)²`` over the free records (``0 < A − s r_i <
     c``) and the class counts (the capped ones branch-free; the rarer free class is
     the only branch), over the support as :func:`_clip_sums_eq`."""
     build = not _covers(A, s, R)
@@ -365,8 +373,8 @@ def _free_sums_eq(
         v = A - s * ri
         n_up += v >= c
         if (v > 0.0) & (v < c):
-            S1 += ri
-            S2 += ri * ri
+            S1 += ri - t
+            S2 += (ri - t) * (ri - t)
             n_mid += 1
         if build:
             sup[k] = ri
@@ -404,7 +412,8 @@ def _active_set_eq(
     H1 = 0.0
     H2 = 0.0
     for _ in range(60):
-        S1, S2, n_mid, n_up, n, R = _free_sums_eq(A, s, r, c, sup, n, R)
+        t = A / s  # the threshold τ (as in _active_set)
+        S1, S2, n_mid, n_up, n, R = _free_sums_eq(A, s, t, r, c, sup, n, R)
         if n_up < n_f:
             n_f, H1, H2 = 0, 0.0, 0.0
         H1, H2 = _fold(c, n_up, n_f, H1, H2)
@@ -417,7 +426,7 @@ def _active_set_eq(
         if denom <= 0.0:
             return False, A, s, n, R
         s = np.sqrt((H2 + c1 * c1 / n_mid) / denom)
-        A = (c1 + s * S1) / n_mid
+        A = (c1 + s * S1) / n_mid + s * t
         if n_up == prev_u and n_mid == prev_m:
             break
         prev_u, prev_m = n_up, n_mid

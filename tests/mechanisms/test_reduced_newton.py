@@ -111,3 +111,56 @@ def test_newton_converges_to_a_stationary_point() -> None:
     np.testing.assert_allclose(losses, prob.loss.value(prob.X @ w, prob.y), rtol=1e-13)
     assert abs(a.sum() - 1.0) < 1e-9
     assert np.all(a <= caps + 1e-15)
+
+
+def _count_hessians(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    orig = rn._hessian
+
+    def counted(*args: object) -> np.ndarray:
+        calls[0] += 1
+        return orig(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rn, "_hessian", counted)
+    return calls
+
+
+def test_indefinite_start_reaches_the_minimiser_with_few_hessians(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From ``w = 0`` with a small ``μ`` (``∇²F`` indefinite there: the a-sensitivity
+    dominates) the first trust radius is a gradient step. Internal doubling reaches the
+    minimiser's scale on that iteration's model, so fewer Hessians are needed than
+    with one doubling per iteration, and the minimiser is the same one."""
+    from market.datasets import load_wisconsin
+
+    X, y = load_wisconsin()
+    m = X.shape[0]
+    cfg = MechanismConfig(gamma=0.1, lam=1e-2, mu=1.0, sigma=1e4, k=5.0)
+    prob = Problem(X=X, y=y, psi=np.zeros(m), eps_max=np.full(m, np.inf), cfg=cfg)
+    eta = 10.0 * m
+    caps = prob.caps(eta)
+    a0 = np.full(m, 1.0 / m)
+    p0 = rn._evaluate(prob, eta, np.zeros(X.shape[1]), None, caps, a0)
+    assert np.linalg.eigvalsh(rn._hessian(prob, eta, p0, caps))[0] < 0.0
+    kw = {
+        "w0": np.zeros(X.shape[1]),
+        "state": None,
+        "gtol": 1e-9,
+        "max_iter": 100,
+        "a0": a0,
+    }
+    calls = _count_hessians(monkeypatch)
+    fast = rn.newton_reduced(prob, eta, **kw)  # type: ignore[arg-type]
+    n_fast = calls[0]
+    monkeypatch.setattr(rn, "MAX_DOUBLINGS", 0)
+    calls[0] = 0
+    plain = rn.newton_reduced(prob, eta, **kw)  # type: ignore[arg-type]
+    n_plain = calls[0]
+    assert fast.converged
+    assert plain.converged
+    assert n_fast < n_plain
+    np.testing.assert_allclose(
+        fast.w, plain.w, rtol=0, atol=1e-6 * np.linalg.norm(plain.w)
+    )
+    assert fast.value <= plain.value + 1e-12 * abs(plain.value)

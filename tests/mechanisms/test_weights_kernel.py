@@ -231,3 +231,25 @@ def test_equal_cap_is_found_only_when_every_cap_is_the_same_positive_value() -> 
         assert math.isnan(wk._equal_cap(g)), (i, x)
     assert math.isnan(wk._equal_cap(np.zeros(3)))
     assert math.isnan(wk._equal_cap(np.empty(0)))
+
+
+@pytest.mark.parametrize("equal", [True, False])
+def test_small_mu_with_nearly_equal_r_is_solved_by_the_kernel(equal: bool) -> None:
+    """``μ`` tiny and ``r`` nearly constant (a near-zero model: every loss ≈ ln 2):
+    ``s = ‖a‖/μ`` is ~10³ and the free-set variance ``V`` must be resolved far below
+    ``μ² ≈ 6e-10``; the one-pass ``Σr² − (Σr)²/n`` lost it to cancellation
+    (``Σr² ≈ 190``) and sent every such a-step to the NumPy solver."""
+    rng = np.random.default_rng(3)
+    m, mu = 399, 2.5e-5
+    r = np.log(2.0) + 1e-8 * rng.normal(size=m)
+    h = np.full(m, 15.9) if equal else rng.uniform(10.0, 20.0, size=m)
+    ok, A, s = wk.weights_kernel(r, h, mu, 0.0, 0.0)
+    assert ok
+    a = np.clip(A - s * r, 0.0, h)
+    assert abs(a.sum() - 1.0) <= 1e-9
+    assert abs(np.linalg.norm(a) - mu * s) <= 1e-9 * max(1.0, mu * s)
+    ref, _ = solve_weights(r, h, mu)
+    np.testing.assert_allclose(a, ref, rtol=0, atol=1e-9)
+    ok2, A2, s2 = wk.weights_kernel(r + 1e-9, h, mu, A, s)  # warm
+    assert ok2
+    assert abs(np.clip(A2 - s2 * (r + 1e-9), 0.0, h).sum() - 1.0) <= 1e-9
