@@ -433,9 +433,9 @@ def newton_reduced(
     Trust-region Newton on the exact ``∇²F`` (module docstring); the radius starts
     unbounded (a plain Newton step wherever ``∇²F ≻ 0``) and is first set, to
     ``‖∇F‖/max|eig ∇²F|``, at the first indefinite Hessian or rejected step. A very
-successful step on the radius is extended on the same model by internal doubling
-(:func:`_internal_doubling`), and a positive definite ``∇²F`` whose Newton step fits
-is not diagonalised.
+    successful step on the radius is extended on the same model by internal doubling
+    (:func:`_internal_doubling`), and a positive definite ``∇²F`` whose Newton step
+    fits is not diagonalised.
 
     Converged means ``‖∇F(w)‖ ≤ gtol·(1 + ‖w‖)``, i.e. both block KKT conditions hold
     (``a = a*(w)`` exactly, and ``∇_w G(w, a) = ∇F(w)``).
