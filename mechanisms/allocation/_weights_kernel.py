@@ -181,6 +181,28 @@ def _ratio(s: float, r: FloatArray, h: FloatArray, mu: float) -> tuple[float, fl
 
 
 @_jit
+def _kkt_holds(
+    tot: float, sq: float, mu: float, A: float, s: float, n: int, h: float
+) -> bool:
+    """Whether ``Σ a = 1`` and ``‖a‖ = μ s`` hold at ``a = clip(A − s r, 0, h)``
+    (``n`` free weights, ``h`` the largest cap) to ``1e-9`` plus the rounding of the
+    weights themselves.
+
+    Each free ``a_i = fl(A − fl(s r_i))`` is a difference of numbers of size up to
+    ``|A| + h`` (``s r_i ∈ (A − h, A)``), so it carries an absolute error up to
+    ``~2u(|A| + h)``. With a small ``μ`` the multipliers are large (``s ≈ ‖a‖/μ``,
+    ``A ≈ sτ``; ``A ≈ 2·10⁷`` at ``μ = 2.5·10⁻⁵``) and the sum's rounding alone
+    exceeds ``1e-9``: a fixed tolerance then refused the exact active set and sent
+    every such a-step to the NumPy solver's bisections (minutes at ``m = 10⁵``),
+    which end on the same ``(A, s)``.
+    """
+    slack = 1e-9 + 4.0 * 2.220446049250313e-16 * n * (3.0 * abs(A) + 2.0 * h)
+    if not abs(tot - 1.0) <= slack:
+        return False
+    return abs(np.sqrt(sq) - mu * s) <= 1e-9 * max(1.0, mu * s) + slack
+
+
+@_jit
 def _active_set(
     r: FloatArray, h: FloatArray, mu: float, A: float, s: float
 ) -> tuple[bool, float, float]:
@@ -223,11 +245,16 @@ def _active_set(
         prev_u, prev_m, prev_key = n_up, n_mid, key
     tot = 0.0
     sq = 0.0
+    n_free = 0
+    h_max = 0.0
     for i in range(m):
-        v = min(max(A - s * r[i], 0.0), h[i])
+        v = A - s * r[i]
+        n_free += (v > 0.0) & (v < h[i])
+        h_max = max(h_max, h[i])
+        v = min(max(v, 0.0), h[i])
         tot += v
         sq += v * v
-    if abs(tot - 1.0) > 1e-9 or abs(np.sqrt(sq) - mu * s) > 1e-9 * max(1.0, mu * s):
+    if not _kkt_holds(tot, sq, mu, A, s, n_free, h_max):
         return False, A, s
     return True, A, s
 
@@ -430,8 +457,8 @@ def _active_set_eq(
         if n_up == prev_u and n_mid == prev_m:
             break
         prev_u, prev_m = n_up, n_mid
-    tot, sq, _, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
-    if abs(tot - 1.0) > 1e-9 or abs(np.sqrt(sq) - mu * s) > 1e-9 * max(1.0, mu * s):
+    tot, sq, n_free, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
+    if not _kkt_holds(tot, sq, mu, A, s, n_free, c):
         return False, A, s, n, R
     return True, A, s, n, R
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._weights_kernel import _jit, weights_kernel
+from mechanisms.allocation._weights_kernel import _jit, _kkt_holds, weights_kernel
 
 FloatArray = NDArray[np.float64]
 
@@ -241,10 +241,12 @@ def _active_set(
             break
         prev = key
     a = _clip(A, s, r, caps)
-    # The fixed point must satisfy both equations; otherwise let the caller fall back.
-    if abs(a.sum() - 1.0) > 1e-9 or abs(np.linalg.norm(a) - mu * s) > 1e-9 * max(
-        1.0, mu * s
-    ):
+    # The fixed point must satisfy both equations (to 1e-9 plus the weights' own
+    # rounding, _weights_kernel._kkt_holds); otherwise let the caller fall back.
+    v = A - s * r
+    n_free = int(np.count_nonzero((v > 0.0) & (v < caps)))
+    sq = float(a @ a)
+    if not _kkt_holds(float(a.sum()), sq, mu, A, s, n_free, float(caps.max())):
         return None
     return a, WeightsStepState(A, s)
 

@@ -253,3 +253,24 @@ def test_small_mu_with_nearly_equal_r_is_solved_by_the_kernel(equal: bool) -> No
     ok2, A2, s2 = wk.weights_kernel(r + 1e-9, h, mu, A, s)  # warm
     assert ok2
     assert abs(np.clip(A2 - s2 * (r + 1e-9), 0.0, h).sum() - 1.0) <= 1e-9
+
+
+@pytest.mark.parametrize("equal", [True, False])
+def test_large_multipliers_are_accepted_to_their_rounding(equal: bool) -> None:
+    """``μ`` tiny and large ``r`` (a heavily penalised model): ``s ≈ 1/μ ≈ 4·10⁴`` and
+    ``A ≈ s·r ≈ 2·10⁷``, so each weight ``A − s r_i`` carries a rounding of ~1e-9 and
+    a fixed 1e-9 test on ``Σ a`` refused the exact active set (then the NumPy solver
+    bisected for minutes at m = 10⁵, to the same answer)."""
+    rng = np.random.default_rng(4)
+    m, mu = 2000, 2.5e-5
+    r = 580.0 + 20.0 * rng.random(m)
+    r[:3] = [575.0, 575.0 + 2e-5, 575.0 + 3e-5]  # free weights at the top
+    h = np.full(m, 15.9) if equal else rng.uniform(10.0, 20.0, size=m)
+    ok, A, s = wk.weights_kernel(r, h, mu, 0.0, 0.0)
+    assert ok
+    assert A > 1e7
+    a = np.clip(A - s * r, 0.0, h)
+    assert np.count_nonzero(a) >= 2  # free weights, not a vertex
+    assert abs(a.sum() - 1.0) <= 1e-8
+    ref, _ = solve_weights(r, h, mu)
+    np.testing.assert_allclose(a, ref, rtol=0, atol=1e-8)
