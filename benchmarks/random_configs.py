@@ -1,0 +1,301 @@
+"""Speed at random accepted settings, not only at the benchmark's one configuration.
+
+Configurations are drawn with a fixed seed over the mechanism settings a market accepts
+(``market.schemas.MechanismSettings``: ``0 ≤ γ ≤ 10⁶``, ``0 < λ ≤ 10⁶``, ``0 ≤ μ, σ ≤ 10⁶``,
+``1 ≤ k ≤ 10⁶``, ``0 < L ≤ 10⁶``), log-uniform since every range spans decades. An open
+or zero lower end needs a finite one for a log scale: ``λ``, ``μ``, ``σ``, ``γ`` and ``L``
+are drawn on ``[10⁻⁶, 10⁶]``, and ``γ``, ``μ``, ``σ`` are exactly 0 with probability
+0.1 each (0 is accepted and takes other code paths). ``mode`` is ``"default"`` with
+probability 3/4, else ``"strict"``; ``u`` is linear (the power utility's a-step is a
+generic conic solve and is not part of this benchmark). Costs ``U[1e-4, 5e-4]`` under
+the prior ``UniformPrior(1e-4, 5e-4)``.
+
+Each part reports the median and the worst ratio over the draws next to the
+configuration of ``benchmarks/allocation_speed.py`` (``WBC_CFG``):
+
+- ``wbc``: ``allocate`` / one ``LogisticRegression(solver="lbfgs")`` fit on the Wisconsin
+  training split (m = 399, d = 31), best of ``--repeat``, interleaved, in one process.
+- ``big``: the same at ``m = --big-m``, ``d = 20`` (``make_synthetic``), one run each.
+- ``pay``: payments per seller / ``allocate`` at ``m = --pay-m`` (``d = 20``) on the
+  default process pool, for a random sample of ``--pay-sample`` sellers: the all-seller
+  wall time is estimated as ``mean CPU seconds per seller × m / workers``.
+- ``wbc_pay``: all Wisconsin payments (every seller, default pool, wall) / one
+  ``allocate``.
+
+Times are CPU seconds of this process (``time.process_time``; BLAS limited to one
+thread) for ``allocate`` and scikit-learn: on a machine shared by many jobs a wall clock
+measures the scheduler, a CPU clock the work. Wall times are recorded next to them.
+Payments run in other processes, so their targets compare wall with wall (the pool's
+wall time against ``allocate``'s best wall time of two); the CPU-denominator ratios
+are in the tables too.
+
+Run: ``python benchmarks/random_configs.py`` (``--parts wbc big pay wbc_pay``,
+``--n-configs 20``, ``--big-m 1000000``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_note, markdown_table, write_section
+
+from market.datasets import load_wisconsin, make_synthetic, train_val_test_split
+from mechanisms import MechanismConfig, UniformPrior, allocate, myerson_payments
+from mechanisms.payments import default_workers
+
+PRIOR = UniformPrior(1e-4, 5e-4)
+WBC_CFG = MechanismConfig(gamma=1.0, lam=1e-3, mu=100.0, sigma=1e3, k=4, eps_avg_max=10)
+LOG_LO, LOG_HI = -6.0, 6.0  # decades of the log-uniform draws
+P_ZERO = 0.1  # probability of an exact 0 for γ, μ, σ
+SEED = 28
+
+
+def draw_configs(n: int, seed: int = SEED) -> list[MechanismConfig]:
+    """``n`` configurations over the accepted ranges (module docstring)."""
+    rng = np.random.default_rng(seed)
+
+    def logu(lo: float = LOG_LO, hi: float = LOG_HI) -> float:
+        return float(10.0 ** rng.uniform(lo, hi))
+
+    def maybe_zero() -> float:
+        return 0.0 if rng.random() < P_ZERO else logu()
+
+    out = []
+    for _ in range(n):
+        out.append(
+            MechanismConfig(
+                gamma=maybe_zero(),
+                lam=logu(),
+                mu=maybe_zero(),
+                sigma=maybe_zero(),
+                k=logu(0.0, LOG_HI),
+                eps_avg_max=logu(),
+                mode="default" if rng.random() < 0.75 else "strict",
+            )
+        )
+    return out
+
+
+def cfg_label(cfg: MechanismConfig) -> str:
+    return (
+        f"γ={cfg.gamma:.2g} λ={cfg.lam:.2g} μ={cfg.mu:.2g} σ={cfg.sigma:.2g} "
+        f"k={cfg.k:.3g} L={cfg.eps_avg_max:.2g} {cfg.mode}"
+    )
+
+
+def cpu_best(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
+    """Smallest CPU and wall time of ``repeat`` calls, and the last result."""
+    cpu, wall, out = np.inf, np.inf, None
+    for _ in range(max(repeat, 1)):
+        c0, w0 = time.process_time(), time.perf_counter()
+        out = fn()
+        cpu = min(cpu, time.process_time() - c0)
+        wall = min(wall, time.perf_counter() - w0)
+    return cpu, wall, out
+
+
+def sklearn_fit(X: np.ndarray, y: np.ndarray) -> Any:
+    return LogisticRegression(solver="lbfgs", max_iter=10_000).fit(X, y)
+
+
+def ratio_rows(
+    X: np.ndarray, y: np.ndarray, costs: np.ndarray, cfgs: list[MechanismConfig],
+    repeat: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """``allocate`` / sklearn for each configuration (sklearn re-timed per row)."""
+    rows = []
+    for i, cfg in enumerate(cfgs):
+        sk_cpu, sk_wall, _ = cpu_best(lambda: sklearn_fit(X, y), repeat)
+        al_cpu, al_wall, alloc = cpu_best(
+            lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), repeat
+        )
+        cert = alloc.certificate
+        row = {
+            "i": "bench" if i == 0 else i, "config": cfg_label(cfg),
+            "allocate_cpu_s": al_cpu, "sklearn_cpu_s": sk_cpu,
+            "ratio": al_cpu / sk_cpu, "ratio_wall": al_wall / sk_wall,
+            "status": str(alloc.status), "eps_avg": alloc.eps_avg,
+            "bound_solves": getattr(cert, "n_bound_solves", None),
+            "models": getattr(cert, "n_models", None),
+        }  # fmt: skip
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def pay_rows(
+    X: np.ndarray, y: np.ndarray, costs: np.ndarray, cfgs: list[MechanismConfig],
+    sample: int | None, pool: ProcessPoolExecutor, workers: int, seed: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Payments / allocate per configuration (all sellers when ``sample`` is None)."""
+    rows = []
+    m = X.shape[0]
+    rng = np.random.default_rng(seed)
+    for i, cfg in enumerate(cfgs):
+        al_cpu, al_wall, alloc = cpu_best(
+            lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), 2
+        )
+        sel = None
+        if sample is not None and sample < m:
+            sel = np.sort(rng.choice(m, size=sample, replace=False))
+        t0 = time.perf_counter()
+        pay = myerson_payments(
+            X, y, costs, PRIOR, cfg, sellers=sel, executor=pool, base=alloc
+        )
+        wall = time.perf_counter() - t0
+        sec = np.array([s.seconds for s in pay.sellers])
+        est_all = wall if sel is None else float(sec.mean()) * m / workers
+        row = {
+            "i": "bench" if i == 0 else i, "config": cfg_label(cfg), "m": m,
+            "allocate_cpu_s": al_cpu, "allocate_wall_s": al_wall,
+            "sellers": len(pay.sellers), "payments_wall_s": wall,
+            "all_sellers_s": est_all, "estimated": sel is not None,
+            "per_seller_ratio": est_all / m / al_cpu,
+            "all_ratio": est_all / al_cpu,
+            "per_seller_ratio_wall": est_all / m / al_wall,
+            "all_ratio_wall": est_all / al_wall, "winners": int(np.sum(alloc.epsilon > 0)),
+            "converged": bool(pay.converged), "status": str(alloc.status),
+        }  # fmt: skip
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]], key: str) -> tuple[float, float, float, str]:
+    """(benchmark config's value, median and worst over the random draws, worst's config)."""
+    bench = float(rows[0][key])
+    rand = [r for r in rows[1:] if np.isfinite(r[key])]
+    vals = np.array([float(r[key]) for r in rand])
+    worst = rand[int(np.argmax(vals))]
+    return bench, float(np.median(vals)), float(vals.max()), str(worst["config"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", nargs="*", default=["wbc", "big", "pay", "wbc_pay"])
+    ap.add_argument("--n-configs", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--big-m", type=int, default=1_000_000)
+    ap.add_argument("--pay-m", type=int, default=10_000)
+    ap.add_argument("--pay-sample", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    t_start = time.perf_counter()
+    cfgs = [WBC_CFG, *draw_configs(args.n_configs, args.seed)]
+    X, y = load_wisconsin()
+    split = train_val_test_split(X, y, random_state=0)
+    Xw, yw = split.X_train, split.y_train
+    cw = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yw.size)
+    out: dict[str, list[dict[str, Any]]] = {}
+    workers = default_workers()
+    with threadpool_limits(1):
+        if "wbc" in args.parts:
+            out["wbc"] = ratio_rows(Xw, yw, cw, cfgs, args.repeat)
+        if "big" in args.parts:
+            data = make_synthetic(args.big_m, 20, label_noise=0.05, random_state=1)
+            out["big"] = ratio_rows(data.X, data.y, data.costs, cfgs, 1)
+        with ProcessPoolExecutor(workers) as pool:
+            if "pay" in args.parts:
+                data = make_synthetic(args.pay_m, 20, label_noise=0.05, random_state=2)
+                out["pay"] = pay_rows(
+                    data.X, data.y, data.costs, cfgs, args.pay_sample, pool, workers,
+                    args.seed,
+                )  # fmt: skip
+            if "wbc_pay" in args.parts:
+                out["wbc_pay"] = pay_rows(Xw, yw, cw, cfgs, None, pool, workers, 0)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    body = report(out, args, workers, time.perf_counter() - t_start)
+    print(body)
+    if not args.no_write:
+        write_section("Speed at random accepted settings", body)
+
+
+TARGETS = {
+    "wbc": ("ratio", 3.0, "allocate / sklearn, Wisconsin (CPU)"),
+    "big": ("ratio", 10.0, "allocate / sklearn, m = {big_m}, d = 20 (CPU)"),
+    "pay": (
+        "per_seller_ratio_wall",
+        0.05,
+        "payments per seller (pool wall) / allocate (wall), m = {pay_m}",
+    ),
+    "wbc_pay": (
+        "all_ratio_wall",
+        100.0,
+        "all payments (pool wall) / allocate (wall), Wisconsin",
+    ),
+}
+
+
+def report(
+    out: dict[str, list[dict[str, Any]]], args: argparse.Namespace, workers: int,
+    secs: float,
+) -> str:  # fmt: skip
+    cmd = "python benchmarks/random_configs.py " + " ".join(
+        [f"--parts {' '.join(args.parts)}", f"--n-configs {args.n_configs}",
+         f"--big-m {args.big_m}", f"--pay-m {args.pay_m}",
+         f"--pay-sample {args.pay_sample}"]
+    )  # fmt: skip
+    lines = [
+        f"Command: `{cmd}` ({secs:.0f} s; {machine_note()}; {workers} pool workers).",
+        "",
+        "Configurations: the benchmark's `WBC_CFG` (γ = 1, λ = 1e-3, μ = 100, σ = 1e3, "
+        f"k = 4, L = 10), then {args.n_configs} drawn with seed {args.seed} "
+        "(`draw_configs`: log-uniform on [1e-6, 1e6] for γ, λ, μ, σ, L and on "
+        "[1, 1e6] for k; γ, μ, σ exactly 0 with probability 0.1; mode default 3/4, "
+        "strict 1/4; linear u). CPU-time ratios (wall ratios in the tables).",
+        "",
+    ]
+    summ = []
+    for part, (key, target, label) in TARGETS.items():
+        rows = out.get(part)
+        if not rows:
+            summ.append(
+                [label.format(**vars(args)), "not run", "", "", f"≤ {target:g}", ""]
+            )
+            continue
+        bench, med, worst, wcfg = summary(rows, key)
+        met = "met" if worst <= target else "NOT met"
+        summ.append(
+            [
+                label.format(**vars(args)),
+                bench,
+                med,
+                worst,
+                f"≤ {target:g}: {met}",
+                wcfg,
+            ]
+        )
+    lines.append(markdown_table(
+        ["measure", "benchmark config", "median (random)", "worst (random)", "target", "worst config"],
+        summ,
+    ))  # fmt: skip
+    for part, rows in out.items():
+        if not rows:
+            continue
+        keys = list(rows[0].keys())
+        lines += [
+            "",
+            f"`{part}`:",
+            "",
+            markdown_table(keys, [[r[k] for k in keys] for r in rows]),
+        ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
