@@ -37,6 +37,26 @@ def has_missable(features: Sequence[Mapping[str, Any]] | None) -> bool:
     return any(bool(f.get("missable", False)) for f in features or ())
 
 
+def market_refusal(
+    name: str,
+    *,
+    task: str,
+    partition: str = "horizontal",
+    features: Sequence[Mapping[str, Any]] | None = None,
+) -> str | None:
+    """Why a market (its ``task``, ``partition`` and ``features``) cannot take learner
+    ``name`` before any parameter is looked at, or None when it can: the same rules
+    :func:`check_order_learner` enforces on an order's ``learner``."""
+    spec = learner_spec(name)
+    if task not in spec.tasks:
+        return f"{name} cannot train a {task} market (it serves {list(spec.tasks)})"
+    if spec.partition != partition:
+        return f"{name} trains {spec.partition} data; this market is {partition}"
+    if has_missable(features) and not spec.missing_values:
+        return f"{name} cannot take missing values; this market has missable features"
+    return None
+
+
 def check_order_learner(
     name: str,
     params: Mapping[str, Any],

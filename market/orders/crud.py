@@ -225,7 +225,9 @@ def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
     session.commit()
     session.refresh(order)
     if order.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
-        raise ConflictError(f"order {order_id} already {order.status}; it cannot be cancelled")
+        raise ConflictError(
+            f"order {order_id} already {order.status}; it cannot be cancelled"
+        )
     return order
 
 
@@ -318,8 +320,25 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
     )
 
 
-def list_learners() -> LearnersPublic:
-    """Every orderable learner (the registry), for any authenticated role."""
-    return LearnersPublic(
-        items=[LearnerPublic(**item) for item in numerics.list_learners()]
+def market_takes(market: Market, learner: str) -> bool:
+    """Whether ``market`` can take an order for ``learner``: its task, partition and
+    missing values (``market.numerics.market_refusal``). Every rule a market puts on
+    its learners is one condition here."""
+    return (
+        numerics.market_refusal(
+            learner,
+            task=market.task,
+            partition=market.partition,
+            features=market.features,
+        )
+        is None
     )
+
+
+def list_learners(market: Market | None = None) -> LearnersPublic:
+    """Every orderable learner (the registry); with a ``market``, only those it can
+    take (:func:`market_takes`)."""
+    items = [LearnerPublic(**item) for item in numerics.list_learners()]
+    if market is not None:
+        items = [item for item in items if market_takes(market, item.name)]
+    return LearnersPublic(items=items)
