@@ -298,6 +298,14 @@ class OfferSummaries(BaseModel):
     items: list[OfferSummary]
 
 
+class MarketOfferSummary(OfferSummary):
+    """An offer in a market's list for admins (``GET /v1/markets/{id}/offers``): its
+    seller, no records."""
+
+    seller_id: int
+    seller_name: str
+
+
 # --- orders and jobs ------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ it. Rows are never deleted, so finished orders keep the data they used.
 from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -21,10 +22,12 @@ from market.errors import (
 )
 from market.offers import records, vertical
 from market.schemas import (
+    MarketOfferSummary,
     OfferCreate,
     OfferPublic,
     OfferSummaries,
     OfferSummary,
+    Page,
     RecordIn,
 )
 from market.store import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
@@ -283,6 +286,45 @@ def list_own_offers(session: Session, *, seller_id: int) -> OfferSummaries:
             for o in session.exec(stmt).all()
         ]
     )
+
+
+def list_market_offers(
+    session: Session,
+    *,
+    market_id: int,
+    status: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> Page[MarketOfferSummary]:
+    """Return a market's offers with their sellers (admins), newest first, without
+    records; ``status`` keeps only offers in that status."""
+    where = [Offer.market_id == market_id]
+    if status is not None:
+        where.append(Offer.status == status)
+    total = session.exec(select(sa.func.count()).select_from(Offer).where(*where)).one()
+    rows = session.exec(
+        select(Offer, Account.name)
+        .join(Account, col(Account.id) == col(Offer.seller_id))
+        .where(*where)
+        .order_by(col(Offer.id).desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    items = [
+        MarketOfferSummary(
+            id=o.id,  # type: ignore[arg-type]
+            market_id=o.market_id,
+            status=o.status,
+            reported_cost=o.reported_cost,
+            max_epsilon=o.max_epsilon,
+            n_records=o.n_records,
+            created_at=o.created_at,
+            seller_id=o.seller_id,
+            seller_name=name,
+        )
+        for o, name in rows
+    ]
+    return Page(items=items, total=int(total), limit=limit, offset=offset)
 
 
 def to_public(offer: Offer) -> OfferPublic:

@@ -78,3 +78,44 @@ def test_unknown_market_is_404(api: Api) -> None:
     assert r.status_code == 404
     r = api.client.get("/v1/learners?market_id=0")
     assert r.status_code == 422
+
+
+def test_admins_list_a_markets_offers_with_their_sellers(api: Api) -> None:
+    admin = api.admin()
+    mid = _market(api, admin)
+    other = _market(api, admin, name="other")
+    rows = [
+        {
+            "seller_name": f"s{j}",
+            "records": [{"x": [0.1, 0.2], "y": 1}],
+            "reported_cost": 0.5,
+        }
+        for j in range(3)
+    ]
+    r = api.client.post(
+        f"/v1/markets/{mid}/offers:bulk", headers=admin, json={"offers": rows}
+    )
+    assert r.status_code == 201, r.text
+    seller = {"Authorization": f"Bearer {r.json()['items'][0]['api_key']}"}
+    offer_id = r.json()["items"][0]["offer_id"]
+    assert (
+        api.client.delete(f"/v1/offers/{offer_id}", headers=seller).status_code == 204
+    )
+    page = api.client.get(f"/v1/markets/{mid}/offers", headers=admin).json()
+    assert page["total"] == 3
+    assert {i["seller_name"] for i in page["items"]} == {"s0", "s1", "s2"}
+    assert all("records" not in i for i in page["items"])
+    active = api.client.get(
+        f"/v1/markets/{mid}/offers?status=active", headers=admin
+    ).json()
+    assert active["total"] == 2
+    assert offer_id not in {i["id"] for i in active["items"]}
+    assert (
+        api.client.get(f"/v1/markets/{other}/offers", headers=admin).json()["total"]
+        == 0
+    )
+    # Only admins: a seller's key is refused (reported costs are per-seller figures).
+    assert (
+        api.client.get(f"/v1/markets/{mid}/offers", headers=seller).status_code == 403
+    )
+    assert api.client.get("/v1/markets/999/offers", headers=admin).status_code == 404
