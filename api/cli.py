@@ -36,6 +36,7 @@ def serve(
     import uvicorn
 
     from api.main import create_app
+    from market import numerics
     from market.store import upgrade_to_head
 
     settings = get_settings()
@@ -45,6 +46,8 @@ def serve(
         f"http://{host}:{port}/docs, in-process workers: {settings.workers}",
         flush=True,
     )
+    if not numerics.kernels_compiled():
+        print(f"privmarket: {numerics.FIRST_RUN_NOTE}", flush=True)
     uvicorn.run(create_app(settings), host=host, port=port)
 
 

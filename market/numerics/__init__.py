@@ -40,10 +40,12 @@ from market.numerics.learners import (
     release_vertical,
 )
 from market.numerics.mechanism import (
+    FIRST_RUN_NOTE,
     allocate,
     audit_incentives,
     audit_on_pool,
     choose_gamma,
+    kernels_compiled,
     myerson_payments,
     payment_certificates,
     tradeoff,
@@ -66,6 +68,7 @@ from market.numerics.pricing import (
 
 __all__ = [
     "CONFIG_KEYS",
+    "FIRST_RUN_NOTE",
     "LOSS_BY_TASK",
     "MONEY_UNIT",
     "SERIAL_PAYMENTS_MAX",
@@ -87,6 +90,7 @@ __all__ = [
     "dask_executor",
     "default_learner",
     "has_missable",
+    "kernels_compiled",
     "learner_config",
     "learner_release",
     "learner_spec",

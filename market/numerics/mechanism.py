@@ -231,3 +231,27 @@ def audit_on_pool(
                 n_points=mono_points, executor=pool,
             )  # fmt: skip
     return report, mono
+
+
+FIRST_RUN_NOTE = (
+    "first run: the numerical kernels compile once for this installation (about 30 s "
+    "on the first order; later runs reuse the compiled code)"
+)
+"""What ``serve`` and ``demo`` print when :func:`kernels_compiled` is false."""
+
+
+def kernels_compiled() -> bool:
+    """Whether numba's on-disk cache already holds the allocation search's machine code
+    (``cache=True``: compiled once per installation, about 30 s). Looks for the cache's
+    index files under ``NUMBA_CACHE_DIR`` when it is set, else next to the module or in
+    the user's numba cache (numba's fallback); reads nothing else, compiles nothing."""
+    from pathlib import Path
+
+    pattern = "_one_seller_search.*.nbi"
+    custom = os.environ.get("NUMBA_CACHE_DIR")
+    if custom:
+        return any(Path(custom).rglob(pattern))
+    root = (
+        Path(mech.__file__).resolve().parent / "allocation" / "_range" / "__pycache__"
+    )
+    return any(root.glob(pattern))
