@@ -69,6 +69,12 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     assert page.locator("#message").is_hidden(), page.inner_text("#message")
     points = page.locator("#curve circle.point")
     assert points.count() == 3  # one point per γ
+    # The chart says what it measures, in which units, for which learner.
+    note = page.inner_text("#curve-note")
+    assert "Prices the learner hetero_dp_logistic" in note
+    assert "misclassifies (0 to 1)" in note
+    assert "currency units" in page.inner_text("#curve")
+    assert page.locator("#gamma-choice").is_hidden()  # "Set γ" only once a point is chosen
     assert "succeeded" in page.inner_text("#job-status")
     second = points.nth(1)
     second.hover()

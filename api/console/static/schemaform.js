@@ -65,10 +65,12 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
   const label = (name) => FIELD_LABELS[name] || String(name).replace(/_/g, " ");
 
   // build(schema, path, initial, required) → { node, read() }
-  function build(schemaIn, path, initial, required) {
+  // `loose`: inside an optional part, so no control is required by the browser.
+  function build(schemaIn, path, initial, required, loose = false) {
     const { schema, nullable } = unwrap(schemaIn);
     const name = path[path.length - 1];
     const optional = nullable || !required;
+    const must = !optional && !loose;
     const start = initial !== undefined ? initial : partial ? undefined : schema.default;
     const hintText = [FIELD_HINTS[name], schema.description && !schema.properties ? schema.description : null]
       .filter(Boolean)
@@ -84,14 +86,14 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
       const key = schema.discriminator.propertyName;
       const options = Object.keys(schema.discriminator.mapping);
       const id = newId(path);
-      const select = PM.el("select", { id }, options.map((o) => PM.el("option", { value: o, selected: start && start[key] === o }, o)));
+      const select = PM.el("select", { id, "data-path": path.join(".") + ".family" }, options.map((o) => PM.el("option", { value: o, selected: start && start[key] === o }, o)));
       const box = PM.el("div", {});
       let inner = null;
       const show = () => {
         const variant = resolve({ $ref: schema.discriminator.mapping[select.value] });
         const props = { ...variant.properties };
         delete props[key];
-        inner = build({ ...variant, properties: props }, path, start && start[key] === select.value ? start : undefined, true);
+        inner = build({ ...variant, properties: props }, path, start && start[key] === select.value ? start : undefined, true, loose);
         box.replaceChildren(inner.node);
       };
       select.addEventListener("change", show);
@@ -103,11 +105,11 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
       const req = new Set(schema.required || []);
       const parts = Object.entries(schema.properties).map(([k, sub]) => [
         k,
-        build(sub, [...path, k], start ? start[k] : undefined, req.has(k)),
+        build(sub, [...path, k], start ? start[k] : undefined, req.has(k), loose || optional),
       ]);
       const legend = path.length ? PM.el("legend", {}, label(name)) : null;
       const node = path.length && !schema.discriminator
-        ? PM.el(optional && !start ? "details" : "fieldset", {},
+        ? PM.el(optional && !start ? "details" : "fieldset", { "data-part": path.join(".") },
             optional && !start ? PM.el("summary", {}, `${label(name)} (optional)`) : legend,
             parts.map(([, p]) => p.node))
         : PM.el("div", {}, parts.map(([, p]) => p.node));
@@ -127,7 +129,7 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
     if (schema.type === "object") {
       // a free mapping (a prior's params): edited as JSON
       const id = newId(path);
-      const input = PM.el("input", { id, value: start === undefined ? "" : JSON.stringify(start), placeholder: "JSON object", required: !optional });
+      const input = PM.el("input", { id, "data-path": path.join("."), value: start === undefined ? "" : JSON.stringify(start), placeholder: "JSON object", required: must });
       return {
         node: wrap(id, input),
         read: () => {
@@ -147,7 +149,7 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
         const rows = [];
         const list = PM.el("div", {});
         const add = (init) => {
-          const row = build(items, [...path, String(rows.length)], init, true);
+          const row = build(items, [...path, String(rows.length)], init, true, loose);
           const remove = PM.el("button", { type: "button", class: "secondary" }, "Remove");
           const node = PM.el("div", { class: "row" }, row.node, remove);
           const entry = { row, node };
@@ -174,7 +176,7 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
       // numbers or strings, comma-separated
       const id = newId(path);
       const numeric = ["number", "integer"].includes(items.type) || (items.anyOf || []).some((a) => a.type === "number");
-      const input = PM.el("input", { id, value: Array.isArray(start) ? start.map((v) => (v === null ? "" : v)).join(", ") : "", placeholder: numeric ? "comma-separated numbers" : "comma-separated", required: !optional });
+      const input = PM.el("input", { id, "data-path": path.join("."), value: Array.isArray(start) ? start.map((v) => (v === null ? "" : v)).join(", ") : "", placeholder: numeric ? "comma-separated numbers" : "comma-separated", required: must });
       return {
         node: wrap(id, input),
         read: () => {
@@ -194,22 +196,23 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
     const id = newId(path);
     if (schema.enum) {
       const choices = optional ? ["", ...schema.enum] : schema.enum;
-      const select = PM.el("select", { id }, choices.map((c) => PM.el("option", { value: c, selected: c === start }, c === "" ? "(unchanged)" : c)));
+      const select = PM.el("select", { id, "data-path": path.join(".") }, choices.map((c) => PM.el("option", { value: c, selected: c === start }, c === "" ? (partial ? "(unchanged)" : "(default)") : c)));
       return { node: wrap(id, select), read: () => (select.value === "" ? undefined : select.value) };
     }
     if (schema.type === "boolean") {
-      const box = PM.el("input", { id, type: "checkbox", checked: Boolean(start) });
+      const box = PM.el("input", { id, "data-path": path.join("."), type: "checkbox", checked: Boolean(start) });
       return { node: wrap(id, box), read: () => box.checked };
     }
     if (schema.type === "number" || schema.type === "integer") {
       const input = PM.el("input", {
         id,
+        "data-path": path.join("."),
         type: "number",
         step: schema.type === "integer" ? "1" : "any",
         min: schema.minimum,
         max: schema.maximum,
         value: start === undefined || start === null ? null : start,
-        required: !optional && start === undefined ? true : !optional,
+        required: must,
         placeholder: optional ? "empty: not set" : undefined,
       });
       return {
@@ -221,7 +224,7 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
         },
       };
     }
-    const input = PM.el("input", { id, value: start ?? "", required: !optional, maxlength: schema.maxLength, placeholder: optional ? "empty: not set" : undefined });
+    const input = PM.el("input", { id, "data-path": path.join("."), value: start ?? "", required: must, maxlength: schema.maxLength, placeholder: optional ? "empty: not set" : undefined });
     return { node: wrap(id, input), read: () => (input.value.trim() === "" && optional ? undefined : input.value) };
   }
 
