@@ -74,7 +74,9 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     assert "Prices the learner hetero_dp_logistic" in note
     assert "misclassifies (0 to 1)" in note
     assert "currency units" in page.inner_text("#curve")
-    assert page.locator("#gamma-choice").is_hidden()  # "Set γ" only once a point is chosen
+    assert page.locator(
+        "#gamma-choice"
+    ).is_hidden()  # "Set γ" only once a point is chosen
     assert "succeeded" in page.inner_text("#job-status")
     second = points.nth(1)
     second.hover()

@@ -70,9 +70,7 @@ def test_seller_offers_reprices_replaces_and_withdraws(page: Any, live: Live) ->
     page.click("#withdraw")
     page.click("#withdraw-confirm")
     page.wait_for_selector("#offer dt")
-    page.wait_for_function(
-        "document.getElementById('offer').innerText.includes('withdrawn')"
-    )
+    page.locator("#offer dd", has_text="withdrawn").wait_for()  # after the reload
     assert page.locator("#offer-actions").is_hidden()
     offers = live.client.get("/v1/sellers/me/offers", headers=live.headers(key)).json()
     assert [(o["id"], o["status"]) for o in offers["items"]] == [

@@ -53,6 +53,7 @@ PM.plainDoc = (doc) =>
     .replace(/\s*\((?:spec|see)[^)]*§[^)]*\)/gi, "")
     .replace(/\s*\(spec default\)/gi, " (the default)")
     .replace(/\s*§\s*[\d.]+/g, "")
+    .replace(/\bnull\b/g, "empty")
     .trim();
 
 function boundsText(spec) {
@@ -79,8 +80,7 @@ function numberInput(attrs, spec, value, { required, placeholder } = {}) {
 
 // What an empty optional field means, from the doc's "null: ..." sentence.
 function nullMeaning(spec) {
-  const match = /null:\s*([^;)]*)/.exec(spec.doc || "");
-  return match ? `empty: ${match[1].trim()}` : "empty: automatic";
+  return /null:/.test(spec.doc || "") ? "empty (see below)" : "empty: automatic";
 }
 
 function paramInput(name, spec) {

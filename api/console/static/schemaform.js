@@ -62,7 +62,9 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
   };
   let counter = 0;
   const newId = (path) => `sf-${path.join("-").replace(/[^\w-]/g, "_")}-${counter++}`;
-  const label = (name) => FIELD_LABELS[name] || String(name).replace(/_/g, " ");
+  const label = (name) =>
+    /^\d+$/.test(String(name)) ? `#${Number(name) + 1}` : FIELD_LABELS[name] || String(name).replace(/_/g, " ");
+  const singular = (text) => text.toLowerCase().replace(/ies$/, "y").replace(/s$/, "");
 
   // build(schema, path, initial, required) → { node, read() }
   // `loose`: inside an optional part, so no control is required by the browser.
@@ -162,7 +164,7 @@ PM.schemaForm = function (container, rootRef, components, { value, partial = fal
         };
         for (const init of Array.isArray(start) ? start : []) add(init);
         if (!optional && !rows.length && (schema.minItems || 0) > 0) add(undefined);
-        const addButton = PM.el("button", { type: "button", class: "secondary", "data-add": path.join(".") }, `Add ${label(name).toLowerCase().replace(/s$/, "")}`);
+        const addButton = PM.el("button", { type: "button", class: "secondary", "data-add": path.join(".") }, `Add ${singular(label(name))}`);
         addButton.addEventListener("click", () => add(undefined));
         const node = PM.el("fieldset", {}, PM.el("legend", {}, `${label(name)}${optional ? " (optional)" : ""}`), PM.el("code", { class: "tech" }, path.join(".")), list, addButton);
         return {
