@@ -144,8 +144,9 @@ class PeerWatch:
         missing = [p.pid for p in self.mpc.parties
                    if p.pid != self.mpc.pid and p.protocol is None]  # fmt: skip
         party = missing[0] if len(missing) == 1 else None
-        fail_session(self.job, party, f"parties {missing} did not connect within "
-                     f"{self._timers[0].interval:g} s")  # fmt: skip
+        who = f"party {party}" if party is not None else f"parties {missing}"
+        fail_session(self.job, party,
+                     f"{who} did not connect within {self._timers[0].interval:g} s")  # fmt: skip
 
     def _expire(self, deadline: float) -> None:
         fail_session(self.job, None, f"the fit did not finish within {deadline:g} s")

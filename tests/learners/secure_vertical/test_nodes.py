@@ -246,3 +246,120 @@ def test_read_party_csv_names_the_column(tmp_path: Path) -> None:
     assert names == ["x4"]
     assert y is None
     np.testing.assert_array_equal(X, [[0.5], [0.25]])
+
+
+def _threads(plan: SessionPlan, inputs: list[Any], **kw: Any) -> list[dict[str, Any]]:
+    """The m parties of a session from threads of this process (each runs its own
+    MPyC process with only its own inputs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from learners.secure_vertical._nodes import run_party
+
+    peers = [f"127.0.0.1:{p}" for p in free_ports(plan.n_processes)]
+    with ThreadPoolExecutor(plan.n_processes) as pool:
+        futs = [pool.submit(run_party, plan, i, peers, inputs[i], timeout=600, **kw)
+                for i in range(plan.n_processes)]  # fmt: skip
+        return [f.result() for f in futs]
+
+
+@pytest.mark.slow
+def test_dp_session_equals_the_in_worker_mpc_fit_with_the_same_noise(
+    rng: np.random.Generator,
+) -> None:
+    """A DP session (ε per party, objective perturbation drawn by parties 0 and 1
+    inside their own processes) releases what the in-worker MPC fit releases with
+    the same drawer seeds, and the same privacy report."""
+    from learners.secure_vertical import SecureVerticalLogisticRegression
+
+    n = 80
+    X, y01 = v1_data(rng, n=n)
+    X = X / 6.0
+    keys = [f"k{i:04d}" for i in range(n)]
+    eps = [2.0, 1.0]
+    kw = {"lam": 0.05, "dp_iterations": 6}
+    seeds = [int(s) for s in np.random.default_rng(5).integers(0, 2**63, size=2)]
+    worker = SecureVerticalLogisticRegression(
+        backend="mpc", mpc_parties=3, mpc_timeout=900, random_state=5, **kw
+    ).fit([X[:, :3], X[:, 3:]], 2 * y01 - 1, party_epsilon=eps)
+    plan = plan_session(["A", "B"], [keys, keys], [3, 3], params=kw,
+                        party_epsilon=eps, noise_seeds=seeds)  # fmt: skip
+    inputs = [party_inputs(plan, 0, keys, X[:, :3], 2 * y01 - 1),
+              party_inputs(plan, 1, keys, X[:, 3:]), None]  # fmt: skip
+    outs = _threads(plan, inputs)
+    est = finish_session(plan, outs[2])
+    np.testing.assert_allclose(est.coef_, worker.coef_, rtol=0, atol=1e-6)
+    assert est.intercept_ == pytest.approx(worker.intercept_, abs=1e-6)
+    assert est.ledger_.labels() == {"beta", "grad_norm"}
+    assert est.privacy_report_ is not None
+    assert worker.privacy_report_ is not None
+    assert est.privacy_report_.guarantee == "mpc_plus_dp"
+    np.testing.assert_allclose(est.privacy_report_.sample_epsilon_total,
+                               worker.privacy_report_.sample_epsilon_total, rtol=1e-12)  # fmt: skip
+    assert (
+        max(est.privacy_report_.sample_epsilon_total) <= 1.0 + 1e-9
+    )  # min ε over holders
+
+
+def _certificates(tmp: Path, m: int) -> None:
+    """A CA and one certificate per party with the common name MPyC checks."""
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=tmp, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+        "ca.crt", "-days", "2", "-subj", "/CN=MPyC test CA")  # fmt: skip
+    for i in range(m):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"p{i}.key", "-out",
+            f"p{i}.csr", "-subj", f"/CN=MPyC party {i}")  # fmt: skip
+        run("x509", "-req", "-in", f"p{i}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"p{i}.crt", "-days", "2")  # fmt: skip
+
+
+def test_tls_session_runs_and_a_party_without_the_ca_is_refused(
+    rng: np.random.Generator, tmp_path: Path
+) -> None:
+    """With TLS every connection is mutually authenticated: the session runs; a
+    party whose certificate is signed by another CA never connects, and the others
+    fail with the reason instead of waiting."""
+    import shutil
+
+    from learners.secure_vertical._nodes import SessionFailed, TLSFiles
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    _certificates(tmp_path, 3)
+    d = _parties(rng, n=60)
+    plan = plan_session(["A", "B"], [d["A"][0], d["B"][0]], [3, 3],
+                        params={"imputation": "complete_case", "max_iter": 2})  # fmt: skip
+    inputs = [party_inputs(plan, 0, *d["A"]), party_inputs(plan, 1, *d["B"][:2]), None]
+    tls = [TLSFiles(str(tmp_path / f"p{i}.crt"), str(tmp_path / f"p{i}.key"),
+                    str(tmp_path / "ca.crt")) for i in range(3)]  # fmt: skip
+    from concurrent.futures import ThreadPoolExecutor
+
+    from learners.secure_vertical._nodes import run_party
+
+    peers = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    with ThreadPoolExecutor(3) as pool:
+        futs = [pool.submit(run_party, plan, i, peers, inputs[i], tls=tls[i], timeout=300)
+                for i in range(3)]  # fmt: skip
+        outs = [f.result() for f in futs]
+    assert outs[0]["beta"] == outs[2]["beta"]
+    assert outs[0]["n_iter"] == 2
+    # party 2 with a certificate from a CA the others do not trust
+    other = tmp_path / "other"
+    other.mkdir()
+    _certificates(other, 3)
+    tls[2] = TLSFiles(
+        str(other / "p2.crt"), str(other / "p2.key"), str(other / "ca.crt")
+    )
+    peers = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    with ThreadPoolExecutor(3) as pool:
+        futs = [pool.submit(run_party, plan, i, peers, inputs[i], tls=tls[i], timeout=300,
+                            connect_timeout=8) for i in range(3)]  # fmt: skip
+        errors = []
+        for f in futs:
+            with pytest.raises(SessionFailed) as info:
+                f.result()
+            errors.append(info.value.reason)
+    assert "did not connect within 8 s" in errors[0]
+    assert "party 2 (compute)" in errors[0]
