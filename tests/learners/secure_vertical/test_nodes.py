@@ -276,7 +276,7 @@ def test_dp_session_equals_the_in_worker_mpc_fit_with_the_same_noise(
     X = X / 6.0
     keys = [f"k{i:04d}" for i in range(n)]
     eps = [2.0, 1.0]
-    kw = {"lam": 0.05, "dp_iterations": 6}
+    kw: dict[str, Any] = {"lam": 0.05, "dp_iterations": 6}
     seeds = [int(s) for s in np.random.default_rng(5).integers(0, 2**63, size=2)]
     worker = SecureVerticalLogisticRegression(
         backend="mpc", mpc_parties=3, mpc_timeout=900, random_state=5, **kw
