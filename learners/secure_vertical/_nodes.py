@@ -441,7 +441,7 @@ def run_party(
 ) -> dict[str, Any]:  # fmt: skip
     """Run MPyC party ``index`` of the session in a child process; returns its opened
     outputs (``beta``, ``n_iter``, ``converged``, ``ledger``, ``grad_norm``,
-    ``theta``, ``timings``).
+    ``theta``) and ``timings`` (seconds; ``session``: the MPyC process's wall time).
 
     Parameters
     ----------
@@ -515,6 +515,7 @@ def _run(
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    t0 = time.monotonic()
     with open(job / "party.log", "wb") as log:
         # same process group as this node: stopping the node stops its party
         proc = subprocess.Popen(
@@ -543,6 +544,7 @@ def _run(
         raise SessionFailed(f"{plan.party_name(index)} failed (exit {proc.returncode}):\n{tail}",
                             index)  # fmt: skip
     out: dict[str, Any] = json.loads((job / f"out_{index}.json").read_text())
+    out.setdefault("timings", {})["session"] = time.monotonic() - t0
     return out
 
 
@@ -645,7 +647,7 @@ def wait_for(path: Path, timeout: float) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """One party of a session from the command line (its own process)::
 
-        python -m learners.secure_vertical._nodes --plan PLAN.json --index I \\
+        python -m learners.secure_vertical.node --plan PLAN.json --index I \\
             --peers HOST:PORT,HOST:PORT,HOST:PORT [--data BLOCK.csv] --out OUT.json \\
             [--listen HOST] [--workdir DIR] [--timeout S] [--connect-timeout S] \\
             [--tls-cert CRT --tls-key KEY --tls-ca CA]
@@ -656,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m learners.secure_vertical._nodes")
+    ap = argparse.ArgumentParser(prog="python -m learners.secure_vertical.node")
     ap.add_argument("--plan", required=True)
     ap.add_argument("--index", type=int, required=True)
     ap.add_argument("--peers", required=True)
@@ -687,7 +689,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SESSION_FAILED
     Path(args.out).write_text(json.dumps(out))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

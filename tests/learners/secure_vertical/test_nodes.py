@@ -74,7 +74,7 @@ def _plain_on_rounded_rows(d: dict[str, Any]) -> np.ndarray:
 
 def _start(plan_path: Path, index: int, peers: str, out: Path, work: Path,
            data: Path | None, timeout: float = 300.0) -> subprocess.Popen[bytes]:  # fmt: skip
-    cmd = [sys.executable, "-m", "learners.secure_vertical._nodes", "--plan", str(plan_path),
+    cmd = [sys.executable, "-m", "learners.secure_vertical.node", "--plan", str(plan_path),
            "--index", str(index), "--peers", peers, "--out", str(out), "--workdir", str(work),
            "--timeout", str(timeout), "--connect-timeout", "60"]  # fmt: skip
     if data is not None:
