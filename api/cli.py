@@ -30,7 +30,7 @@ def serve(
     import uvicorn
 
     from api.main import create_app
-    from market.db import upgrade_to_head
+    from market.store import upgrade_to_head
 
     settings = get_settings()
     upgrade_to_head(settings.database_url)
@@ -42,9 +42,8 @@ def create_key(
     name: Annotated[str, typer.Option(help="Account name.")] = "admin",
 ) -> None:
     """Create an admin account and print only its new API key."""
-    from market import accounts
-    from market.db import make_engine, session_scope, upgrade_to_head
-    from market.models import Role
+    from market.access import accounts
+    from market.store import Role, make_engine, session_scope, upgrade_to_head
 
     settings = get_settings()
     upgrade_to_head(settings.database_url)
@@ -66,7 +65,7 @@ def db_upgrade(
     """Apply migrations up to ``revision`` (default: head)."""
     from alembic import command
 
-    from market.db import alembic_config
+    from market.store import alembic_config
 
     command.upgrade(alembic_config(get_settings().database_url), revision)
 

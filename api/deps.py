@@ -9,10 +9,9 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from market import accounts
+from market.access import accounts
 from market.config import Settings
-from market.db import session_scope
-from market.models import Account, Role
+from market.store import Account, Role, session_scope
 
 bearer = HTTPBearer(auto_error=False, description="API key: `Bearer pm_...`")
 

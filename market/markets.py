@@ -13,10 +13,9 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import db, records, vertical
+from market import numerics
 from market.errors import ConflictError, InvalidInputError, NotFoundError
-from market.models import Account, Market, MarketParameters
-from market.pipeline import numerics
+from market.offers import records, vertical
 from market.schemas import (
     MarketCreate,
     MarketPublic,
@@ -24,6 +23,7 @@ from market.schemas import (
     MechanismSettings,
     Page,
 )
+from market.store import Account, Market, MarketParameters, db
 
 CAP_MARGIN = 1e-3
 """ε a cap must leave above the release overhead to count as usable (far above the

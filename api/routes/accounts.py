@@ -5,9 +5,9 @@ from fastapi import APIRouter, Depends, status
 from api.deps import CurrentAccount, SessionDep, SettingsDep
 from api.errors import ERROR_RESPONSES
 from api.rate_limit import registration_budget
-from market import accounts
-from market.models import Role
+from market.access import accounts
 from market.schemas import AccountCreate, AccountCreated
+from market.store import Role
 
 router = APIRouter(tags=["accounts"], responses={422: ERROR_RESPONSES[422]})
 REGISTRATION_BUDGET = [Depends(registration_budget)]

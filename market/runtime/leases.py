@@ -19,8 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from market import db
-from market.models import Job, Order, RunStatus, utcnow
+from market.store import Job, Order, RunStatus, db, utcnow
 
 LeasedTable = type[Order] | type[Job]
 

@@ -33,9 +33,8 @@ from dataclasses import replace
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from market import db, ledgers
+from market import ledgers
 from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
-from market.models import Market, Order, RunStatus, utcnow
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
 from market.pipeline.deadline import (
@@ -46,6 +45,7 @@ from market.pipeline.deadline import (
 from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
 from market.runtime import leases
+from market.store import Market, Order, RunStatus, db, utcnow
 
 log = logging.getLogger(__name__)
 BACKOFF_MIN, BACKOFF_MAX = 0.05, 5.0

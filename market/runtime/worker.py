@@ -31,11 +31,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, or_, select
 
-from market import db
 from market.config import Settings
-from market.models import Job, Order, RunStatus, utcnow
 from market.pipeline import deadline
 from market.runtime import job_runner, leases, order_runner
+from market.store import Job, Order, RunStatus, db, utcnow
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3

@@ -26,13 +26,13 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import accounts, offers, records
+from market import numerics, offers
+from market.access import accounts, resolve_key_secret
 from market.config import Settings
 from market.errors import ConflictError, InvalidInputError
-from market.key_secret import resolve_key_secret
-from market.models import Account, Market, Offer, OfferStatus, Role, utcnow
-from market.pipeline import numerics
+from market.offers import records
 from market.schemas import BulkOfferCreated, BulkOfferIn, BulkOffersCreated
+from market.store import Account, Market, Offer, OfferStatus, Role, utcnow
 
 _IN_CHUNK = 5_000
 """Ids per ``IN (...)`` list (below SQLite's and PostgreSQL's parameter limits)."""
