@@ -35,7 +35,15 @@ from learners.registry import (
     ReleaseContext,
     register_learner,
 )
-from learners.secure_vertical import SecureVerticalLogisticRegression, align_by_key
+from learners.secure_vertical import (
+    SecureVerticalLogisticRegression,
+    SessionFailed,
+    SessionPlan,
+    align_by_key,
+    finish_session,
+    plan_session,
+    run_party,
+)
 from learners.spec import LearnerSpec, ParamError, ParamSpec
 from learners.uldp_sparse import ULDPSparseLinearRegression
 
@@ -62,13 +70,18 @@ __all__ = [
     "PrivacySpend",
     "ReleaseContext",
     "SecureVerticalLogisticRegression",
+    "SessionFailed",
+    "SessionPlan",
     "SquaredLoss",
     "StageSpend",
     "ULDPSparseLinearRegression",
     "align_by_key",
     "curvature_slack",
+    "finish_session",
     "make_loss",
+    "plan_session",
     "register_learner",
     "ridge_remedy",
+    "run_party",
     "total_epsilon",
 ]

@@ -1,11 +1,11 @@
 """Party nodes: each data party runs its MPyC party from its own process, with its own
 block only (spec §3.6, §4.3, §8.4; the deployment the in-worker runner only simulates).
 
-A distributed fit is one **session** between ``m = max(K, 3)`` MPyC parties: data
+A distributed fit is one **session** between ``m = K + 1`` MPyC parties: data
 party ``k`` (``k = 0..K−1``, label holder first) is MPyC party ``k`` and inputs its own
-block; with ``K = 2`` a third **compute party** without data (index 2, run by the
-platform's worker) keeps an honest majority (Shamir threshold ``t = ⌊(m−1)/2⌋``,
-``t = 1`` of 3). Every party receives the same :class:`SessionPlan` — the public
+block; the last party (index ``K``) is a **compute party** without data, run by the
+platform's worker, which receives the opened outputs; with ``K = 2`` it is what keeps
+an honest majority (Shamir threshold ``t = ⌊(m−1)/2⌋``, ``t = 1`` of 3). Every party receives the same :class:`SessionPlan` — the public
 parameters: party names, every party's key list (the one thing parties learn about
 each other, §6 row 1), block widths, the order's settings and the party budgets —
 and derives from it, identically and without any data (:meth:`SessionPlan.derive`),
@@ -170,8 +170,10 @@ class SessionPlan:
 
     @property
     def n_processes(self) -> int:
-        """MPyC parties ``m = max(K, 3)`` (a compute party without data for ``K = 2``)."""
-        return max(self.n_data_parties, 3)
+        """MPyC parties ``m = K + 1``: the data parties and one compute party without
+        data (the platform's, which receives the opened outputs; with ``K = 2`` it is
+        what keeps an honest majority)."""
+        return self.n_data_parties + 1
 
     def party_name(self, index: int | None) -> str:
         """Display name of MPyC party ``index`` (``compute`` beyond the data parties)."""

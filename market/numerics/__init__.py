@@ -30,6 +30,7 @@ from market.numerics.learners import (
     build_learner,
     check_order_learner,
     default_learner,
+    finish_vertical_session,
     has_missable,
     learner_release,
     learner_spec,
@@ -37,6 +38,10 @@ from market.numerics.learners import (
     records_per_seller_shortfall,
     release,
     release_vertical,
+    run_compute_party,
+    vertical_session_plan,
+    vertical_session_processes,
+    with_mechanism,
 )
 from market.numerics.mechanism import (
     allocate,
@@ -85,6 +90,7 @@ __all__ = [
     "cost_checker",
     "dask_executor",
     "default_learner",
+    "finish_vertical_session",
     "has_missable",
     "learner_config",
     "learner_release",
@@ -99,7 +105,11 @@ __all__ = [
     "release",
     "release_overhead_floor",
     "release_vertical",
+    "run_compute_party",
     "to_major",
     "to_minor",
     "tradeoff",
+    "vertical_session_plan",
+    "vertical_session_processes",
+    "with_mechanism",
 ]

@@ -45,6 +45,7 @@ from market.pipeline.deadline import (
 from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
 from market.runtime import leases
+from market.runtime.party_sessions import NodeSessions
 from market.store import Market, Order, RunStatus, db, utcnow
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,12 @@ class Reporter:
 
 
 def compute(run: OrderRun, rep: Reporter) -> Outcome:
-    """The run's numerics (``market.pipeline.compute``) with the stage timings."""
-    out = compute_order(run, rep, checkpoint=rep.deadline.checkpoint())
+    """The run's numerics (``market.pipeline.compute``) with the stage timings; a fit
+    between party nodes runs through :class:`~market.runtime.party_sessions.NodeSessions`."""
+    sessions = NodeSessions(rep.db_engine)
+    out = compute_order(
+        run, rep, checkpoint=rep.deadline.checkpoint(), secure_session=sessions
+    )
     return replace(out, timings=dict(rep.timings))
 
 
