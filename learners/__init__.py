@@ -11,12 +11,23 @@ one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
 regression :class:`SecureVerticalLogisticRegression` (subpackage
 :mod:`learners.secure_vertical`); the user-level LDP sparse linear regression
 :class:`ULDPSparseLinearRegression` (subpackage :mod:`learners.uldp_sparse`); their
-:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
+:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; seller custody
+(:mod:`learners.local_protocol`): :class:`ReportRequest`, :func:`answer_request`,
+:func:`validate_report`, :class:`LocalProtocol`, :data:`RANDOMIZERS` and
+:func:`seller_generators`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
 
 from learners.hetero_dp_logistic import HeteroDPLogisticRegression
 from learners.ldp_missing import LDPMissingLogisticRegression
+from learners.local_protocol import (
+    RANDOMIZERS,
+    LocalProtocol,
+    ReportRequest,
+    answer_request,
+    seller_generators,
+    validate_report,
+)
 from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
 from learners.onebit_quantile import OneBitQuantileRegression
 from learners.privacy import (
@@ -48,10 +59,12 @@ LEARNERS.register(ULDPSparseLinearRegression)
 __all__ = [
     "GUARANTEES",
     "LEARNERS",
+    "RANDOMIZERS",
     "HeteroDPLogisticRegression",
     "LDPMissingLogisticRegression",
     "LearnerRegistry",
     "LearnerSpec",
+    "LocalProtocol",
     "LogisticLoss",
     "OneBitQuantileRegression",
     "OrderableLearner",
@@ -61,14 +74,18 @@ __all__ = [
     "PrivacyReport",
     "PrivacySpend",
     "ReleaseContext",
+    "ReportRequest",
     "SecureVerticalLogisticRegression",
     "SquaredLoss",
     "StageSpend",
     "ULDPSparseLinearRegression",
     "align_by_key",
+    "answer_request",
     "curvature_slack",
     "make_loss",
     "register_learner",
     "ridge_remedy",
+    "seller_generators",
     "total_epsilon",
+    "validate_report",
 ]
