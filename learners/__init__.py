@@ -11,12 +11,23 @@ one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
 regression :class:`SecureVerticalLogisticRegression` (subpackage
 :mod:`learners.secure_vertical`); the user-level LDP sparse linear regression
 :class:`ULDPSparseLinearRegression` (subpackage :mod:`learners.uldp_sparse`); their
-:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
+:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; seller custody
+(:mod:`learners.local_protocol`): :class:`ReportRequest`, :func:`answer_request`,
+:func:`validate_report`, :class:`LocalProtocol`, :data:`RANDOMIZERS` and
+:func:`seller_generators`; the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
 
 from learners.hetero_dp_logistic import HeteroDPLogisticRegression
 from learners.ldp_missing import LDPMissingLogisticRegression
+from learners.local_protocol import (
+    RANDOMIZERS,
+    LocalProtocol,
+    ReportRequest,
+    answer_request,
+    seller_generators,
+    validate_report,
+)
 from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
 from learners.onebit_quantile import OneBitQuantileRegression
 from learners.privacy import (
@@ -56,10 +67,12 @@ LEARNERS.register(ULDPSparseLinearRegression)
 __all__ = [
     "GUARANTEES",
     "LEARNERS",
+    "RANDOMIZERS",
     "HeteroDPLogisticRegression",
     "LDPMissingLogisticRegression",
     "LearnerRegistry",
     "LearnerSpec",
+    "LocalProtocol",
     "LogisticLoss",
     "OneBitQuantileRegression",
     "OrderableLearner",
@@ -69,6 +82,7 @@ __all__ = [
     "PrivacyReport",
     "PrivacySpend",
     "ReleaseContext",
+    "ReportRequest",
     "SecureVerticalLogisticRegression",
     "SessionFailed",
     "SessionPlan",
@@ -76,6 +90,7 @@ __all__ = [
     "StageSpend",
     "ULDPSparseLinearRegression",
     "align_by_key",
+    "answer_request",
     "curvature_slack",
     "finish_session",
     "make_loss",
@@ -83,5 +98,7 @@ __all__ = [
     "register_learner",
     "ridge_remedy",
     "run_party",
+    "seller_generators",
     "total_epsilon",
+    "validate_report",
 ]

@@ -45,6 +45,9 @@ Gamma = Annotated[float, Field(ge=0, le=GAMMA_MAX, allow_inf_nan=False)]
 GridGamma = Annotated[float, Field(gt=0, le=GAMMA_MAX, allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
 Task = Literal["classification", "regression", "quantile"]
+Custody = Literal["platform", "seller"]
+"""Who holds a market's records: the platform (sellers upload them) or each seller
+(the platform receives only randomized reports, ``docs/custody.md``)."""
 LearnerName = Annotated[
     str,
     Field(
@@ -224,6 +227,10 @@ class MarketCreate(_In):
     partition: Literal["horizontal", "vertical"] = "horizontal"
     record_key: Name | None = None
     parties: Annotated[list[PartySpec], Field(max_length=100)] | None = None
+    custody: Custody = "platform"
+    """``"seller"``: the records never leave their sellers; offers carry only
+    ``reported_cost``, ``max_epsilon`` and ``n_records``, the mechanism must run in
+    ``mode: "strict"``, and orders take only learners that run as a local protocol."""
 
 
 class MarketUpdate(_In):
@@ -249,18 +256,32 @@ class MarketPublic(BaseModel):
     partition: str = "horizontal"
     record_key: str | None = None
     parties: list[dict[str, Any]] | None = None
+    custody: str = "platform"
     created_at: UtcDatetime
 
 
 # --- offers ---------------------------------------------------------------------
 
 
-class OfferCreate(_In):
-    """``party`` and keyed records (``{"key", "x", "y"?}``) in vertical markets only."""
+RECORDS_MAX = 100_000
+"""Most records in one offer (and the largest ``n_records`` a seller may declare)."""
 
-    records: Annotated[
-        list[RecordIn | KeyedRecordIn], Field(min_length=1, max_length=100_000)
-    ]
+
+class OfferCreate(_In):
+    """``party`` and keyed records (``{"key", "x", "y"?}``) in vertical markets only.
+
+    A seller-custody market's offer carries no ``records``: only ``n_records``, the
+    public count of records its seller holds (and answers report requests for);
+    a platform-custody offer carries ``records`` and no ``n_records``.
+    """
+
+    records: (
+        Annotated[
+            list[RecordIn | KeyedRecordIn], Field(min_length=1, max_length=RECORDS_MAX)
+        ]
+        | None
+    ) = None
+    n_records: Annotated[int, Field(ge=1, le=RECORDS_MAX)] | None = None
     party: Name | None = None
     reported_cost: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     max_epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None

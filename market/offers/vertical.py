@@ -152,7 +152,7 @@ def validate_offer(
     labelled = body.party == names[0]
     keys: set[str] = set()
     raw: list[dict[str, Any]] = []
-    for i, rec in enumerate(body.records):
+    for i, rec in enumerate(body.records or ()):
         if not isinstance(rec, KeyedRecordIn):
             raise InvalidInputError(
                 f"records[{i}].key", "vertical records need the record key"

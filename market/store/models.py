@@ -105,6 +105,13 @@ class Market(SQLModel, table=True):
     record_key: str | None = Field(default=None, max_length=200)
     parties: list[dict[str, Any]] | None = _json(nullable=True)
     """Vertical markets: ``[{"name", "features": [...]}]``; the first holds the label."""
+    custody: str = Field(
+        default="platform",
+        max_length=16,
+        sa_column_kwargs={"server_default": "platform"},
+    )
+    """``platform`` (sellers upload records) or ``seller`` (records stay with their
+    sellers; offers hold no records, orders collect randomized reports)."""
     created_by: int = Field(foreign_key="account.id")
     created_at: datetime = _ts()
 
@@ -124,7 +131,9 @@ class MarketParameters(SQLModel, table=True):
 
 
 class Offer(SQLModel, table=True):
-    """A seller's records in one market, as submitted and as scaled to ``‖x‖ ≤ 1``."""
+    """A seller's records in one market, as submitted and as scaled to ``‖x‖ ≤ 1``
+    (both empty in a seller-custody market, where ``n_records`` is the seller's public
+    count of the records it keeps)."""
 
     __table_args__ = (
         # One active offer per seller per market, enforced by the database.
