@@ -41,7 +41,7 @@ _HOST = re.compile(r"^[A-Za-z0-9.\-]{1,253}$")
 
 def seller_custody(market: Market) -> bool:
     """Whether the market keeps records with their sellers (``custody: "seller"``)."""
-    return getattr(market, "custody", "platform") == "seller"
+    return market.custody == "seller"
 
 
 def _check_node_market(market: Market) -> None:

@@ -1,7 +1,7 @@
 """Party nodes and fit sessions of seller-custody vertical markets.
 
 Revision ID: 0006_party_nodes
-Revises: 0004_issue13
+Revises: 0005_custody
 Create Date: 2026-11-26 10:00:00
 """
 
@@ -12,7 +12,7 @@ import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision: str = '0006_party_nodes'
-down_revision: str | None = '0004_issue13'
+down_revision: str | None = '0005_custody'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
