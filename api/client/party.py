@@ -112,6 +112,44 @@ class PartyNode(ApiClient):
         self.tls = tls
         self.poll_interval = poll_interval
         self.handled: dict[int, dict[str, Any]] = {}
+        self._scaled: np.ndarray | None = None
+
+    def scaled_block(self) -> np.ndarray:
+        """The block on the market's public scale, as the platform scales uploaded
+        blocks: each feature mapped with its public bounds to ``[−1, 1]`` and divided
+        by ``√d`` (``d``: the market's number of features), so a record's whole row
+        has ``‖x‖₂ ≤ 1``. Values outside the bounds are refused, or clipped when the
+        market says ``out_of_bounds: "clip"``.
+
+        Raises
+        ------
+        ValueError
+            ``features`` not features of the market; a value outside its bounds
+            (the column and row named).
+        """
+        market = self.get(f"/v1/markets/{self.market_id}")
+        bounds = {str(f["name"]): (float(f["low"]), float(f["high"]))
+                  for f in market["features"]}  # fmt: skip
+        missing = [f for f in self.features if f not in bounds]
+        if missing:
+            raise ValueError(
+                f"features: {missing} are not features of market {self.market_id}"
+            )
+        low = np.array([bounds[f][0] for f in self.features])
+        high = np.array([bounds[f][1] for f in self.features])
+        X = self.X
+        if market.get("out_of_bounds") == "clip":
+            X = np.clip(X, low, high)
+        else:
+            bad = np.argwhere(np.less(X, low) | np.greater(X, high))
+            if bad.size:
+                i, j = (int(v) for v in bad[0])
+                raise ValueError(f"{self.features[j]}: row {i} is outside the public "
+                                 f"bounds [{low[j]:g}, {high[j]:g}]")  # fmt: skip
+        d = len(market["features"])
+        return np.asarray(
+            (2.0 * (X - low) / (high - low) - 1.0) / np.sqrt(d), dtype=float
+        )
 
     def register(self) -> dict[str, Any]:
         """Register (or move) this node; the platform's view of it."""
@@ -149,8 +187,10 @@ class PartyNode(ApiClient):
         result: dict[str, Any] = {"session": sid}
         try:
             plan = SessionPlan.from_json(session["plan"])
+            if self._scaled is None:
+                self._scaled = self.scaled_block()
             inputs = party_inputs(
-                plan, int(session["index"]), self.keys, self.X, self.y
+                plan, int(session["index"]), self.keys, self._scaled, self.y
             )
             deadline = seconds_left(str(session["deadline_at"]))
             out = run_party(
@@ -172,6 +212,7 @@ class PartyNode(ApiClient):
     ) -> list[dict[str, Any]]:
         """Register, then take part in every new session until ``until_idle`` seconds
         pass without one (None: forever) or ``max_sessions`` ran; the results."""
+        self._scaled = self.scaled_block()  # refuse a bad block before registering
         self.register()
         ran: list[dict[str, Any]] = []
         idle_since = time.monotonic()
