@@ -1,0 +1,174 @@
+"""Seller-custody vertical markets over HTTP: keys-only offers, node registration and
+session polling; bad input is a 422/403 naming the field with nothing stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from market.store import FitSession, Offer, PartyNode
+from tests.api.conftest import Api, count_rows
+
+FEATURES = [{"name": f"x{j}", "low": -4.0, "high": 4.0} for j in range(1, 7)]
+PARTIES = [
+    {"name": "A", "features": ["x1", "x2", "x3"]},
+    {"name": "B", "features": ["x4", "x5", "x6"]},
+]
+
+
+def custody_vertical_market(**overrides: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "name": "vertical-custody",
+        "task": "classification",
+        "features": FEATURES,
+        "cost_prior": {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
+        "lifetime_epsilon_cap": 10.0,
+        "partition": "vertical",
+        "record_key": "person_id",
+        "parties": PARTIES,
+        "custody": "seller",
+    }
+    body.update(overrides)
+    return body
+
+
+def keys_offer(
+    party: str, keys: list[str], cost: float = 0.1, **extra: Any
+) -> dict[str, Any]:
+    return {"party": party, "keys": keys, "reported_cost": cost, **extra}
+
+
+def _setup(api: Api) -> tuple[int, dict[str, str], dict[str, str]]:
+    admin = api.admin()
+    r = api.client.post("/v1/markets", headers=admin, json=custody_vertical_market())
+    assert r.status_code == 201, r.text
+    mid = int(r.json()["id"])
+    return mid, api.register("seller", "a"), api.register("seller", "b")
+
+
+def test_keys_only_offers_and_node_registration(api: Api) -> None:
+    mid, a, b = _setup(api)
+    keys = [f"p{i:03d}" for i in range(20)]
+    r = api.client.post(
+        f"/v1/markets/{mid}/offers", headers=a, json=keys_offer("A", keys)
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["n_records"] == 20
+    assert r.json()["party"] == "A"
+    r = api.client.post(f"/v1/markets/{mid}/offers", headers=b,
+                        json=keys_offer("B", keys[5:], cost=0.2))  # fmt: skip
+    assert r.status_code == 201, r.text
+    body = {
+        "party": "A",
+        "host": "127.0.0.1",
+        "port": 7001,
+        "features": ["x1", "x2", "x3"],
+    }
+    r = api.client.post(f"/v1/markets/{mid}/nodes", headers=a, json=body)
+    assert r.status_code == 201, r.text
+    assert r.json()["status"] == "connected"
+    assert r.json()["last_session_id"] is None
+    # moving the node keeps one row per party
+    r = api.client.post(
+        f"/v1/markets/{mid}/nodes", headers=a, json={**body, "port": 7002}
+    )
+    assert r.status_code == 201, r.text
+    assert count_rows(api, PartyNode) == 1
+    r = api.client.get(f"/v1/markets/{mid}/nodes/A", headers=a)
+    assert r.json()["port"] == 7002
+    r = api.client.get(f"/v1/markets/{mid}/sessions", headers=a, params={"party": "A"})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"items": []}
+    assert count_rows(api, FitSession) == 0
+
+
+@pytest.mark.parametrize(
+    ("offer", "field"),
+    [
+        (
+            {
+                "party": "A",
+                "records": [{"key": "k1", "x": [0.1, 0.2, 0.3], "y": 1.0}],
+                "reported_cost": 0.1,
+            },
+            "records",
+        ),
+        (keys_offer("A", ["k1", "k2", "k1"]), "keys[2]"),
+        (keys_offer("C", ["k1"]), "party"),
+        ({"party": "A", "reported_cost": 0.1}, "keys"),
+        (keys_offer("A", ["k1", "k2"], n_records=3), "n_records"),
+    ],
+)
+def test_bad_custody_offers_are_refused_naming_the_field(
+    api: Api, offer: dict[str, Any], field: str
+) -> None:
+    mid, a, _ = _setup(api)
+    r = api.client.post(f"/v1/markets/{mid}/offers", headers=a, json=offer)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field
+    assert count_rows(api, Offer) == 0
+
+
+def test_keys_refused_on_a_platform_custody_market(api: Api) -> None:
+    admin = api.admin()
+    body = custody_vertical_market(custody="platform")
+    mid = api.client.post("/v1/markets", headers=admin, json=body).json()["id"]
+    a = api.register("seller", "a")
+    offer = {**keys_offer("A", ["k1"]),
+             "records": [{"key": "k1", "x": [0.1, 0.2, 0.3], "y": 1.0}]}  # fmt: skip
+    r = api.client.post(f"/v1/markets/{mid}/offers", headers=a, json=offer)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "keys"
+    assert count_rows(api, Offer) == 0
+
+
+@pytest.mark.parametrize(
+    ("who", "node", "status", "field"),
+    [
+        ("b", {"party": "A"}, 403, None),  # B's key does not hold A's offer
+        ("a", {"party": "C"}, 422, "party"),
+        ("a", {"features": ["x1", "x2"]}, 422, "features"),
+        ("a", {"features": ["x2", "x1", "x3"]}, 422, "features"),
+        ("a", {"host": "bad host!"}, 422, "host"),
+        ("a", {"port": 0}, 422, "port"),
+    ],
+)
+def test_bad_node_registrations_are_refused(
+    api: Api, who: str, node: dict[str, Any], status: int, field: str | None
+) -> None:
+    mid, a, b = _setup(api)
+    keys = [f"p{i}" for i in range(5)]
+    assert api.client.post(f"/v1/markets/{mid}/offers", headers=a,
+                           json=keys_offer("A", keys)).status_code == 201  # fmt: skip
+    assert api.client.post(f"/v1/markets/{mid}/offers", headers=b,
+                           json=keys_offer("B", keys)).status_code == 201  # fmt: skip
+    body = {"party": "A", "host": "127.0.0.1", "port": 7001,
+            "features": ["x1", "x2", "x3"], **node}  # fmt: skip
+    r = api.client.post(
+        f"/v1/markets/{mid}/nodes", headers={"a": a, "b": b}[who], json=body
+    )
+    assert r.status_code == status, r.text
+    if field is not None:
+        assert r.json()["field"] == field
+    assert count_rows(api, PartyNode) == 0
+    # polling needs a node of one's own party
+    r = api.client.get(f"/v1/markets/{mid}/sessions", headers=b, params={"party": "A"})
+    assert r.status_code == 403, r.text
+
+
+def test_nodes_refused_on_a_platform_custody_market(api: Api) -> None:
+    admin = api.admin()
+    body = custody_vertical_market(custody="platform")
+    mid = api.client.post("/v1/markets", headers=admin, json=body).json()["id"]
+    a = api.register("seller", "a")
+    node = {
+        "party": "A",
+        "host": "127.0.0.1",
+        "port": 7001,
+        "features": ["x1", "x2", "x3"],
+    }
+    r = api.client.post(f"/v1/markets/{mid}/nodes", headers=a, json=node)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "custody"
+    assert count_rows(api, PartyNode) == 0
