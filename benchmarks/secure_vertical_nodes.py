@@ -104,7 +104,11 @@ def nodes(X: np.ndarray, y: np.ndarray, keys: list[str], eps: list[float] | None
                    str(t / f"out_{i}.json"), "--timeout", "3600"]  # fmt: skip
             if csv_name:
                 cmd += ["--data", str(t / csv_name)]
-            procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT))
+            # each node in its own session, as on its own machine (Linux autogroup
+            # schedules sessions fairly: one session would share one CPU share)
+            procs.append(
+                subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True)
+            )
         codes = [p.wait() for p in procs]
         if any(codes):
             raise RuntimeError(f"node exit codes {codes}")

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import MarketId, SellerAccount, SessionDep
+from api.deps import EngineDep, MarketId, SellerAccount, SessionDep
 from api.errors import ERROR_RESPONSES
 from market import markets
 from market.offers import nodes
@@ -16,6 +16,7 @@ from market.schemas import (
     SessionPublic,
     SessionReport,
 )
+from market.store import session_scope
 
 router = APIRouter(
     tags=["party nodes"],
@@ -56,12 +57,13 @@ def get_node(
 
 @router.get("/markets/{market_id}/sessions")
 def poll_sessions(
-    session: SessionDep, seller: SellerAccount, market_id: MarketId, party: PartyQuery
+    engine: EngineDep, seller: SellerAccount, market_id: MarketId, party: PartyQuery
 ) -> SessionList:
     """The open fit sessions your node takes part in (also its heartbeat): the
     public plan, every MPyC party's address, your index and the deadline."""
-    market = markets.get_market_or_raise(session, market_id)
-    items = nodes.poll_sessions(session, market=market, seller=seller, party=party)
+    with session_scope(engine, write=True) as session:  # the heartbeat writes
+        market = markets.get_market_or_raise(session, market_id)
+        items = nodes.poll_sessions(session, market=market, seller=seller, party=party)
     return SessionList(items=[SessionPublic(**i) for i in items])
 
 

@@ -90,7 +90,7 @@ class NodeSessions:
         m = numerics.vertical_session_processes(plan)
         addresses.append(f"{self.compute_host}:{free_port(self.compute_host)}")
         assert len(addresses) == m
-        with db.session_scope(self.db_engine) as session:
+        with db.session_scope(self.db_engine, write=True) as session:
             fs = nodes.open_session(
                 session, order_id=run.order_id, market_id=inst.market_id, plan=plan,
                 addresses=addresses, seconds=self.timeout,
@@ -103,7 +103,7 @@ class NodeSessions:
             )  # fmt: skip
         except RuntimeError as exc:
             reason = str(exc)
-            with db.session_scope(self.db_engine) as session:
+            with db.session_scope(self.db_engine, write=True) as session:
                 nodes.close_session(
                     session, sid, status=nodes.SESSION_FAILED, error=reason
                 )
@@ -111,7 +111,7 @@ class NodeSessions:
                 f"the secure fit between the party nodes failed: {reason}; nothing was "
                 "paid or charged"
             ) from exc
-        with db.session_scope(self.db_engine) as session:
+        with db.session_scope(self.db_engine, write=True) as session:
             nodes.close_session(session, sid, status=nodes.SESSION_SUCCEEDED)
         fitted = numerics.finish_vertical_session(plan, out)
         if no_dp:
