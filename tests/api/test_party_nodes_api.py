@@ -172,3 +172,73 @@ def test_nodes_refused_on_a_platform_custody_market(api: Api) -> None:
     assert r.status_code == 422, r.text
     assert r.json()["field"] == "custody"
     assert count_rows(api, PartyNode) == 0
+
+
+def _order_and_wait(api: Api, mid: int, params: dict[str, Any]) -> dict[str, Any]:
+    import time
+
+    buyer = api.register("buyer", "buyer")
+    body = {"learner": "secure_vertical_logistic", "budget": 50.0, "gamma": 0.05,
+            "params": params}  # fmt: skip
+    r = api.client.post(f"/v1/markets/{mid}/orders", headers=buyer, json=body)
+    assert r.status_code == 202, r.text
+    oid = r.json()["id"]
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        st: dict[str, Any] = api.client.get(f"/v1/orders/{oid}", headers=buyer).json()
+        if st["status"] in ("succeeded", "failed"):
+            return st
+        time.sleep(0.1)
+    raise AssertionError("order did not finish")
+
+
+@pytest.mark.parametrize(
+    ("params", "register", "reason"),
+    [
+        (
+            {"backend": "mpc", "imputation": "complete_case"},
+            False,
+            "party 'A' has no node registered; nothing was charged",
+        ),
+        (
+            {"backend": "mpc"},
+            True,
+            "imputation: a distributed DP fit with missing blocks",
+        ),
+        ({"backend": "plain", "imputation": "complete_case"}, True, "params.backend"),
+    ],
+)
+def test_orders_that_cannot_run_between_nodes_fail_with_the_reason(
+    make_api: Any, params: dict[str, Any], register: bool, reason: str
+) -> None:
+    """Refused before any session opens: no node, a plan the parties would refuse
+    (DP with missing blocks needs complete_case), a backend that needs the blocks;
+    nothing is charged."""
+    api = make_api(workers=1, job_lease_seconds=30)
+    mid, a, b = _setup(api)
+    keys = [f"p{i:03d}" for i in range(30)]
+    for h, party, held in ((a, "A", keys), (b, "B", keys[3:])):
+        r = api.client.post(f"/v1/markets/{mid}/offers", headers=h,
+                            json=keys_offer(party, held))  # fmt: skip
+        assert r.status_code == 201, r.text
+    if register:
+        for h, party, feats in (
+            (a, "A", ["x1", "x2", "x3"]),
+            (b, "B", ["x4", "x5", "x6"]),
+        ):
+            node = {
+                "party": party,
+                "host": "127.0.0.1",
+                "port": 7001,
+                "features": feats,
+            }
+            assert api.client.post(f"/v1/markets/{mid}/nodes", headers=h,
+                                   json=node).status_code == 201  # fmt: skip
+    st = _order_and_wait(api, mid, params)
+    assert st["status"] == "failed", st
+    assert reason in st["error"], st["error"]
+    assert count_rows(api, FitSession) == 0
+    for h in (a, b):
+        assert (
+            api.client.get("/v1/sellers/me/earnings", headers=h).json()["items"] == []
+        )
