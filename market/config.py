@@ -26,6 +26,10 @@ class Settings(BaseSettings):
         CORS origins (empty: no cross-origin access).
     job_lease_seconds : float
         How long a worker's claim on an order or job lasts without a heartbeat.
+    node_compute_host : str
+        Address the worker's compute party listens on in fits between party nodes
+        (seller-custody vertical markets); the nodes must reach it (default
+        127.0.0.1: nodes on the same host only).
     order_time_limit_seconds : float
         Time budget of one run of an order (default 900 s): over it the order fails
         with that reason, nothing charged; also how long an order keeps retrying a
@@ -75,6 +79,7 @@ class Settings(BaseSettings):
     rate_limit_registrations: int = Field(default=30, ge=0)
     max_bulk_request_bytes: int = Field(default=64 * MIB, gt=0)
     dask_scheduler: str | None = None
+    node_compute_host: str = "127.0.0.1"
 
 
 @lru_cache

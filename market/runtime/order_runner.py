@@ -34,6 +34,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import select
 
 from market import ledgers
+from market.config import get_settings
 from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
@@ -134,7 +135,9 @@ class Reporter:
 def compute(run: OrderRun, rep: Reporter) -> Outcome:
     """The run's numerics (``market.pipeline.compute``) with the stage timings; a fit
     between party nodes runs through :class:`~market.runtime.party_sessions.NodeSessions`."""
-    sessions = NodeSessions(rep.db_engine)
+    sessions = NodeSessions(
+        rep.db_engine, compute_host=get_settings().node_compute_host
+    )
     out = compute_order(
         run, rep, checkpoint=rep.deadline.checkpoint(), secure_session=sessions
     )
