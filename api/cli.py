@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from api.cli_mechanism import audit as audit_command
+from api.cli_seller import seller_app
 from market.config import get_settings
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(admin_app, name="admin")
 app.add_typer(db_app, name="db")
+app.add_typer(seller_app, name="seller")
 app.command("audit")(audit_command)
 
 

@@ -14,11 +14,14 @@ naming the field. Split by concern:
 - :mod:`market.numerics.mechanism`: allocation, Myerson payments, ``γ`` for a budget,
   the trade-off curve and the audits;
 - :mod:`market.numerics.executors`: where payments run (thread, process pool, Dask);
-- :mod:`market.numerics.money`: the one money rule (:mod:`mechanisms.money`).
+- :mod:`market.numerics.money`: the one money rule (:mod:`mechanisms.money`);
+- :mod:`market.numerics.custody`: seller custody's local protocols (learners a
+  seller-custody market takes, the rounds of report requests, report checks).
 
 Callers use the facade (``from market import numerics``; ``numerics.allocate(...)``).
 """
 
+from market.numerics import custody
 from market.numerics.executors import (
     SERIAL_PAYMENTS_MAX,
     dask_executor,
@@ -83,6 +86,7 @@ __all__ = [
     "check_settings",
     "choose_gamma",
     "cost_checker",
+    "custody",
     "dask_executor",
     "default_learner",
     "has_missable",

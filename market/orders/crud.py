@@ -53,6 +53,7 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
     Learner params come from the learner's schema (never a noise seed: a buyer who knew
     the noise could remove it).
     """
+    numerics.custody.check_custody_learner(body.learner, market.custody)
     params = numerics.check_order_learner(
         body.learner,
         body.params,
@@ -60,6 +61,12 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
         features=market.features,
         partition=market.partition,
     )
+    if market.custody == "seller" and body.gamma is None:
+        raise InvalidInputError(
+            "gamma",
+            "required on a seller-custody market: choosing gamma for the budget fits "
+            "the learner on records, which this market never holds",
+        )
     budget_minor = ledgers.to_minor(body.budget)
     if budget_minor < 1:
         raise InvalidInputError("budget", "must be at least one minor unit (0.01)")
@@ -159,13 +166,21 @@ def get_order_or_raise(session: Session, *, order_id: int, account: Account) -> 
     return order
 
 
+def public_status(order: Order) -> str:
+    """The order's status as shown: a seller-custody order collecting reports is
+    ``running`` (it waits in the queue between looks at its round)."""
+    if order.status == RunStatus.QUEUED and order.progress_stage == "collecting":
+        return RunStatus.RUNNING
+    return order.status
+
+
 def to_public(session: Session, order: Order) -> OrderPublic:
     """Return the status view of an order."""
     params = session.get(MarketParameters, order.parameters_id)
     return OrderPublic(
         id=order.id,  # type: ignore[arg-type]
         market_id=order.market_id,
-        status=order.status,
+        status=public_status(order),
         learner=order.learner,
         budget=ledgers.to_major(order.budget_minor),
         gamma=order.gamma,
@@ -248,8 +263,16 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
     )
 
 
-def list_learners() -> LearnersPublic:
-    """Every orderable learner (the registry), for any authenticated role."""
-    return LearnersPublic(
-        items=[LearnerPublic(**item) for item in numerics.list_learners()]
-    )
+def list_learners(market: Market | None = None) -> LearnersPublic:
+    """Every orderable learner (the registry), for any authenticated role; with a
+    ``market``, only those it can take (its task, partition and custody)."""
+    items = [LearnerPublic(**item) for item in numerics.list_learners()]
+    if market is not None:
+        items = [
+            item
+            for item in items
+            if market.task in item.tasks
+            and item.partition == market.partition
+            and numerics.custody.takes_custody(item.name, market.custody)
+        ]
+    return LearnersPublic(items=items)

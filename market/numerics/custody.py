@@ -1,0 +1,172 @@
+"""The local-protocol adapter of seller custody: which learners a seller-custody
+market can take, the order's protocol (built, advanced, saved and restored as JSON)
+and the check that a seller's report lies in its randomizer's output space.
+
+Everything here calls :mod:`learners.local_protocol` (the learner side of the
+report-round interface); the rest of the market handles requests and reports as JSON.
+"""
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from learners import LEARNERS
+from learners.local_protocol import LocalProtocol, ReportRequest, seller_generators
+from learners.local_protocol import validate_report as _validate_report
+from market.errors import InvalidInputError
+from market.numerics.learners import _release_context, learner_spec
+
+CUSTODY_PRIVACY_MODELS: tuple[str, ...] = ("local", "user_level_local")
+"""Privacy models whose learners a seller-custody market can take: every record (or
+every seller's records) is randomized by its owner, so the curator needs no record."""
+
+
+def takes_custody(name: str, custody: str) -> bool:
+    """Whether learner ``name`` can be ordered on a market of ``custody``: any learner
+    on a platform-custody market; on a seller-custody one only a learner whose privacy
+    model is local (``local``, ``user_level_local``) and that runs as a local protocol."""
+    if custody != "seller":
+        return True
+    spec = learner_spec(name)
+    return spec.privacy_model in CUSTODY_PRIVACY_MODELS and spec.seller_custody
+
+
+def check_custody_learner(name: str, custody: str) -> None:
+    """Refuse a learner a market of ``custody`` cannot take.
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``learner``, naming the learner's privacy model.
+    """
+    if takes_custody(name, custody):
+        return
+    spec = learner_spec(name)
+    able = sorted(s.name for s in LEARNERS.specs() if takes_custody(s.name, custody))
+    raise InvalidInputError(
+        "learner",
+        f"{name} (privacy model {spec.privacy_model}) needs the records on the "
+        "platform; this market's records stay with their sellers, so it takes only "
+        f"learners that randomize on the seller's side: {able}",
+    )
+
+
+def build_protocol(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    config: Any,
+    task: str,
+    schema: Mapping[str, Any] | None,
+    epsilon: Sequence[float],
+    n_records: Sequence[int],
+    seed: int | None = None,
+) -> LocalProtocol:
+    """The order's local protocol: one seller per entry of ``epsilon``/``n_records``
+    (allocated ``ε_i``, public record count), the learner bound to the mechanism's
+    settings and told the market's public schema.
+
+    ``seed``: tests only. It seeds the protocol's *public* generator exactly as the
+    library's seeded ``fit`` does (``seller_generators``), never a seller's noise;
+    production passes None (OS entropy).
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``learner`` when the learner cannot run as a local protocol, or the
+        parameter the learner names.
+    """
+    ctx = _release_context(config, task=task, schema=schema)
+    random_state = None
+    if seed is not None:
+        random_state, _ = seller_generators(seed, len(epsilon))
+    try:
+        return learner_spec(name).build_protocol(  # type: ignore[no-any-return]
+            params,
+            context=ctx,
+            epsilon=np.asarray(epsilon, dtype=float),
+            n_records=np.asarray(n_records, dtype=np.int64),
+            random_state=random_state,
+        )
+    except ValueError as exc:
+        field, reason = _split(str(exc), default="learner")
+        raise InvalidInputError(field, reason) from exc
+
+
+def protocol_state(protocol: LocalProtocol) -> dict[str, Any]:
+    """The protocol's JSON state (stored between rounds)."""
+    return protocol.to_state()
+
+
+def restore_protocol(state: Mapping[str, Any]) -> LocalProtocol:
+    """The protocol stored as ``state`` (``LocalProtocol.from_state``)."""
+    return LocalProtocol.from_state(state)
+
+
+def next_round(protocol: LocalProtocol) -> dict[int, dict[str, Any]] | None:
+    """Seller index → the current round's request as JSON; None when the protocol is
+    done (idempotent until :func:`submit`)."""
+    reqs = protocol.next_round()
+    if reqs is None:
+        return None
+    return {int(i): r.to_json() for i, r in reqs.items()}
+
+
+def submit(protocol: LocalProtocol, reports: Mapping[int, Mapping[str, Any]]) -> None:
+    """Hand the current round's validated reports to the protocol (sellers absent
+    did not deliver)."""
+    protocol.submit(reports)
+
+
+def delivered(protocol: LocalProtocol) -> set[int]:
+    """Sellers that answered every request sent to them."""
+    return protocol.delivered()
+
+
+def spent(protocol: LocalProtocol) -> list[float]:
+    """Per seller: the ε of the reports received from it (the sum of its round shares
+    it answered)."""
+    return [float(v) for v in protocol.spent]
+
+
+def result(protocol: LocalProtocol) -> Any:
+    """The fitted learner (``privacy_report_.custody`` set by the protocol).
+
+    Raises
+    ------
+    ValueError
+        Too few sellers delivered to fit (the reason says how many), or rounds are left.
+    """
+    return protocol.result()
+
+
+_FIELD = re.compile(r"^([A-Za-z_][\w\[\]\.]*): (.*)$", re.S)
+
+
+def _split(message: str, *, default: str) -> tuple[str, str]:
+    """``"name: reason"`` → ``(name, reason)``; else ``(default, message)``."""
+    m = _FIELD.match(message)
+    if m is None:
+        return default, message
+    return m.group(1), m.group(2)
+
+
+def validate_report(request: Mapping[str, Any], report: Any) -> None:
+    """Check a seller's report against its request's randomizer output space (shape,
+    finiteness, norm, alphabet); reveals nothing else.
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``report.<name>`` (or ``report``) with the randomizer's reason.
+    """
+    if not isinstance(report, Mapping):
+        raise InvalidInputError("report", "must be an object")
+    try:
+        _validate_report(ReportRequest.from_json(request), report)
+    except ValueError as exc:
+        name, reason = _split(str(exc), default="")
+        field = "report" if not name or name == "report" else f"report.{name}"
+        raise InvalidInputError(field, reason) from None
