@@ -119,3 +119,7 @@ def demo(
         gamma=None if choose_gamma else gamma,
         serve=serve,
     )
+
+
+if __name__ == "__main__":  # python -m api.cli, as the privmarket script
+    app()
