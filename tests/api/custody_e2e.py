@@ -155,7 +155,7 @@ def register_sellers(
         r = server.call("POST", "/v1/sellers", json={"name": f"seller{i}"})
         assert r.status_code == 201, r.text
         key = r.json()["api_key"]
-        body = {"n_records": int(len(y)), "reported_cost": float(cost)}
+        body = {"n_records": len(y), "reported_cost": float(cost)}
         r = server.call("POST", f"/v1/markets/{market_id}/offers", key, json=body)
         assert r.status_code == 201, r.text
         path = tmp / f"seller{i}.csv"

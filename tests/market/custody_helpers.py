@@ -55,7 +55,7 @@ def add_holder(
     assert r.status_code == 201, r.text
     key = r.json()["api_key"]
     headers = {"Authorization": f"Bearer {key}"}
-    body = {"n_records": int(len(y)), "reported_cost": float(cost)}
+    body = {"n_records": len(y), "reported_cost": float(cost)}
     r = client.post(f"/v1/markets/{market_id}/offers", headers=headers, json=body)
     assert r.status_code == 201, r.text
     return Holder(name, key, int(r.json()["id"]), X, y, headers)
