@@ -374,3 +374,84 @@ def test_a_collecting_order_survives_a_worker_restart(
     run_worker(world.engine)
     status = world.client.get(f"/v1/orders/{oid}", headers=world.buyer).json()
     assert status["status"] == "succeeded", status
+
+
+def test_seller_custody_fit_equals_the_library_fit_on_the_same_reports(
+    world: World, tmp_path: Any
+) -> None:
+    """Seeded test mode: the platform's protocol seeded as the library's seeded fit
+    seeds its public generator, seller ``i``'s client with the library's generator
+    ``i``; the model the buyer gets equals the library fit's (raw units)."""
+    from learners import LEARNERS, ReleaseContext
+    from learners.local_protocol import seller_generators
+    from market.offers import records
+    from market.pipeline.results import raw_coefficients
+    from market.runtime.custody_runner import CustodyTiming
+    from market.store import CustodySeller
+
+    seed = 20261126
+    rng = np.random.default_rng(15)
+    mid = world.market()
+    holders = _quantile_holders(world, mid, 10, rng)
+    oid = world.order(mid)
+    timing = CustodyTiming(round_seconds=30.0, poll_seconds=0.05, seed=seed)
+    run_worker(world.engine, timing)
+    _, gens = seller_generators(seed, len(holders))
+    for h, gen in zip(holders, gens, strict=True):
+        log = tmp_path / f"{h.name}.jsonl"
+        with world.seller_client(h, log_path=log, random_state=gen) as sc:
+            sc.answer_requests(mid, h.X, h.y, wait=0.0)
+    run_worker(world.engine, timing)
+    status = world.client.get(f"/v1/orders/{oid}", headers=world.buyer).json()
+    assert status["status"] == "succeeded", status
+    model = world.client.get(f"/v1/orders/{oid}/model", headers=world.buyer).json()
+
+    with Session(world.engine) as s:
+        order = s.get(Order, oid)
+        assert order is not None
+        params = dict(order.params)
+        rows = s.exec(
+            select(CustodySeller)
+            .where(CustodySeller.order_id == oid)
+            .order_by(CustodySeller.seller_index)  # type: ignore[arg-type]
+        ).all()
+        eps = np.array([r.epsilon for r in rows])
+        offer_order = [r.offer_id for r in rows]
+    assert offer_order == [h.offer_id for h in holders]
+    market = world.client.get(f"/v1/markets/{mid}", headers=world.buyer).json()
+    raw = [{"x": h.X[0].tolist(), "y": float(h.y[0])} for h in holders]
+    X, y = records.scale_records(
+        raw,
+        features=market["features"],
+        task="quantile",
+        target=market["target"],
+        out_of_bounds="clip",
+    )
+    ctx = ReleaseContext(
+        lam=market["mechanism"]["lam"],
+        allocation_uses_data=False,
+        task="quantile",
+        market={
+            "task": "quantile",
+            "features": market["features"],
+            "target": market["target"],
+        },
+    )
+    est = LEARNERS["onebit_quantile"].for_order(params, context=ctx)
+    est.set_params(random_state=seed)
+    est.fit(X, y, sample_epsilon=eps)
+    exported = est.export_model()
+    coef, intercept = raw_coefficients(
+        np.asarray(exported["coef"], dtype=float),
+        float(exported.get("intercept") or 0.0),
+        market["features"],
+        market["target"],
+    )
+    np.testing.assert_allclose(model["coefficients"], coef, rtol=1e-9, atol=1e-12)
+    assert model["intercept"] == pytest.approx(intercept, rel=1e-9, abs=1e-12)
+    # the same seeds with another seller's generator give another model (the test
+    # would notice a mismatch)
+    est2 = LEARNERS["onebit_quantile"].for_order(params, context=ctx)
+    est2.set_params(random_state=seed + 1)
+    est2.fit(X, y, sample_epsilon=eps)
+    assert not np.allclose(est2.export_model()["coef"], exported["coef"])
