@@ -136,11 +136,13 @@ class ReportRequest:
 
 def _jsonable(value: Any) -> Any:
     """Plain JSON types (numpy scalars and arrays converted)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
+        return value.tolist()  # plain Python ints, floats and bools already
+    if isinstance(value, dict | Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if value and all(type(v) in (int, float) for v in value):
+            return list(value)
         return [_jsonable(v) for v in value]
     if isinstance(value, np.bool_ | bool):
         return bool(value)
