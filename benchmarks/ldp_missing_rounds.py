@@ -133,7 +133,8 @@ def main() -> None:
     print(body)
     if args.write:
         write_section(
-            "ldp_missing_logistic: report rounds (seller custody) vs one report per step",
+            "ldp_missing_logistic: report rounds (seller custody) vs one report per "
+            f"step, n = {args.n}",
             body,
         )
 

@@ -1,5 +1,22 @@
 """Seller custody: a local learner run as rounds of report requests.
 
+Interface notes (additions to the shared report-round interface, nothing removed):
+
+- the learner's builder is ``LearnerSpec.build_protocol(params, *, context, epsilon,
+  n_records, random_state=None)`` (``LearnerSpec.local_protocol`` holds it;
+  ``LearnerSpec.seller_custody`` says whether a learner has one): ``context`` is the
+  order's :class:`~learners.registry.ReleaseContext`, whose ``market`` schema gives the
+  feature count, the public bounds (sent to the sellers as ``public["scaling"]``) and
+  the public features; ``random_state`` seeds only the protocol's public generator;
+- :meth:`LocalProtocol.submit` takes ``check=False`` for answers computed in process;
+  :meth:`LocalProtocol.finish_into` fills a given estimator (:meth:`result` a new one);
+- :func:`seller_generators`, :func:`run_in_process`, :func:`run_vectorized`,
+  :func:`market_scaling`, :func:`scale_records` are helpers for in-process runs and
+  tests; ``PrivacyReport.custody`` is ``"platform"`` or ``"seller"``;
+- :meth:`LocalProtocol.delivered` counts sellers that were sent at least one request
+  and answered every one (a seller whose only message comes in a later round is not in
+  it yet).
+
 A local learner (privacy model ``local`` or ``user_level_local``) never needs a raw
 record: every record (or every user, with all its records) is randomized on its
 owner's side, and the curator computes from the randomized reports alone. This module
@@ -136,11 +153,13 @@ class ReportRequest:
 
 def _jsonable(value: Any) -> Any:
     """Plain JSON types (numpy scalars and arrays converted)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
+        return value.tolist()  # plain Python ints, floats and bools already
+    if isinstance(value, dict | Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if value and all(type(v) in (int, float) for v in value):
+            return list(value)
         return [_jsonable(v) for v in value]
     if isinstance(value, np.bool_ | bool):
         return bool(value)

@@ -249,6 +249,9 @@ def test_market_scaling_is_applied_on_the_sellers_side() -> None:
         {k: v for k, v in reqs[0].public.items() if k != "scaling"},
     )
     assert answer_request(unscaled, Xs, ys, rng=3) == rep
+    validate_report(reqs[0], rep)
+    with pytest.raises(ValueError, match=r"^x: public features are scaled"):
+        validate_report(reqs[0], dict(rep, x=[[0.2, 0.9], [0.1, 0.1]]))
 
 
 def test_the_spec_says_which_learners_run_with_seller_custody() -> None:
