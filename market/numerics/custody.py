@@ -14,6 +14,7 @@ import numpy as np
 
 from learners import LEARNERS
 from learners.local_protocol import LocalProtocol, ReportRequest, seller_generators
+from learners.local_protocol import answer_request as _answer_request
 from learners.local_protocol import validate_report as _validate_report
 from market.errors import InvalidInputError
 from market.numerics.learners import _release_context, learner_spec
@@ -170,3 +171,109 @@ def validate_report(request: Mapping[str, Any], report: Any) -> None:
         name, reason = _split(str(exc), default="")
         field = "report" if not name or name == "report" else f"report.{name}"
         raise InvalidInputError(field, reason) from None
+
+
+PROBE_FRACTIONS = (0.3141592653, 0.2718281828, 0.1618033988, 0.5772156649)
+"""Where in its public range each feature of the probe record lies (cycled)."""
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, Mapping):
+        return [v for item in value.values() for v in _numbers(item)]
+    if isinstance(value, list | tuple):
+        return [v for item in value for v in _numbers(item)]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return []
+    return [float(value)]
+
+
+def clear_features(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    config: Any,
+    task: str,
+    schema: Mapping[str, Any],
+) -> list[str]:
+    """The market's non-public features that the learner's first round would send in
+    the clear with these ``params`` (a learner whose model treats features as known to
+    the curator sends them with its reports, e.g. one-bit quantile regression with
+    public X).
+
+    Found by a probe: two sellers holding one record each whose feature ``j`` lies at
+    a distinctive point of its public range answer the first round's requests with the
+    learner's own randomizer; a feature whose value (raw or scaled) appears in a report
+    is sent in the clear. Only public constants enter the probe.
+    """
+    features = list(schema.get("features") or [])
+    private = [j for j, f in enumerate(features) if not f.get("public", False)]
+    if not private:
+        return []
+    d = len(features)
+    spec = learner_spec(name)
+    per = max(int(spec.min_records_per_seller), 1)
+    fr = np.array([PROBE_FRACTIONS[j % len(PROBE_FRACTIONS)] for j in range(d)])
+    low = np.array([float(f["low"]) for f in features])
+    high = np.array([float(f["high"]) for f in features])
+    raw = low + fr * (high - low)
+    scaled = (2.0 * fr - 1.0) / np.sqrt(d)
+    X = np.tile(raw, (per, 1))
+    target = schema.get("target")
+    y_val = 1.0
+    if target and task != "classification":
+        y_val = float(target["low"]) + 0.5 * (
+            float(target["high"]) - float(target["low"])
+        )
+    y = np.full(per, y_val)
+    protocol = build_protocol(
+        name,
+        params,
+        config=config,
+        task=task,
+        schema=schema,
+        epsilon=[1.0, 1.0],
+        n_records=[per, per],
+        seed=0,
+    )
+    requests = protocol.next_round() or {}
+    sent: list[float] = []
+    for req in requests.values():
+        report = _answer_request(req, X, y, rng=np.random.default_rng(0))
+        sent += _numbers(report)
+    values = np.asarray(sent, dtype=float)
+    out = []
+    for j in private:
+        hit = np.isclose(values, raw[j], rtol=0, atol=1e-12) | np.isclose(
+            values, scaled[j], rtol=0, atol=1e-12
+        )
+        if hit.any():
+            out.append(str(features[j]["name"]))
+    return out
+
+
+def check_clear_features(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    config: Any,
+    task: str,
+    schema: Mapping[str, Any],
+) -> None:
+    """Refuse an order whose learner would send a feature the market does not declare
+    ``public`` in the clear (:func:`clear_features`).
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``params``, naming the features.
+    """
+    named = clear_features(name, params, config=config, task=task, schema=schema)
+    if named:
+        raise InvalidInputError(
+            "params",
+            f"with these params {name} sends features {named} in the clear with its "
+            "reports (its model treats them as known to the curator), but this market "
+            "does not declare them public; on a seller-custody market only features "
+            'declared "public": true may leave a seller unrandomized (choose '
+            "params under which the learner randomizes them)",
+        )

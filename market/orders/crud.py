@@ -127,6 +127,20 @@ def place_order(
     budget_minor, learner_params = _validate(market, body)
     _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
+    if market.custody == "seller":
+        numerics.custody.check_clear_features(
+            body.learner,
+            learner_params,
+            config=numerics.learner_config(
+                params.values, learner=body.learner, params=learner_params
+            ),
+            task=market.task,
+            schema={
+                "task": market.task,
+                "features": market.features,
+                "target": market.target,
+            },
+        )
     order = Order(
         market_id=market_id,
         buyer_id=buyer.id,  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tests.api.custody_e2e import (
     canary,
@@ -131,3 +132,95 @@ def test_onebit_public_x_records_stay_with_their_sellers(tmp_path: Path) -> None
     _check_seller_custody(status, model)
     assert model["privacy"]["guarantee"] == "local"
     assert any("sent request" in s.output for s in sellers)
+
+
+@pytest.mark.slow
+def test_onebit_private_x_records_stay_with_their_sellers(tmp_path: Path) -> None:
+    """``onebit_quantile`` with private X: every ``x`` and ``y`` is a canary."""
+    n = 8
+    data, secret = [], []
+    for _ in range(n):
+        x = [canary(f["low"], f["high"]) for f in QUANTILE_FEATURES]
+        y = canary(TARGET["low"], TARGET["high"])
+        data.append((np.array([x]), np.array([y])))
+        secret += [*x, y]
+    status, model, _ = _run(
+        tmp_path,
+        market={"task": "quantile", "features": QUANTILE_FEATURES, "target": TARGET},
+        order={
+            "learner": "onebit_quantile",
+            "budget": 1000.0,
+            "gamma": 0.001,
+            "params": {"private_x": True},
+        },
+        data=data,
+        secret=secret,
+    )
+    _check_seller_custody(status, model)
+    assert model["privacy"]["guarantee"] == "local"
+
+
+@pytest.mark.slow
+def test_ldp_missing_logistic_records_stay_with_their_sellers(tmp_path: Path) -> None:
+    """``ldp_missing_logistic`` (two phases, several rounds, missing cells): every
+    observed ``x`` is a canary (labels are ±1)."""
+    features = [
+        {"name": "a", "low": -2.0, "high": 2.0, "missable": True},
+        {"name": "b", "low": 0.0, "high": 5.0, "missable": True},
+    ]
+    n = 10
+    rng = np.random.default_rng(3)
+    data, secret = [], []
+    for i in range(n):
+        x = [canary(f["low"], f["high"]) for f in features]
+        if i % 3 == 0:
+            x[i % 2] = float("nan")  # a missing cell: an empty CSV cell
+        label = 1.0 if rng.random() < 0.5 else -1.0
+        data.append((np.array([x]), np.array([label])))
+        secret += [v for v in x if not np.isnan(v)]
+    status, model, _ = _run(
+        tmp_path,
+        market={"task": "classification", "features": features},
+        order={
+            "learner": "ldp_missing_logistic",
+            "budget": 1000.0,
+            "gamma": 0.001,
+            "params": {"algorithm": "two_phase", "round_size": 4},
+        },
+        data=data,
+        secret=secret,
+        until_idle=10.0,
+    )
+    _check_seller_custody(status, model)
+    assert model["privacy"]["guarantee"] == "local"
+    assert status["summary"]["delivery"]["reports_expected"] > n  # several rounds
+
+
+@pytest.mark.slow
+def test_uldp_sparse_linear_records_stay_with_their_sellers(tmp_path: Path) -> None:
+    """``uldp_sparse_linear`` (several records per seller, localization then
+    estimation rounds): every ``x`` and ``y`` is a canary."""
+    features = [{"name": f"f{j}", "low": -3.0, "high": 3.0} for j in range(4)]
+    target = {"low": -12.0, "high": 12.0}
+    n, per = 16, 6
+    data, secret = [], []
+    for _ in range(n):
+        X = np.array([[canary(-3.0, 3.0) for _ in features] for _ in range(per)])
+        y = np.array([canary(-12.0, 12.0) for _ in range(per)])
+        data.append((X, y))
+        secret += [*X.ravel().tolist(), *y.tolist()]
+    status, model, _ = _run(
+        tmp_path,
+        market={"task": "regression", "features": features, "target": target},
+        order={
+            "learner": "uldp_sparse_linear",
+            "budget": 1000.0,
+            "gamma": 0.001,
+            "params": {"sparsity": 2, "k_sel": 1, "n_bins": 2, "bound": 0.75},
+        },
+        data=data,
+        secret=secret,
+        until_idle=10.0,
+    )
+    _check_seller_custody(status, model)
+    assert model["privacy"]["guarantee"] == "user_level_local"

@@ -12,9 +12,10 @@ from market.runtime import worker
 from market.runtime.custody_runner import CustodyTiming
 
 QUANTILE_FEATURES = [
-    {"name": "load", "low": 0.0, "high": 10.0},
-    {"name": "temp", "low": -5.0, "high": 5.0},
+    {"name": "load", "low": 0.0, "high": 10.0, "public": True},
+    {"name": "temp", "low": -5.0, "high": 5.0, "public": True},
 ]
+"""Public features: ``onebit_quantile`` with public X sends them with its bits."""
 QUANTILE_TARGET = {"low": -20.0, "high": 40.0}
 
 
