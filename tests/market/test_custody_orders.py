@@ -487,7 +487,8 @@ def test_features_sent_in_the_clear_must_be_declared_public(world: World) -> Non
     r = world.client.post(url, headers=world.buyer, json=body)
     assert r.status_code == 422, r.text
     assert r.json()["field"] == "params"
-    assert "load" in r.json()["detail"] and "temp" not in r.json()["detail"]
+    assert "load" in r.json()["detail"]
+    assert "temp" not in r.json()["detail"]
     with Session(world.engine) as s:
         assert int(s.exec(select(func.count()).select_from(Order)).one()) == 0
     body["params"] = {"private_x": True}
