@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from api.cli_mechanism import audit as audit_command
+from api.cli_seller import seller_app
 from market.config import get_settings
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(admin_app, name="admin")
 app.add_typer(db_app, name="db")
+app.add_typer(seller_app, name="seller")
 app.command("audit")(audit_command)
 
 
@@ -167,25 +169,18 @@ def party_serve(
     register the node, poll for fit sessions and run each; only secret shares of
     your values leave this machine."""
     from api.client.party import PartyNode
-    from learners.secure_vertical import TLSFiles, read_party_csv
 
-    first = _is_label_holder_csv(data)
-    keys, names, X, y = read_party_csv(data, label_holder=first)
     tls = None
     if tls_cert or tls_key or tls_ca:
         if not (tls_cert and tls_key and tls_ca):
             raise typer.BadParameter("give --tls-cert, --tls-key and --tls-ca together")
-        tls = TLSFiles(tls_cert, tls_key, tls_ca)
-    node = PartyNode(server, key, market, party, keys, X, y, features=names, host=host,
-                     port=port, listen_host=listen, tls=tls)  # fmt: skip
+        tls = (tls_cert, tls_key, tls_ca)
+    node = PartyNode.from_csv(server, key, market, party, data, host=host, port=port,
+                              listen_host=listen, tls=tls)  # fmt: skip
     for result in node.serve(until_idle=until_idle):
         typer.echo(f"session {result['session']}: {result['status']}"
                    + (f" ({result['reason']})" if result.get("reason") else ""))  # fmt: skip
 
 
-def _is_label_holder_csv(path: str) -> bool:
-    """Whether the CSV has a ``y`` column (the label holder's)."""
-    import csv
-
-    with open(path, newline="", encoding="utf-8") as fh:
-        return "y" in (next(csv.reader(fh), None) or [])
+if __name__ == "__main__":  # python -m api.cli, as the privmarket script
+    app()

@@ -1,5 +1,22 @@
 """Seller custody: a local learner run as rounds of report requests.
 
+Interface notes (additions to the shared report-round interface, nothing removed):
+
+- the learner's builder is ``LearnerSpec.build_protocol(params, *, context, epsilon,
+  n_records, random_state=None)`` (``LearnerSpec.local_protocol`` holds it;
+  ``LearnerSpec.seller_custody`` says whether a learner has one): ``context`` is the
+  order's :class:`~learners.registry.ReleaseContext`, whose ``market`` schema gives the
+  feature count, the public bounds (sent to the sellers as ``public["scaling"]``) and
+  the public features; ``random_state`` seeds only the protocol's public generator;
+- :meth:`LocalProtocol.submit` takes ``check=False`` for answers computed in process;
+  :meth:`LocalProtocol.finish_into` fills a given estimator (:meth:`result` a new one);
+- :func:`seller_generators`, :func:`run_in_process`, :func:`run_vectorized`,
+  :func:`market_scaling`, :func:`scale_records` are helpers for in-process runs and
+  tests; ``PrivacyReport.custody`` is ``"platform"`` or ``"seller"``;
+- :meth:`LocalProtocol.delivered` counts sellers that were sent at least one request
+  and answered every one (a seller whose only message comes in a later round is not in
+  it yet).
+
 A local learner (privacy model ``local`` or ``user_level_local``) never needs a raw
 record: every record (or every user, with all its records) is randomized on its
 owner's side, and the curator computes from the randomized reports alone. This module
@@ -64,6 +81,7 @@ __all__ = [
     "register_protocol",
     "register_randomizer",
     "run_in_process",
+    "run_vectorized",
     "seller_generators",
     "validate_report",
 ]
@@ -135,11 +153,13 @@ class ReportRequest:
 
 def _jsonable(value: Any) -> Any:
     """Plain JSON types (numpy scalars and arrays converted)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
+        return value.tolist()  # plain Python ints, floats and bools already
+    if isinstance(value, dict | Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if value and all(type(v) in (int, float) for v in value):
+            return list(value)
         return [_jsonable(v) for v in value]
     if isinstance(value, np.bool_ | bool):
         return bool(value)
@@ -156,6 +176,10 @@ def _jsonable(value: Any) -> Any:
 AnswerFn = Callable[
     [ReportRequest, FloatArray, FloatArray, np.random.Generator], dict[str, Any]
 ]
+AnswerManyFn = Callable[
+    [ReportRequest, FloatArray, FloatArray, FloatArray, np.random.Generator],
+    dict[str, Any],
+]
 ValidateFn = Callable[[ReportRequest, Mapping[str, Any]], None]
 
 
@@ -167,12 +191,16 @@ class Randomizer:
     learner's units (:func:`answer_request` applies the public scaling) and calls the
     learner's own randomizer function; ``validate(request, report)`` raises
     ``ValueError`` naming the report field unless the report lies in the output space.
+    ``answer_many(request, X, y, epsilon, rng)`` (optional): the answers of many
+    sellers of one round at once, records stacked and ``epsilon`` per record, every
+    report array with one leading row per record (the unseeded library fit).
     """
 
     name: str
     answer: AnswerFn
     validate: ValidateFn
     doc: str = ""
+    answer_many: AnswerManyFn | None = None
 
 
 RANDOMIZERS: dict[str, Randomizer] = {}
@@ -521,11 +549,14 @@ class LocalProtocol:
             return dict(reqs)
         return None
 
-    def submit(self, reports: Mapping[int, Mapping[str, Any]]) -> None:
+    def submit(
+        self, reports: Mapping[int, Mapping[str, Any]], *, check: bool = True
+    ) -> None:
         """The current round's reports (seller index → report).
 
-        Each report is checked with :func:`validate_report`; a seller with a request
-        and no report did not deliver.
+        Each report is checked with :func:`validate_report` (``check=False`` only for
+        answers computed in process by the randomizers themselves); a seller with a
+        request and no report did not deliver.
 
         Raises
         ------
@@ -544,10 +575,11 @@ class LocalProtocol:
                 raise ValueError(
                     f"reports[{i}]: seller {i} has no request in round {self.round}"
                 )
-            try:
-                validate_report(req, rep)
-            except ValueError as exc:
-                raise ValueError(f"reports[{i}].{exc}") from None
+            if check:
+                try:
+                    validate_report(req, rep)
+                except ValueError as exc:
+                    raise ValueError(f"reports[{i}].{exc}") from None
             got[i] = rep
         requests = self.pending
         for i, req in requests.items():
@@ -693,29 +725,59 @@ def run_in_process(
     X: FloatArray,
     y: FloatArray,
     rngs: Sequence[np.random.Generator],
-    *,
-    answer: Callable[..., dict[str, Any]] | None = None,
 ) -> LocalProtocol:
     """Run ``protocol`` to the end, each seller answering on its own records with its
     own generator ``rngs[i]`` (the library fit; also the seeded seller-custody tests).
 
     ``X``/``y``: every seller's records in seller order (``protocol.n_records[i]`` rows
-    each), in the learner's units. ``answer``: the answering function (default
-    :func:`answer_request`). Returns ``protocol``.
+    each), in the learner's units. The answers are what :func:`answer_request` returns,
+    kept as arrays (no JSON round trip: JSON keeps floats exactly, so the estimate is
+    the same) and not re-validated (they come from the randomizers themselves).
+    Returns ``protocol``.
     """
-    ans = answer_request if answer is None else answer
     starts = np.concatenate([[0], np.cumsum(protocol.n_records)])
     while (reqs := protocol.next_round()) is not None:
+        reports = {}
+        for i, req in reqs.items():
+            rows = slice(int(starts[i]), int(starts[i + 1]))
+            Xs, ys = scale_records(X[rows], y[rows], req.public.get("scaling"))
+            reports[i] = _lookup(req).answer(req, Xs, ys, rngs[i])
+        protocol.submit(reports, check=False)
+    return protocol
+
+
+def run_vectorized(
+    protocol: LocalProtocol,
+    X: FloatArray,
+    y: FloatArray,
+    rng: np.random.Generator,
+) -> LocalProtocol:
+    """Run ``protocol`` to the end answering each round's requests in one call of the
+    randomizer's ``answer_many`` with one generator (records stacked, ``ε`` per
+    record). Every report has the law of :func:`run_in_process`'s, independently
+    across records; only the coins differ (one stream instead of one per seller). For
+    unseeded library fits, where no one can tell the streams apart.
+    """
+    starts = np.concatenate([[0], np.cumsum(protocol.n_records)])
+    while (reqs := protocol.next_round()) is not None:
+        sellers = list(reqs)
+        first = reqs[sellers[0]]
+        many = _lookup(first).answer_many
+        if many is None:
+            raise ValueError(f"randomizer {first.randomizer!r} has no answer_many")
+        rows = np.concatenate(
+            [np.arange(starts[i], starts[i + 1], dtype=np.int64) for i in sellers]
+        )
+        eps = np.concatenate(
+            [np.full(int(protocol.n_records[i]), reqs[i].epsilon) for i in sellers]
+        )
+        out = many(first, X[rows], y[rows], eps, rng)
+        cuts = np.cumsum([int(protocol.n_records[i]) for i in sellers])[:-1]
+        parts = {key: np.split(np.asarray(val), cuts) for key, val in out.items()}
         reports = {
-            i: ans(
-                req,
-                X[starts[i] : starts[i + 1]],
-                y[starts[i] : starts[i + 1]],
-                rng=rngs[i],
-            )
-            for i, req in reqs.items()
+            i: {key: parts[key][j] for key in parts} for j, i in enumerate(sellers)
         }
-        protocol.submit(reports)
+        protocol.submit(reports, check=False)
     return protocol
 
 

@@ -56,6 +56,17 @@ class Settings(BaseSettings):
     max_bulk_request_bytes : int
         Body limit of ``POST /v1/markets/{id}/offers:bulk`` (default 64 MiB); every
         other route has ``max_request_bytes``.
+    custody_round_seconds : float
+        Seller-custody markets: how long sellers have to answer one round's report
+        requests (default 600 s); a seller that misses the deadline is not paid and
+        gets no further request of that order.
+    custody_poll_seconds : float
+        How often a collecting order is looked at again (default 1 s); a round whose
+        last report arrives wakes it at once.
+    custody_protocol_seed : int or None
+        Tests only: seeds the *public* generator of seller-custody protocols as the
+        library's seeded fit does, for equivalence tests. It seeds no seller's noise
+        (sellers randomize on their own machines). Leave unset in production.
     dask_scheduler : str or None
         Address of a Dask scheduler (``tcp://host:8786``) on which the Myerson
         payments of large orders run (``PRIVMARKET_DASK_SCHEDULER``); unset: a local
@@ -79,6 +90,9 @@ class Settings(BaseSettings):
     rate_limit_registrations: int = Field(default=30, ge=0)
     max_bulk_request_bytes: int = Field(default=64 * MIB, gt=0)
     dask_scheduler: str | None = None
+    custody_round_seconds: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    custody_poll_seconds: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    custody_protocol_seed: int | None = None
     node_compute_host: str = "127.0.0.1"
 
 

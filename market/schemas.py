@@ -339,6 +339,9 @@ class LearnerPublic(BaseModel):
     tasks: list[str]
     partition: str = "horizontal"
     privacy_model: str
+    seller_custody: bool = False
+    """Whether the learner runs as a local protocol, so a seller-custody market (whose
+    records stay with their sellers) can take it."""
     min_records_per_seller: int
     missing_values: bool = False
     mechanism_loss: str
@@ -484,6 +487,74 @@ class BulkOffersCreated(BaseModel):
     created: int
     sellers_created: int
     items: list[BulkOfferCreated]
+
+
+# --- seller custody: report rounds ------------------------------------------------
+
+
+class ReportRequestPublic(BaseModel):
+    """One report request as its seller sees it: the order and round, the randomizer
+    (``"<learner>.<randomizer>@<version>"``), this seller's ε share for the round, the
+    round's public parameters, the deadline and whether it was answered."""
+
+    id: int
+    order_id: int
+    market_id: int
+    round: int
+    randomizer: str
+    epsilon: float
+    public: dict[str, Any]
+    request: dict[str, Any]
+    """The request exactly as the learner's protocol published it (what the seller's
+    client passes to ``learners.local_protocol.answer_request``)."""
+    deadline: UtcDatetime
+    status: str
+    answered_at: UtcDatetime | None = None
+
+
+class ReportRequestsPublic(BaseModel):
+    items: list[ReportRequestPublic]
+
+
+class ReportIn(_In):
+    """A seller's randomized report for one request: the randomizer's output only
+    (checked against its output space: fields, shape, finiteness, alphabet)."""
+
+    report: dict[str, Any]
+
+
+class ReportAccepted(BaseModel):
+    request_id: int
+    order_id: int
+    round: int
+    status: str
+
+
+class CollectionSeller(BaseModel):
+    """Admin view: one allocated seller of a seller-custody order and what it sent."""
+
+    seller_id: int
+    offer_id: int
+    epsilon_allocated: float
+    epsilon_spent: float
+    payment_at_allocation: float
+    rounds_answered: int
+    delivered: bool | None
+
+
+class CollectionPublic(BaseModel):
+    """A seller-custody order's collecting stage: the current round, its deadline,
+    reports received / expected in it and in total; admins also see each seller."""
+
+    order_id: int
+    status: str
+    round: int
+    deadline: UtcDatetime | None
+    round_reports_expected: int
+    round_reports_received: int
+    reports_expected: int
+    reports_received: int
+    sellers: list[CollectionSeller] | None = None
 
 
 # --- party nodes (seller-custody vertical markets) -------------------------------

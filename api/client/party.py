@@ -64,7 +64,7 @@ class PartyNode(ApiClient):
         Its TCP port (None: a free one).
     listen_host : str or None
         Interface to listen on (default ``host``).
-    tls : learners.secure_vertical.TLSFiles or None
+    tls : learners.secure_vertical.TLSFiles, (cert, key, ca) paths, or None
         Certificate, key and CA for MPyC's TLS (all parties or none).
     poll_interval : float
         Seconds between polls for sessions.
@@ -109,10 +109,37 @@ class PartyNode(ApiClient):
         self.host = host
         self.port = port if port is not None else _free_port(listen_host or host)
         self.listen_host = listen_host or host
+        if isinstance(tls, tuple):
+            from learners.secure_vertical import TLSFiles
+
+            tls = TLSFiles(*tls)
         self.tls = tls
         self.poll_interval = poll_interval
         self.handled: dict[int, dict[str, Any]] = {}
         self._scaled: np.ndarray | None = None
+
+    @classmethod
+    def from_csv(
+        cls, base_url: str, api_key: str, market_id: int, party: str, path: str,
+        **kwargs: Any,
+    ) -> PartyNode:  # fmt: skip
+        """A node from the party's CSV: a ``key`` column, its features (their names
+        are declared) and, at the label holder only, ``y``.
+
+        Raises
+        ------
+        ValueError
+            Naming the column (``learners.secure_vertical.read_party_csv``).
+        """
+        import csv
+
+        from learners.secure_vertical import read_party_csv
+
+        with open(path, newline="", encoding="utf-8") as fh:
+            labelled = "y" in (next(csv.reader(fh), None) or [])
+        keys, names, X, y = read_party_csv(path, label_holder=labelled)
+        return cls(base_url, api_key, market_id, party, keys, X, y, features=names,
+                   **kwargs)  # fmt: skip
 
     def scaled_block(self) -> np.ndarray:
         """The block on the market's public scale, as the platform scales uploaded

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from api.routes import (
     accounts,
+    custody,
     jobs,
     learners,
     markets,
@@ -14,7 +15,17 @@ from api.routes import (
 )
 
 api_router = APIRouter()
-for _module in (accounts, sellers, markets, offers, nodes, orders, jobs, learners):
+for _module in (
+    accounts,
+    sellers,
+    markets,
+    offers,
+    nodes,
+    orders,
+    jobs,
+    learners,
+    custody,
+):
     api_router.include_router(_module.router)
 
 intake_router = APIRouter()

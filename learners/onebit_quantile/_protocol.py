@@ -17,6 +17,7 @@ private X ``{"z_y": n bits in {0, 1}, "z_x": n × k in {−1, +1}, "x_public": n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -238,18 +239,31 @@ def _answer(
     return dict(randomize(plan, X, y, eps, rng))
 
 
+def _check_scaled(request: ReportRequest, name: str, values: FloatArray) -> None:
+    """With a market's scaling, public features lie in ``[−1/√d, 1/√d]``."""
+    if not request.public.get("scaling") or not values.size:
+        return
+    limit = (1.0 + 1e-12) / math.sqrt(int(request.public["n_features"]))
+    if np.abs(values).max() > limit:
+        raise ValueError(
+            f"{name}: public features are scaled to [-1/sqrt(d), 1/sqrt(d)] = "
+            f"[{-limit:.6g}, {limit:.6g}]; a value is outside"
+        )
+
+
 def _validate(request: ReportRequest, report: Mapping[str, Any]) -> None:
     plan = BitPlan.from_public(request.public)
     n = int(request.public["n_records"])
     if not plan.private_x:
         check_report_keys(report, ("z", "x"))
         report_array(report, "z", shape=(n,), alphabet=(0, 1))
-        report_array(report, "x", shape=(n, plan.p))
+        _check_scaled(request, "x", report_array(report, "x", shape=(n, plan.p)))
         return
     check_report_keys(report, ("z_y", "z_x", "x_public"))
     report_array(report, "z_y", shape=(n,), alphabet=(0, 1))
     report_array(report, "z_x", shape=(n, len(plan.private)), alphabet=(-1, 1))
-    report_array(report, "x_public", shape=(n, len(plan.public)))
+    xp = report_array(report, "x_public", shape=(n, len(plan.public)))
+    _check_scaled(request, "x_public", xp)
 
 
 register_randomizer(

@@ -288,9 +288,9 @@ def run_compute_party(
                      connect_timeout=connect_timeout, timeout=timeout)  # fmt: skip
 
 
-def with_mechanism(report: Any, text: str) -> Any:
-    """``report`` (a ``PrivacyReport``) with its mechanism text prefixed by ``text``."""
-    return dataclasses.replace(report, mechanism=f"{text}; {report.mechanism}")
+def replace_report(report: Any, **changes: Any) -> Any:
+    """``report`` (a ``PrivacyReport``, or None) with ``changes`` (e.g. ``custody``)."""
+    return None if report is None else dataclasses.replace(report, **changes)
 
 
 def finish_vertical_session(plan: Mapping[str, Any], output: Mapping[str, Any]) -> Any:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, or_, select
 
 from market import numerics
 from market.errors import (
@@ -246,13 +246,19 @@ def get_own_offer_or_raise(
 
 
 def offers_in_use(session: Session, *, market_id: int) -> set[int] | None:
-    """Return ids of offers used by running orders; ``None`` means "possibly all".
+    """Return ids of offers used by running (or collecting) orders; ``None`` means
+    "possibly all".
 
     A running order that has not yet recorded its ``offer_ids`` snapshot may use any
     active offer of the market.
     """
     stmt = select(Order.offer_ids).where(
-        Order.market_id == market_id, Order.status == RunStatus.RUNNING
+        Order.market_id == market_id,
+        or_(
+            Order.status == RunStatus.RUNNING,
+            # a seller-custody order collecting reports (queued between its polls)
+            col(Order.progress_stage) == "collecting",
+        ),
     )
     used: set[int] = set()
     for snapshot in session.exec(stmt).all():

@@ -239,6 +239,7 @@ def _outcome(
         validation_error=validation_error,
         timings={},
         certificates=numerics.payment_certificates(pay),
+        custody=str(getattr(report, "custody", "platform")),
     )
 
 

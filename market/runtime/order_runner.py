@@ -45,7 +45,8 @@ from market.pipeline.deadline import (
 )
 from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
-from market.runtime import leases
+from market.runtime import custody_runner, leases
+from market.runtime.custody_runner import CustodyTiming
 from market.runtime.party_sessions import NodeSessions
 from market.store import Market, Order, RunStatus, db, utcnow
 
@@ -282,12 +283,15 @@ def run_order(
     owner: str,
     lease_seconds: float,
     time_limit: float = math.inf,
+    custody: CustodyTiming | None = None,
 ) -> str:
     """Run a claimed order to ``succeeded`` or ``failed``, or hand it back to the queue
     (``queued``: settlement contention or the worker stopping); return that status
     (``"lost"`` when another worker took it over).
 
-    ``time_limit`` is the run's time budget in seconds (module docstring). Failures
+    ``time_limit`` is the run's time budget in seconds (module docstring); ``custody``
+    the round timing of seller-custody orders (``market.runtime.custody_runner``, which
+    runs them: priced, then collecting reports round by round). Failures
     are recorded with a buyer-safe reason; unexpected errors are logged with their
     details and recorded as an internal error of the stage.
     """
@@ -295,10 +299,23 @@ def run_order(
     rep = Reporter(
         db_engine, order_id, owner=owner, lease_seconds=lease_seconds, deadline=deadline
     )
+    timing = custody or CustodyTiming()
     try:
+        if custody_runner.has_run(db_engine, order_id):
+            deadline.check()
+            return custody_runner.advance(
+                db_engine, order_id, owner=owner, timing=timing
+            )
         rep.stage("loading")
         run = _load(db_engine, order_id, owner=owner)
         _record_snapshot(rep, run)
+        if custody_runner.is_seller_custody(run):
+            try:
+                return custody_runner.start(
+                    db_engine, run, rep, owner=owner, timing=timing
+                )
+            except PrivacyBudgetExhaustedError:
+                return _contended(db_engine, order_id, owner=owner, patience=time_limit)
         out = compute(run, rep)
         rep.stage("settling")
         try:
@@ -307,7 +324,7 @@ def run_order(
             return _contended(db_engine, order_id, owner=owner, patience=time_limit)
         log.info("order %s: stage seconds %s", order_id, out.timings)
         return RunStatus.SUCCEEDED
-    except LeaseLostError:
+    except (LeaseLostError, custody_runner.LeaseLost):
         return "lost"
     except WorkerStoppingError:
         ok = requeue(db_engine, order_id, owner=owner, delay=0.0, reason="worker stop")

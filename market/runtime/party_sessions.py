@@ -114,6 +114,10 @@ class NodeSessions:
         with db.session_scope(self.db_engine, write=True) as session:
             nodes.close_session(session, sid, status=nodes.SESSION_SUCCEEDED)
         fitted = numerics.finish_vertical_session(plan, out)
+        # the platform never held a block: the guarantee holds with seller custody
+        fitted.privacy_report_ = numerics.replace_report(
+            fitted.privacy_report_, custody="seller"
+        )
         if no_dp:
             # accounting as the DP order would have spent it; the text says what ran
             dp_plan = numerics.vertical_session_plan(

@@ -1,7 +1,7 @@
 """Party nodes and fit sessions of seller-custody vertical markets.
 
-Revision ID: 0006_party_nodes
-Revises: 0005_custody
+Revision ID: 0007_party_nodes
+Revises: 0006_report_rounds
 Create Date: 2026-11-26 10:00:00
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
-revision: str = '0006_party_nodes'
-down_revision: str | None = '0005_custody'
+revision: str = '0007_party_nodes'
+down_revision: str | None = '0006_report_rounds'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -15,7 +15,6 @@ import pytest
 
 from learners import (
     LEARNERS,
-    LocalProtocol,
     OneBitQuantileRegression,
     ReportRequest,
     answer_request,
@@ -25,6 +24,7 @@ from learners import (
 from learners.local_protocol import market_scaling, scale_records
 from learners.onebit_quantile import sample_ald_noise
 from learners.registry import ReleaseContext
+from tests.learners._protocol_client import as_client as _as_client
 
 
 def _data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -32,34 +32,6 @@ def _data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     X = rng.uniform(-1, 1, (n, 2))
     y = 0.5 + X @ np.array([1.0, -1.0]) + 0.5 * sample_ald_noise(n, alpha=0.3, rng=rng)
     return X, y
-
-
-def _as_client(
-    proto: LocalProtocol,
-    X: np.ndarray,
-    y: np.ndarray,
-    rngs: list[np.random.Generator],
-    *,
-    drop: set[int] = frozenset(),  # type: ignore[assignment]
-    restart: bool = False,
-) -> LocalProtocol:
-    """Run ``proto`` as the service would: requests and reports through JSON, each
-    seller answering on its own rows only; ``restart`` reloads the protocol from its
-    JSON state between publishing and collecting every round."""
-    starts = np.concatenate([[0], np.cumsum(proto.n_records)])
-    while (reqs := proto.next_round()) is not None:
-        if restart:
-            proto = LocalProtocol.from_state(json.loads(json.dumps(proto.to_state())))
-        reports = {}
-        for i, req in reqs.items():
-            if i in drop:
-                continue
-            wire = ReportRequest.from_json(json.loads(json.dumps(req.to_json())))
-            rows = slice(starts[i], starts[i + 1])
-            rep = answer_request(wire, X[rows], y[rows], rng=rngs[i])
-            reports[i] = json.loads(json.dumps(rep, allow_nan=False))
-        proto.submit(reports)
-    return proto
 
 
 ONEBIT_CASES = [
@@ -277,6 +249,9 @@ def test_market_scaling_is_applied_on_the_sellers_side() -> None:
         {k: v for k, v in reqs[0].public.items() if k != "scaling"},
     )
     assert answer_request(unscaled, Xs, ys, rng=3) == rep
+    validate_report(reqs[0], rep)
+    with pytest.raises(ValueError, match=r"^x: public features are scaled"):
+        validate_report(reqs[0], dict(rep, x=[[0.2, 0.9], [0.1, 0.1]]))
 
 
 def test_the_spec_says_which_learners_run_with_seller_custody() -> None:
