@@ -125,7 +125,9 @@ class NodeSessions:
                 party_epsilon=eps,
             )  # fmt: skip
             report = numerics.finish_vertical_session(dp_plan, out).privacy_report_
-            fitted.privacy_report_ = numerics.with_mechanism(
-                report, TEST_ONLY_MECHANISM
+            fitted.privacy_report_ = numerics.replace_report(
+                report,
+                mechanism=f"{TEST_ONLY_MECHANISM}; {report.mechanism}",
+                custody="seller",
             )
         return fitted

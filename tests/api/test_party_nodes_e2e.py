@@ -259,6 +259,7 @@ def test_two_party_nodes_end_to_end(
         assert model["backend"] == "mpc"
         assert model["privacy"]["guarantee"] == "mpc_plus_dp"
         assert model["privacy"]["stages"]  # accounting of the allocated ε
+        assert model["privacy"]["custody"] == "seller"  # the platform held no block
         # the plain fit on the same rounded rows (complete cases, public scaling)
         both = sorted(set(rows_a) & set(rows_b))
         low, high = -4.0, 4.0
