@@ -593,6 +593,7 @@ class SessionPublic(BaseModel):
     order_id: int
     status: str
     addresses: list[str]
+    tls: bool = False
     deadline_at: UtcDatetime
     error: str | None = None
     index: int | None = None

@@ -213,6 +213,12 @@ class PartyNode(ApiClient):
         sid = int(session["id"])
         result: dict[str, Any] = {"session": sid}
         try:
+            if bool(session.get("tls")) != (self.tls is not None):
+                raise ValueError(
+                    "tls: the session runs "
+                    + ("over TLS and this node has no certificate"
+                       if session.get("tls") else "without TLS and this node has one")
+                )  # fmt: skip
             plan = SessionPlan.from_json(session["plan"])
             if self._scaled is None:
                 self._scaled = self.scaled_block()

@@ -18,6 +18,7 @@ from learners import (
     ParamError,
     ReleaseContext,
     SessionPlan,
+    TLSFiles,
     align_by_key,
     finish_session,
     plan_session,
@@ -272,7 +273,7 @@ def vertical_session_processes(plan: Mapping[str, Any]) -> int:
 
 def run_compute_party(
     plan: Mapping[str, Any], index: int, addresses: Sequence[str], *,
-    connect_timeout: float, timeout: float,
+    connect_timeout: float, timeout: float, tls: Sequence[str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run the platform's compute party (no data) of a session; its opened outputs.
 
@@ -284,7 +285,8 @@ def run_compute_party(
     """
     sp = SessionPlan.from_json(plan)
     listen = addresses[index].rsplit(":", 1)[0]
-    return run_party(sp, index, list(addresses), None, listen_host=listen,
+    files = None if tls is None else TLSFiles(*[str(f) for f in tls])
+    return run_party(sp, index, list(addresses), None, listen_host=listen, tls=files,
                      connect_timeout=connect_timeout, timeout=timeout)  # fmt: skip
 
 

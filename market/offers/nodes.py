@@ -218,6 +218,7 @@ def session_public(fs: FitSession, *, index: int | None = None) -> dict[str, Any
         "order_id": fs.order_id,
         "status": fs.status,
         "addresses": list(fs.addresses),
+        "tls": bool(fs.tls),
         "deadline_at": _aware(fs.deadline_at),
         "error": fs.error,
     }
@@ -292,7 +293,7 @@ def connected_nodes(
 
 def open_session(
     session: Session, *, order_id: int, market_id: int, plan: dict[str, Any],
-    addresses: list[str], seconds: float,
+    addresses: list[str], seconds: float, tls: bool = False,
 ) -> FitSession:  # fmt: skip
     """Open the fit session of an order run (the nodes see it when they poll)."""
     fs = FitSession(
@@ -300,6 +301,7 @@ def open_session(
         market_id=market_id,
         plan=plan,
         addresses=addresses,
+        tls=tls,
         deadline_at=utcnow() + timedelta(seconds=seconds),
     )
     session.add(fs)

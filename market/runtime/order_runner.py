@@ -136,8 +136,11 @@ class Reporter:
 def compute(run: OrderRun, rep: Reporter) -> Outcome:
     """The run's numerics (``market.pipeline.compute``) with the stage timings; a fit
     between party nodes runs through :class:`~market.runtime.party_sessions.NodeSessions`."""
+    settings = get_settings()
+    cert, key, ca = settings.node_tls_cert, settings.node_tls_key, settings.node_tls_ca
+    tls = (str(cert), str(key), str(ca)) if cert and key and ca else None
     sessions = NodeSessions(
-        rep.db_engine, compute_host=get_settings().node_compute_host
+        rep.db_engine, compute_host=settings.node_compute_host, tls=tls
     )
     out = compute_order(
         run, rep, checkpoint=rep.deadline.checkpoint(), secure_session=sessions

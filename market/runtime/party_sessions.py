@@ -54,13 +54,17 @@ class NodeSessions:
         Seconds for every node to connect (they poll for sessions every second).
     timeout : float
         Seconds for the whole fit.
+    tls : (cert, key, ca) or None
+        The compute party's TLS files: the session then runs over TLS.
     """
 
     def __init__(
         self, db_engine: Engine, *, compute_host: str = "127.0.0.1",
         connect_timeout: float = 60.0, timeout: float = 900.0,
+        tls: tuple[str, str, str] | None = None,
     ) -> None:  # fmt: skip
         self.db_engine = db_engine
+        self.tls = tls
         self.compute_host = compute_host
         self.connect_timeout = connect_timeout
         self.timeout = timeout
@@ -93,13 +97,13 @@ class NodeSessions:
         with db.session_scope(self.db_engine, write=True) as session:
             fs = nodes.open_session(
                 session, order_id=run.order_id, market_id=inst.market_id, plan=plan,
-                addresses=addresses, seconds=self.timeout,
+                addresses=addresses, seconds=self.timeout, tls=self.tls is not None,
             )  # fmt: skip
             sid = int(fs.id)  # type: ignore[arg-type]
         try:
             out = numerics.run_compute_party(
                 plan, m - 1, addresses, connect_timeout=self.connect_timeout,
-                timeout=self.timeout,
+                timeout=self.timeout, tls=self.tls,
             )  # fmt: skip
         except RuntimeError as exc:
             reason = str(exc)

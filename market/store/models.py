@@ -397,6 +397,8 @@ class FitSession(SQLModel, table=True):
     status: str = Field(default="open", max_length=16, index=True)
     plan: dict[str, Any] = _json()
     addresses: list[str] = _json()
+    tls: bool = False
+    """Whether the parties connect over TLS (every party needs its certificate)."""
     deadline_at: datetime = _ts()
     error: str | None = Field(default=None, sa_type=sa.Text)
     created_at: datetime = _ts()

@@ -47,6 +47,7 @@ def upgrade() -> None:
         sa.Column('status', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
         sa.Column('plan', sa.JSON(), nullable=False),
         sa.Column('addresses', sa.JSON(), nullable=False),
+        sa.Column('tls', sa.Boolean(), nullable=False),
         sa.Column('deadline_at', sa.DateTime(timezone=True), nullable=False),
         sa.Column('error', sa.Text(), nullable=True),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),

@@ -242,3 +242,34 @@ def test_orders_that_cannot_run_between_nodes_fail_with_the_reason(
         assert (
             api.client.get("/v1/sellers/me/earnings", headers=h).json()["items"] == []
         )
+
+
+def test_a_node_refuses_a_session_whose_tls_setting_differs_from_its_own() -> None:
+    """All parties of a session use TLS or none: a node without certificates refuses
+    a TLS session (and reports it) before starting its party, and vice versa."""
+    import json
+
+    import httpx
+    import numpy as np
+
+    from api.client import PartyNode
+
+    reports: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        reports.append(json.loads(request.content))
+        return httpx.Response(200, json={})
+
+    session = {"id": 5, "index": 0, "tls": True, "addresses": [], "plan": {},
+               "deadline_at": "2099-01-01T00:00:00Z"}  # fmt: skip
+    node = PartyNode("http://platform", "pm_x", 1, "A", ["k1"], np.zeros((1, 3)),
+                     np.ones(1), transport=httpx.MockTransport(handler))  # fmt: skip
+    out = node.run_session(session)
+    assert out["status"] == "failed"
+    assert out["reason"].startswith("tls: the session runs over TLS")
+    assert reports == [{"party": "A", "status": "failed", "reason": out["reason"]}]
+    tls_node = PartyNode("http://platform", "pm_x", 1, "A", ["k1"], np.zeros((1, 3)),
+                         np.ones(1), tls=("c", "k", "a"),
+                         transport=httpx.MockTransport(handler))  # fmt: skip
+    out = tls_node.run_session({**session, "tls": False})
+    assert out["reason"].startswith("tls: the session runs without TLS")
