@@ -337,3 +337,55 @@ def test_two_party_nodes_end_to_end(
                 assert form.encode() not in blob, f"canary {form} found on the platform"
     # the nodes' CSVs did hold them (the scan looks for something that exists)
     assert repr(CANARIES[0]).encode() in (tmp_path / "A" / "a.csv").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_dp_order_between_party_nodes(live: Live, tmp_path: Path) -> None:
+    """The production path (DP on): the release is labelled ``mpc_plus_dp`` with
+    custody ``seller``, each party is paid and charged at most its allocated ε."""
+    n = 120
+    X, y = _data(n, seed=4)
+    keys = [f"person{i:04d}" for i in range(n)]
+    admin = live.admin()
+    r = live.call("POST", "/v1/markets", admin, json=custody_vertical_market())
+    assert r.status_code == 201, r.text
+    mid = int(r.json()["id"])
+    (ha, ka), (hb, kb) = live.register("seller", "A"), live.register("seller", "B")
+    for h, party in ((ha, "A"), (hb, "B")):
+        r = live.call("POST", f"/v1/markets/{mid}/offers", h,
+                      json={"party": party, "keys": keys, "reported_cost": 0.1})  # fmt: skip
+        assert r.status_code == 201, r.text
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    _write(tmp_path / "A" / "a.csv", keys, X[:, :3], ["x1", "x2", "x3"], y)
+    _write(tmp_path / "B" / "b.csv", keys, X[:, 3:], ["x4", "x5", "x6"], None)
+    nodes = [
+        _node(
+            live, ka, mid, "A", tmp_path / "A" / "a.csv", tmp_path / "A" / "node.log"
+        ),
+        _node(
+            live, kb, mid, "B", tmp_path / "B" / "b.csv", tmp_path / "B" / "node.log"
+        ),
+    ]
+    try:
+        _wait_node(live, mid, "A", ha)
+        _wait_node(live, mid, "B", hb)
+        buyer, _ = live.register("buyer", "buyer")
+        oid = _order(live, mid, buyer)
+        st = _finish(live, oid, buyer)
+        assert st["status"] == "succeeded", st
+    finally:
+        for p in nodes:
+            _stop(p)
+    model = live.call("GET", f"/v1/orders/{oid}/model", buyer).json()
+    assert model["privacy"]["guarantee"] == "mpc_plus_dp"
+    assert model["privacy"]["custody"] == "seller"
+    assert {o["label"] for o in model["opened"]} == {
+        "beta",
+        "grad_norm",
+    }  # R2, fixed steps
+    allocs = live.call("GET", f"/v1/orders/{oid}/allocations", admin).json()["items"]
+    assert len(allocs) == 2
+    for h, a in zip((ha, hb), sorted(allocs, key=lambda a: a["offer_id"]), strict=True):
+        priv = live.call("GET", "/v1/sellers/me/privacy", h).json()["items"][0]
+        assert 0 < priv["epsilon_spent"] <= a["epsilon"] + 1e-9
