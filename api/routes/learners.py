@@ -23,14 +23,16 @@ def list_learners(
             ge=1,
             le=MAX_ID,
             description="Only the learners this market can take: its task, its "
-            "partition (horizontal or vertical) and, on a market with missable "
-            "features, learners that take missing values.",
+            "partition (horizontal or vertical), on a market with missable features "
+            "learners that take missing values, and on a seller-custody market "
+            "learners with a local protocol.",
         ),
     ] = None,
 ) -> LearnersPublic:
-    """List every orderable learner: tasks, privacy model and parameter schema; with
-    ``market_id``, only those that market can take (``404`` if there is no such
-    market)."""
+    """List every orderable learner: tasks, privacy model, whether it can run with
+    records kept by their sellers (``seller_custody``) and parameter schema. With
+    ``market_id``: only the learners that market can take (``404`` if there is no
+    such market)."""
     market = None
     if market_id is not None:
         market = markets.get_market_or_raise(session, market_id)

@@ -55,6 +55,9 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
     Learner params come from the learner's schema (never a noise seed: a buyer who knew
     the noise could remove it).
     """
+    numerics.custody.check_custody_learner(
+        body.learner, market.custody, market.partition
+    )
     params = numerics.check_order_learner(
         body.learner,
         body.params,
@@ -62,6 +65,12 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
         features=market.features,
         partition=market.partition,
     )
+    if market.custody == "seller" and body.gamma is None:
+        raise InvalidInputError(
+            "gamma",
+            "required on a seller-custody market: choosing gamma for the budget fits "
+            "the learner on records, which this market never holds",
+        )
     budget_minor = ledgers.to_minor(body.budget)
     if budget_minor < 1:
         raise InvalidInputError("budget", "must be at least one minor unit (0.01)")
@@ -149,6 +158,20 @@ def place_order(
     _check_gamma_choosable(market, body)
     _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
+    if market.custody == "seller" and market.partition != "vertical":
+        numerics.custody.check_clear_features(
+            body.learner,
+            learner_params,
+            config=numerics.learner_config(
+                params.values, learner=body.learner, params=learner_params
+            ),
+            task=market.task,
+            schema={
+                "task": market.task,
+                "features": market.features,
+                "target": market.target,
+            },
+        )
     order = Order(
         market_id=market_id,
         buyer_id=buyer.id,  # type: ignore[arg-type]
@@ -231,13 +254,21 @@ def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
     return order
 
 
+def public_status(order: Order) -> str:
+    """The order's status as shown: a seller-custody order collecting reports is
+    ``running`` (it waits in the queue between looks at its round)."""
+    if order.status == RunStatus.QUEUED and order.progress_stage == "collecting":
+        return RunStatus.RUNNING
+    return order.status
+
+
 def to_public(session: Session, order: Order) -> OrderPublic:
     """Return the status view of an order."""
     params = session.get(MarketParameters, order.parameters_id)
     return OrderPublic(
         id=order.id,  # type: ignore[arg-type]
         market_id=order.market_id,
-        status=order.status,
+        status=public_status(order),
         learner=order.learner,
         budget=ledgers.to_major(order.budget_minor),
         gamma=order.gamma,
@@ -322,17 +353,14 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
 
 def market_takes(market: Market, learner: str) -> bool:
     """Whether ``market`` can take an order for ``learner``: its task, partition and
-    missing values (``market.numerics.market_refusal``). Every rule a market puts on
-    its learners is one condition here."""
-    return (
-        numerics.market_refusal(
-            learner,
-            task=market.task,
-            partition=market.partition,
-            features=market.features,
-        )
-        is None
+    missing values (``market.numerics.market_refusal``) and its custody (a
+    seller-custody market takes only learners with a local protocol). Every rule a
+    market puts on its learners is one condition here."""
+    refusal = numerics.market_refusal(
+        learner, task=market.task, partition=market.partition, features=market.features
     )
+    custody = numerics.custody.takes_custody(learner, market.custody, market.partition)
+    return refusal is None and custody
 
 
 def list_learners(market: Market | None = None) -> LearnersPublic:
