@@ -230,7 +230,12 @@ PM.pages.buy = async function () {
 function showModel(model) {
   const privacy = model.privacy;
   PM.byId("guarantee").textContent = privacy.guarantee;
-  PM.byId("guarantee-text").textContent = GUARANTEES[privacy.guarantee] || "See the guarantees guide for this label.";
+  let text = GUARANTEES[privacy.guarantee] || "See the guarantees guide for this label.";
+  if (privacy.custody === "seller") {
+    // The records never left their sellers: the randomizer ran on the sellers' machines.
+    text = text.replace(/; the platform still holds the raw records\./, "; the records stayed with their sellers, who ran the randomizer on their own machines.");
+  }
+  PM.byId("guarantee-text").textContent = text;
   const eps = privacy.epsilon;
   PM.byId("privacy-summary").textContent =
     `${privacy.sellers_used} sellers used; ε per seller min ${PM.fmt(eps.min)}, ` +

@@ -126,7 +126,8 @@ function offerBody(records, cost, maxEps) {
 
 PM.setupNewOffer = function (markets) {
   const select = PM.byId("offer-market");
-  const horizontal = markets.items.filter((m) => m.partition !== "vertical");
+  // Markets that take records from the console: horizontal, records held by the platform.
+  const horizontal = markets.items.filter((m) => m.partition !== "vertical" && m.custody !== "seller");
   select.replaceChildren(...horizontal.map((m) => PM.el("option", { value: m.id }, `#${m.id} ${m.name} (${m.task})`)));
   const describe = () => {
     const m = horizontal.find((x) => String(x.id) === select.value);
@@ -159,7 +160,9 @@ PM.setupNewOffer = function (markets) {
 };
 
 PM.setupOfferActions = function (offer) {
-  if (offer.status !== "active" || offer.party) return;
+  // Records kept by their seller (or a party's column block) are not edited here.
+  const plain = (offer.records || []).length && offer.records.every((r) => Array.isArray(r.x) && r.key === undefined);
+  if (offer.status !== "active" || offer.party || !plain) return;
   PM.byId("offer-actions").hidden = false;
   PM.byId("new-cost").value = offer.reported_cost;
   PM.byId("new-max-eps").value = offer.max_epsilon ?? "";
