@@ -16,7 +16,6 @@ from api.deps import (
 from api.errors import ERROR_RESPONSES
 from api.links import ORDER_ACCEPTED
 from market import orders
-from market.models import RunStatus
 from market.schemas import (
     AllocationsPublic,
     OrderAccepted,
@@ -24,6 +23,7 @@ from market.schemas import (
     OrderPublic,
     Page,
 )
+from market.store import RunStatus
 
 router = APIRouter(
     tags=["orders"], responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 422)}
@@ -84,6 +84,18 @@ def get_order(
     """Return an order's status and progress (its buyer or an admin)."""
     return orders.to_public(
         session, orders.get_order_or_raise(session, order_id=order_id, account=account)
+    )
+
+
+@router.post("/orders/{order_id}:cancel", responses={409: ERROR_RESPONSES[409]})
+def cancel_order(
+    session: SessionDep, account: BuyerOrAdmin, order_id: OrderId
+) -> OrderPublic:
+    """Cancel an order (its buyer or an admin): a queued order ends ``cancelled`` at
+    once; a running one at its next stage boundary, before anything is settled.
+    Nothing is charged and nothing is paid; ``409`` if it already finished."""
+    return orders.to_public(
+        session, orders.cancel_order(session, order_id=order_id, account=account)
     )
 
 

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import pytest
 
 from api.main import create_app
-from market import accounts
+from market.access import accounts
 from market.config import Settings
-from market.db import session_scope
-from market.models import Role
+from market.store import Role, session_scope
 from tests.market.dbfixtures import (
     database_url,
     pg_schema,
@@ -28,7 +27,7 @@ __all__ = ["database_url", "pg_schema", "pg_tables_url", "sqlite_template"]
 
 
 TEST_KEY_SECRET = "test-only-api-key-secret-" + "0" * 16
-"""The API-key HMAC secret of test apps (required on PostgreSQL, see market.key_secret)."""
+"""The API-key HMAC secret of test apps (required on PostgreSQL, see market.access.key_secret)."""
 
 
 def fast_settings(url: str, **overrides: object) -> Settings:
@@ -157,3 +156,15 @@ def count_rows(api: Api, table: type) -> int:
 
     with Session(api.client.app.state.engine) as session:  # type: ignore[attr-defined]
         return int(session.exec(select(func.count()).select_from(table)).one())
+
+
+def seed_offers(world: World) -> None:
+    """Give the world's market two active offers (sellers A and B): the fewest an
+    order can be placed on."""
+    for i, seller in enumerate((world.seller_a, world.seller_b)):
+        r = world.api.client.post(
+            f"/v1/markets/{world.market_id}/offers",
+            headers=seller,
+            json=offer_body(x=[2.0 + 5 * i, 0.5 - i], y=1 - 2 * i),
+        )
+        assert r.status_code == 201, r.text

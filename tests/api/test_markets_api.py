@@ -6,11 +6,18 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from market import jobs as market_jobs
-from market.models import Job, Market, MarketParameters
-from market.pipeline import numerics
+from market import numerics
+from market.orders import jobs as market_jobs
 from market.runtime import job_runner, worker
-from tests.api.conftest import Api, World, count_rows, market_body, offer_body
+from market.store import Job, Market, MarketParameters
+from tests.api.conftest import (
+    Api,
+    World,
+    count_rows,
+    market_body,
+    offer_body,
+    seed_offers,
+)
 
 
 def test_admin_creates_market_with_documented_defaults(api: Api) -> None:
@@ -157,6 +164,7 @@ def test_patch_appends_a_parameters_version_and_orders_keep_theirs(
     world: World,
 ) -> None:
     c, mid = world.api.client, world.market_id
+    seed_offers(world)
     order = c.post(
         f"/v1/markets/{mid}/orders",
         headers=world.buyer_a,
@@ -338,7 +346,7 @@ def test_tradeoff_needs_a_validation_set(world: World) -> None:
 
 def _run_job(db_engine: Any, job_id: int) -> str:
     """Claim the queued job and run it to its end in this thread."""
-    from market.models import Job
+    from market.store import Job
 
     assert worker.claim(db_engine, Job, owner="test", lease_seconds=60) == job_id
     return job_runner.run_claimed_job(db_engine, job_id, owner="test", lease_seconds=60)

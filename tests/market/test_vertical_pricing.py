@@ -1,4 +1,4 @@
-"""The vertical market's pricing rule (README "Vertical markets"), audited with
+"""The vertical market's pricing rule (``docs/mathematics.md`` §7), audited with
 ``audit_incentives``: each party is one seller priced on its public coverage row with
 ``k = 1``; truthful reporting is a dominant strategy (IC regret ≈ 0), no party loses
 (IR), payments fit the budget, and every party gets the same ε."""
@@ -10,7 +10,7 @@ import pytest
 
 import mechanisms as mech
 from learners import SecureVerticalLogisticRegression
-from market.pipeline import numerics
+from market import numerics
 from market.schemas import MechanismSettings
 
 

@@ -1,0 +1,302 @@
+"""Offers (sellers): one active offer per seller per market, validated against the
+market's schema and stored both as submitted and scaled with the public bounds.
+
+Only the owner ever reads an offer's records. ``PUT`` replaces an offer (a new row,
+the old one marked ``replaced``) unless a running order uses it; ``DELETE`` withdraws
+it. Rows are never deleted, so finished orders keep the data they used.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from market import numerics
+from market.errors import (
+    ConflictError,
+    InvalidInputError,
+    InvalidTransitionError,
+    NotFoundError,
+)
+from market.offers import records, vertical
+from market.schemas import (
+    OfferCreate,
+    OfferPublic,
+    OfferSummaries,
+    OfferSummary,
+    RecordIn,
+)
+from market.store import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
+
+DUPLICATE = (
+    "you already have an active offer in this market; PUT /v1/offers/{id} replaces it"
+)
+
+
+RECORDS_PER_SELLER = {"classification": 1}
+"""Tasks whose mechanism takes exactly this many records per seller: the logistic
+mechanism prices one record per seller, so ``ε_i`` is then the seller's whole loss."""
+
+
+def validate_offer(
+    market: Market,
+    body: OfferCreate,
+    *,
+    check_cost: Callable[[float], None] | None = None,
+    schema: records.FeatureSchema | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Return an offer's records as submitted and as scaled (``records.scale_records``).
+
+    ``check_cost`` and ``schema``: the market's ``numerics.cost_checker`` and
+    ``records.feature_schema`` if the caller keeps them (else built for this call).
+
+    Raises
+    ------
+    InvalidInputError
+        A record or the reported cost does not fit the market (field and index named).
+    """
+    if vertical.is_vertical(market):
+        raw_v, scaled_v = vertical.validate_offer(market, body)
+        _check_cost(market, body.reported_cost, check_cost)
+        return raw_v, scaled_v
+    if body.party is not None:
+        raise InvalidInputError("party", "only vertical markets have parties")
+    for i, rec in enumerate(body.records):
+        if not isinstance(rec, RecordIn):
+            raise InvalidInputError(
+                f"records[{i}].key", "only vertical markets take record keys"
+            )
+    raw = [r.model_dump() for r in body.records]
+    per_seller = RECORDS_PER_SELLER.get(market.task)
+    if per_seller is not None and len(raw) != per_seller:
+        raise InvalidInputError(
+            "records",
+            f"a {market.task} market takes exactly {per_seller} record per seller",
+        )
+    X, y = records.scale_records(
+        raw,
+        features=market.features,
+        task=market.task,
+        target=market.target,
+        out_of_bounds=market.out_of_bounds,
+        schema=schema,
+    )
+    _check_cost(market, body.reported_cost, check_cost)
+    return raw, records.to_json(X, y)
+
+
+def _check_cost(
+    market: Market, cost: float, check_cost: Callable[[float], None] | None
+) -> None:
+    if check_cost is None:
+        numerics.check_reported_cost(market.cost_prior, cost)
+    else:
+        check_cost(cost)
+
+
+def _new_offer(
+    market: Market,
+    seller: Account,
+    body: OfferCreate,
+    *,
+    replaces_id: int | None = None,
+) -> Offer:
+    raw, scaled = validate_offer(market, body)
+    return Offer(
+        market_id=market.id,  # type: ignore[arg-type]
+        seller_id=seller.id,  # type: ignore[arg-type]
+        records=raw,
+        records_scaled=scaled,
+        n_records=len(raw),
+        reported_cost=body.reported_cost,
+        max_epsilon=body.max_epsilon,
+        replaces_id=replaces_id,
+        party=body.party,
+    )
+
+
+def active_offer(session: Session, *, market_id: int, seller_id: int) -> Offer | None:
+    """Return the seller's active offer in a market, if any."""
+    stmt = select(Offer).where(
+        Offer.market_id == market_id,
+        Offer.seller_id == seller_id,
+        Offer.status == OfferStatus.ACTIVE,
+    )
+    return session.exec(stmt).first()
+
+
+def create_offer(
+    session: Session, *, market: Market, seller: Account, body: OfferCreate
+) -> Offer:
+    """Validate, scale and store a seller's offer.
+
+    Raises
+    ------
+    InvalidInputError
+        A record or the reported cost does not fit the market (field and index named).
+    ConflictError
+        The seller already has an active offer in this market.
+    """
+    offer = _new_offer(market, seller, body)
+    if (
+        active_offer(session, market_id=offer.market_id, seller_id=offer.seller_id)
+        is not None
+    ):
+        raise ConflictError(DUPLICATE)
+    _require_party_free(session, offer)
+    session.add(offer)
+    try:
+        session.commit()
+    except IntegrityError as exc:  # a concurrent POST won the unique index
+        session.rollback()
+        raise ConflictError(DUPLICATE) from exc
+    return offer  # id and defaults are set at flush: no refresh (another transaction)
+
+
+def _require_party_free(
+    session: Session, offer: Offer, *, replacing: int | None = None
+) -> None:
+    """One active offer per party of a vertical market (each party is one seller)."""
+    if offer.party is None:
+        return
+    stmt = select(Offer).where(
+        Offer.market_id == offer.market_id,
+        Offer.party == offer.party,
+        Offer.status == OfferStatus.ACTIVE,
+    )
+    other = session.exec(stmt).first()
+    if other is not None and other.id != replacing:
+        raise ConflictError(
+            f"party {offer.party!r} already has an active offer in this market"
+        )
+
+
+def get_own_offer_or_raise(
+    session: Session, *, offer_id: int, seller: Account
+) -> Offer:
+    """Return the offer if ``seller`` owns it; ``NotFoundError`` otherwise (no leak)."""
+    offer = session.get(Offer, offer_id)
+    if offer is None or offer.seller_id != seller.id:
+        raise NotFoundError(f"offer {offer_id} not found")
+    return offer
+
+
+def offers_in_use(session: Session, *, market_id: int) -> set[int] | None:
+    """Return ids of offers used by running orders; ``None`` means "possibly all".
+
+    A running order that has not yet recorded its ``offer_ids`` snapshot may use any
+    active offer of the market.
+    """
+    stmt = select(Order.offer_ids).where(
+        Order.market_id == market_id, Order.status == RunStatus.RUNNING
+    )
+    used: set[int] = set()
+    for snapshot in session.exec(stmt).all():
+        if snapshot is None:
+            return None
+        used.update(int(i) for i in snapshot)
+    return used
+
+
+def _require_replaceable(session: Session, offer: Offer) -> None:
+    if offer.status != OfferStatus.ACTIVE:
+        raise InvalidTransitionError(f"offer {offer.id} is {offer.status}, not active")
+    used = offers_in_use(session, market_id=offer.market_id)
+    if used is None or offer.id in used:
+        raise ConflictError(
+            f"offer {offer.id} is used by a running order; retry when it finishes"
+        )
+
+
+def replace_offer(
+    session: Session, *, offer_id: int, seller: Account, body: OfferCreate
+) -> Offer:
+    """Replace an active offer by a new one (returned, with ``replaces_id`` set).
+
+    Raises
+    ------
+    NotFoundError, InvalidInputError
+    InvalidTransitionError
+        The offer is withdrawn or already replaced.
+    ConflictError
+        A running order uses the offer.
+    """
+    old = get_own_offer_or_raise(session, offer_id=offer_id, seller=seller)
+    market = session.get(Market, old.market_id)
+    assert market is not None
+    new = _new_offer(market, seller, body, replaces_id=old.id)
+    _require_replaceable(session, old)
+    _require_party_free(session, new, replacing=old.id)
+    old.status = OfferStatus.REPLACED
+    old.updated_at = utcnow()
+    session.add(old)
+    session.flush()  # free the unique "active" slot before inserting the new offer
+    session.add(new)
+    try:
+        session.commit()
+    except IntegrityError as exc:
+        session.rollback()
+        raise ConflictError("the offer was changed concurrently; retry") from exc
+    session.refresh(new)
+    return new
+
+
+def withdraw_offer(session: Session, *, offer_id: int, seller: Account) -> Offer:
+    """Withdraw an active offer; future orders no longer use it.
+
+    Raises
+    ------
+    NotFoundError
+    InvalidTransitionError
+        The offer is not active.
+    """
+    offer = get_own_offer_or_raise(session, offer_id=offer_id, seller=seller)
+    if offer.status != OfferStatus.ACTIVE:
+        raise InvalidTransitionError(f"offer {offer.id} is {offer.status}, not active")
+    offer.status = OfferStatus.WITHDRAWN
+    offer.updated_at = utcnow()
+    session.add(offer)
+    session.commit()
+    session.refresh(offer)
+    return offer
+
+
+def list_active_offers(session: Session, *, market_id: int) -> list[Offer]:
+    """Return the market's active offers in id order (the pipeline's input)."""
+    stmt = (
+        select(Offer)
+        .where(Offer.market_id == market_id, Offer.status == OfferStatus.ACTIVE)
+        .order_by(col(Offer.id))
+    )
+    return list(session.exec(stmt).all())
+
+
+def list_own_offers(session: Session, *, seller_id: int) -> OfferSummaries:
+    """Return every offer of a seller (any status), newest first, without records."""
+    stmt = (
+        select(Offer).where(Offer.seller_id == seller_id).order_by(col(Offer.id).desc())
+    )
+    return OfferSummaries(
+        items=[
+            OfferSummary.model_validate(o, from_attributes=True)
+            for o in session.exec(stmt).all()
+        ]
+    )
+
+
+def to_public(offer: Offer) -> OfferPublic:
+    """Return the owner's view of an offer (with the records as submitted)."""
+    return OfferPublic(
+        id=offer.id,  # type: ignore[arg-type]
+        market_id=offer.market_id,
+        seller_id=offer.seller_id,
+        status=offer.status,
+        reported_cost=offer.reported_cost,
+        max_epsilon=offer.max_epsilon,
+        n_records=offer.n_records,
+        records=offer.records,
+        replaces_id=offer.replaces_id,
+        party=offer.party,
+        created_at=offer.created_at,
+    )

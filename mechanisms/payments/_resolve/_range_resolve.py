@@ -1,0 +1,270 @@
+"""Lean payment re-solves under the default rule (candidate-model range).
+
+A payment sweep re-solves the allocation with one seller's ``Ψ_i`` raised. Under the
+default rule (:mod:`mechanisms.allocation._range._candidate_range`) the re-solve is the
+branch-and-bound of :func:`~mechanisms.allocation._range._candidate_range.solve_in_range`
+from the base's closed search, its points mostly O(1) one-seller updates of cached
+summaries. What the full path (:func:`mechanisms.allocation._eta_search.solve_allocation` with
+``warm_start=base``) adds around it is O(m) per re-solve and not needed by the sweep:
+the models' and the seed's checks against the base (``np.array_equal`` over ``X``,
+``Ψ ≥ Ψ_base`` over all sellers), the ``η`` bounds and cap constants (functions of the
+caps only), the full weights ``a``, the KKT residuals over all ``m`` sellers, the
+curvature slack of every seller and the :class:`~mechanisms.result.Allocation`.
+:class:`RangeResolver` does those once per base and returns, per re-solve, only
+seller ``i``'s ``ε_i^total``, the certificate values and the optimum's ``(j, η, A, s)``
+(from which the whole ``a = clip(A − s r_j, 0, h)`` — hence the active signature — is
+re-derived on demand).
+
+Same search, same optimum: :func:`resolve_one_seller` runs the very branch-and-bound
+and polish of the full path (so its point equals the full path's to floating point;
+where every cap is ``k/m`` it runs compiled, the same search to the bit and about
+ten times faster: :mod:`~mechanisms.allocation._range._one_seller_search`),
+and its result is used only when the range search closed and the KKT residuals are
+below ``KKT_TOL`` — exactly when the full path returns status ``"optimal"``; otherwise
+the caller runs the full path. KKT residuals without the O(m) pass (spec §4.1, a-block
+of the a-step, ``_weights_step``): at ``a = clip(A − s r, 0, h)`` the gradient of the
+a-block is ``g_k = r_k + μ a_k/‖a‖``; with the multiplier ``τ = A/s`` a free seller has
+``g_k − τ = (ρ − 1) a_k/s`` (``ρ = μs/‖a‖``), a seller at 0 has ``g_k = r_k ≥ τ``, and
+one at its cap ``h_k ≤ A − s r_k`` has ``g_k − τ ≤ (ρ − 1) h_k/s``: the residual is at
+most ``|ρ − 1|·max h/s/(1 + |τ|)``. Every evaluation (the compiled a-step or the
+one-seller update) is accepted only with ``|‖a‖ − μs| ≤ 1e-9·max(1, μs)``, which bounds
+``|ρ − 1|``. The ``η``-block residual is ``|∂G/∂η|·η/(1 + |G|)`` with
+``∂G/∂η = γΨᵀa − σ/η²`` — the point's slope — where no ``ε_k^max`` binds at ``η``;
+otherwise (and where the a-step fell back to the NumPy solver) the O(m)
+:func:`~mechanisms.allocation._eta_search.kkt_residuals` runs as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mechanisms.allocation._blas import single_blas_thread
+from mechanisms.allocation._block_solver import BlockSolution
+from mechanisms.allocation._eta_search import KKT_TOL, eta_bounds, kkt_residuals
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._candidate_range import (
+    CandidateModels,
+    CompiledResolve,
+    RangePoint,
+    RangeSeed,
+    SearchConsts,
+    compiled_resolve,
+    resolve_one_seller,
+    search_consts,
+)
+from mechanisms.result import Allocation
+
+FloatArray = NDArray[np.float64]
+CHECK_RTOL = 1e-9  # |‖a‖ − μs| ≤ CHECK_RTOL·max(1, μs) for every accepted a-step
+
+
+@dataclass(frozen=True, slots=True)
+class LeanSolve:
+    """One payment re-solve, without the O(m) parts of an :class:`Allocation`.
+
+    ``epsilon_total``, ``a_i``, ``h_i``: seller ``i``'s guarantee, weight and cap;
+    ``(j, eta, A, s)``: the optimum (model, ``η`` and the a-step's multipliers);
+    ``status``, ``kkt``, ``gap``: what :func:`allocation_check` would read from the
+    full path's allocation (``gap`` relative to ``1 + |G|``).
+    """
+
+    index: int
+    psi_i: float
+    epsilon_total: float
+    a_i: float
+    h_i: float
+    j: int
+    eta: float
+    A: float
+    s: float
+    value: float
+    status: str
+    kkt: float
+    gap: float
+
+
+@dataclass(eq=False)
+class RangeResolver:
+    """The base's models, seed, ``η`` bounds and cap constants, checked once, for every
+    re-solve of one payment job in this process (:func:`range_resolver`)."""
+
+    prob: Problem
+    base: Allocation
+    models: CandidateModels
+    seed: RangeSeed
+    bounds: tuple[float, float]
+    consts: SearchConsts
+    compiled: CompiledResolve | None = None
+    _signature: bytes | None = None
+    # per thread (sellers may run in threads of one process, e.g. Dask's): a copy of
+    # the base Ψ with one entry changed during a re-solve
+    _local: threading.local = dataclasses.field(default_factory=threading.local)
+
+    @property
+    def psi_work(self) -> FloatArray:
+        buf: FloatArray | None = getattr(self._local, "psi", None)
+        if buf is None:
+            buf = np.array(self.seed.psi, dtype=float)
+            self._local.psi = buf
+        return buf
+
+    @single_blas_thread
+    def solve(self, i: int, psi_i: float) -> LeanSolve | None:
+        """Seller ``i`` re-solved at ``Ψ_i = psi_i ≥`` its base value; ``None`` when
+        the full path must run (a lower ``Ψ_i``, or the search did not certify)."""
+        base_psi = float(self.seed.psi[i])
+        if not psi_i >= base_psi:
+            return None
+        work = self.psi_work
+        work[i] = psi_i
+        try:
+            prob = dataclasses.replace(self.prob, psi=work)
+            lo, hi = self.bounds
+            out = resolve_one_seller(
+                prob, self.models, lo, hi, self.seed, i, self.consts,
+                compiled=self.compiled,
+            )  # fmt: skip
+            if not out.closed:
+                return None
+            pt = out.best
+            kkt = self._kkt(prob, pt, out.search.weights)
+            if not kkt <= KKT_TOL:
+                return None
+            a_i, h_i = self._own_weight(pt, i, psi_i)
+        finally:
+            work[i] = base_psi
+        cfg = self.prob.cfg
+        eps = a_i * pt.eta
+        if cfg.curvature_overhead:  # learners.privacy.curvature_slack, one seller
+            eps = eps + float(2.0 * np.log1p(np.float64(a_i) / (4.0 * cfg.lam)))
+        gap = max(pt.value - out.lower_bound, 0.0) / (1.0 + abs(pt.value))
+        assert pt.state is not None or pt.a is not None
+        A, s = (pt.state.A, pt.state.s) if pt.state is not None else (math.nan,) * 2
+        return LeanSolve(
+            i, psi_i, float(eps), a_i, h_i, pt.j, pt.eta, A, s, pt.value,
+            "optimal", kkt, gap,
+        )  # fmt: skip
+
+    def _own_weight(self, pt: RangePoint, i: int, psi_i: float) -> tuple[float, float]:
+        """``(a_i, h_i)`` at the optimum, as ``_Search.weights`` and ``Problem.caps``
+        compute them (same floating-point operations)."""
+        cfg = self.prob.cfg
+        h_i = float(min(cfg.k / self.prob.m, self.prob.eps_max[i] / pt.eta))
+        if pt.a is not None:
+            return float(pt.a[i]), h_i
+        assert pt.state is not None
+        r_i = self.models.losses[pt.j][i] + (cfg.gamma * pt.eta) * np.float64(psi_i)
+        a_i = float(np.clip(pt.state.A - pt.state.s * r_i, 0.0, h_i))
+        return a_i, h_i
+
+    def _kkt(
+        self,
+        prob: Problem,
+        pt: RangePoint,
+        weights: Callable[[RangePoint], FloatArray],
+    ) -> float:
+        """The largest block KKT residual at ``pt`` (module docstring): O(1) where no
+        ``ε_k^max`` binds at ``η`` and the compiled a-step gave ``(A, s)``."""
+        cfg, c = prob.cfg, self.consts
+        lo, hi = self.bounds
+        eta = pt.eta
+        no_held = c.fixed_caps or c.eps_bind / eta >= c.kcap
+        st = pt.state
+        if no_held and pt.a is None and st is not None and st.s > 0.0 and cfg.mu > 0:
+            ms = cfg.mu * st.s
+            tol = CHECK_RTOL * max(1.0, ms)
+            norm_lo = ms - tol
+            if norm_lo > 0.0:
+                tau = st.A / st.s
+                r_a = (tol / norm_lo) * (c.kcap / st.s) / (1.0 + abs(tau))
+                dG = pt.slope
+                if (eta >= hi * (1 - 1e-9) and dG < 0) or (
+                    eta <= lo * (1 + 1e-9) and dG > 0
+                ):
+                    r_eta = 0.0
+                else:
+                    r_eta = abs(dG) * eta / (1.0 + abs(pt.value))
+                return max(r_a, r_eta)
+        # The O(m) residuals of the full path.
+        a = weights(pt)
+        w = self.models.W[pt.j]
+        sol = BlockSolution(eta, w, a, pt.value, pt.value, 1, True, pt.state)
+        k = kkt_residuals(prob, sol, lo, hi, model_losses=self.models.losses[pt.j])
+        return max(k.a, k.eta)
+
+    def weights(self, lean: LeanSolve) -> FloatArray:
+        """The whole ``a`` of a re-solve (O(m)): ``clip(A − s r_j, 0, h)``."""
+        cfg = self.prob.cfg
+        psi = self.prob.psi.copy()
+        psi[lean.index] = lean.psi_i
+        r = self.models.losses[lean.j] + (cfg.gamma * lean.eta) * psi
+        a = np.clip(lean.A - lean.s * r, 0.0, self.prob.caps(lean.eta))
+        return np.asarray(a, dtype=float)
+
+    def signature(self, lean: LeanSolve) -> bytes:
+        """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
+        return bound_status(self.weights(lean), self.prob.caps(lean.eta))
+
+    def base_signature(self) -> bytes:
+        """``active_signature`` of the base (computed once per job and process)."""
+        if self._signature is None:
+            a = np.asarray(self.base.weights)
+            if self.base.eta <= 0:
+                self._signature = bytes(a.size)
+            else:
+                self._signature = bound_status(a, self.prob.caps(self.base.eta))
+        return self._signature
+
+
+def bound_status(a: FloatArray, caps: FloatArray) -> bytes:
+    """Which bound each ``a_j`` sits at (0: at zero, 1: free, 2: at its cap ``h_j``),
+    one byte per seller: the active signature of a payment sweep."""
+    status = np.where(a <= 1e-12, 0, np.where(a >= caps * (1 - 1e-9), 2, 1))
+    return bytes(status.astype(np.uint8).tobytes())
+
+
+def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:
+    """The lean re-solver of ``base`` (one per base and process: kept with the seed's
+    one-seller cache), or ``None`` when the base is not a certified optimum of the
+    default rule whose models and seed belong to ``prob``'s records and settings.
+
+    The resolver is returned at once for the problem object it was built for (every
+    seller of one payment job). Another object — a second payment call on the same
+    base — passes the O(m) checks once and takes its place, keeping the compiled
+    search's summaries, which depend on the seed and on ``Ψ`` only."""
+    cert = base.certificate
+    if cert is None or cert.rule != "candidate_models" or not base.certified:
+        return None
+    seed = cert.range_seed
+    models = cert.models
+    if not isinstance(seed, RangeSeed) or seed.cache is None:
+        return None
+    cached = seed.cache.resolver
+    if not (isinstance(cached, RangeResolver) and cached.base is base):
+        cached = None
+    elif cached.prob is prob:
+        return cached
+    if not isinstance(models, CandidateModels) or not models.matches(prob):
+        return None
+    if prob.cfg.mode != "default" or prob.cfg.u != "linear":
+        return None
+    if seed.models is not models or not np.array_equal(seed.psi, prob.psi):
+        return None
+    bounds = eta_bounds(prob)
+    if bounds is None or bounds != seed.bounds:
+        return None
+    consts = search_consts(prob, models, bounds[1])
+    if cached is not None:  # same seed, records, caps, settings and Ψ as this one
+        compiled = cached.compiled
+    else:
+        compiled = compiled_resolve(prob, models, seed, consts)
+    out = RangeResolver(prob, base, models, seed, bounds, consts, compiled)
+    seed.cache.resolver = out
+    return out

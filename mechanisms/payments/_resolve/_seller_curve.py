@@ -1,0 +1,327 @@
+"""One seller's allocation curve ``s ↦ ε_i(s, c_-i)`` (spec ``mechanism.md`` §5).
+
+``ε_i(s)`` re-solves the allocation with seller ``i``'s virtual cost set to ``Ψ̄(s)`` and
+**everything else frozen** (configuration incl. ``γ``, the ``η`` grid, the other
+reports): what :func:`mechanisms.allocate` returns for that report. Every evaluation is
+cached with its solution and active set, so the critical-cost search
+(:mod:`mechanisms.payments._critical_cost`), the kink locators (:mod:`mechanisms.payments._kinks`) and the
+quadrature share them and the sweep can be audited for monotonicity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem, utility
+from mechanisms.allocation._range._certify import Node
+from mechanisms.payments._resolve._local_resolve import local_resolve
+from mechanisms.payments._resolve._range_resolve import (
+    LeanSolve,
+    RangeResolver,
+    bound_status,
+    range_resolver,
+)
+from mechanisms.priors import CostPrior
+from mechanisms.result import Allocation
+
+FloatArray = NDArray[np.float64]
+Solver = Callable[..., Allocation]
+
+
+@dataclass(eq=False)
+class SellerCurve:
+    """``s ↦ ε_i^total(s)`` for one seller with every evaluation cached and recorded.
+
+    ``solver`` is :func:`solve_allocation` (a hook only for planted-bug tests).
+    The shortcut is taken only when the base allocation is certified and
+    each shortcut result carries its own closed range certificate
+    (:func:`mechanisms.payments._resolve._local_resolve.local_resolve`); ``checks`` records every
+    evaluation's status, KKT residual and certified gap for the seller's certificate.
+    Full re-solves are **cold** (``warm_full=False``), i.e. exactly what
+    :func:`mechanisms.allocate` returns for the changed report: ``G`` is not convex in
+    ``a``, and a search warm-started from the base can stay on a worse local optimum
+    than the cold one (measured: a seller kept at ε ≈ 4.3 by the warm search where the
+    cold one excludes it with a lower ``G``), which would pay for a rule the market
+    does not run. With ``fast`` (default) a re-solve first tries the certified shortcut of
+    :mod:`mechanisms.payments._resolve._local_resolve`, with lower bounds on the grid values from the
+    full solves seen so far; the full search runs whenever the certificate fails.
+    ``checkpoint`` (optional) is called before every re-solve; what it raises ends
+    the sweep (cooperative cancellation, ``PaymentJob.checkpoint``).
+    Under the default rule (candidate-model range) a re-solve with ``Ψ_i`` raised is
+    the lean one of :mod:`mechanisms.payments._resolve._range_resolve`: the same
+    certified range search, returning seller ``i``'s values and the optimum's
+    ``(j, η, A, s)`` instead of an O(m) allocation; it counts as a shortcut
+    (``fast_keys``), so the verified sample cross-checks it against the full path
+    (:meth:`verify_fast`). Active signatures are derived from it only when the kink
+    locators ask (:meth:`signature`; :meth:`own_status` and :meth:`cap_slack` are
+    O(1)).
+    """
+
+    prob: Problem
+    base: Allocation
+    prior: CostPrior
+    index: int
+    report: float
+    solver: Solver = solve_allocation
+    cache: dict[float, float] = field(default_factory=dict)
+    signatures: dict[float, bytes] = field(default_factory=dict)
+    fast: bool = True
+    warm_full: bool = False
+    profiles: dict[float, FloatArray] = field(default_factory=dict)
+    points: dict[float, tuple[FloatArray, FloatArray, float]] = field(
+        default_factory=dict
+    )
+    fast_keys: set[float] = field(default_factory=set)
+    # Per evaluated report: (status, max KKT residual, relative range gap or None).
+    checks: dict[float, tuple[str, float, float | None]] = field(default_factory=dict)
+    checkpoint: Callable[[], None] | None = None
+    nodes: dict[float, Node] | None = None  # the base's stale certified nodes
+    # Re-solves by the lean path of the default rule (mechanisms.payments._resolve.
+    # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
+    lean: dict[float, LeanSolve] = field(default_factory=dict)
+    resolver: RangeResolver | None = None
+
+    def __post_init__(self) -> None:
+        if self.base.profile is not None:
+            psi_c = float(self.base.virtual_costs[self.index])
+            self.profiles[psi_c] = np.asarray(self.base.profile.grid_values)
+        self.points[float(self.report)] = (
+            self.base.w,
+            self.base.weights,
+            self.base.eta,
+        )
+        self.cache[float(self.report)] = float(self.base.epsilon_total[self.index])
+        if self.resolver is None and self.solver is solve_allocation:
+            self.resolver = range_resolver(self.prob, self.base)
+        # the base's active signature is computed when asked (signature())
+
+    def epsilon(self, s: float) -> float:
+        """Seller ``i``'s total guarantee ``ε_i^total`` when it reports ``s``."""
+        s = float(s)
+        hit = self.cache.get(s)
+        if hit is not None:
+            return hit
+        if self.checkpoint is not None:
+            self.checkpoint()
+        psi_i = float(self.prior.virtual_cost(s))
+        if self.fast and self.resolver is not None:
+            lean = self.resolver.solve(self.index, psi_i)
+            if lean is not None:
+                self.lean[s] = lean
+                self.fast_keys.add(s)
+                self.checks[s] = (lean.status, lean.kkt, lean.gap)
+                self.cache[s] = lean.epsilon_total
+                return lean.epsilon_total
+        psi = self.prob.psi.copy()
+        psi[self.index] = psi_i
+        alloc = self._solve(dataclasses.replace(self.prob, psi=psi), s)
+        val = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
+        self.checks[s] = allocation_check(alloc)
+        self.cache[s] = val
+        self.signatures[s] = active_signature(self.prob, alloc)
+        return val
+
+    def _solve(self, prob: Problem, s: float) -> Allocation:
+        """The frozen rule at ``prob``: the certified shortcut of
+        :mod:`mechanisms.payments._resolve._local_resolve` when it applies, else the full search."""
+        # The candidate-model rule reuses the base's models (cost-independent, so
+        # identical to recomputing them): always pass the base there.
+        reuse = getattr(self.base.certificate, "models", None) is not None
+        warm = self.base if self.warm_full or reuse else None
+        if self.solver is not solve_allocation:
+            return self.solver(prob, warm_start=warm)
+        psi_i = float(prob.psi[self.index])
+        shortcut = self.base.profile is not None  # local_resolve declines otherwise
+        if shortcut and self.fast and psi_i >= self.base.virtual_costs[self.index]:
+            out = local_resolve(
+                prob,
+                self.base,
+                lower_bounds=self._lower_bounds(psi_i),
+                start=self._nearest_point(s),
+                nodes=self.nodes,
+            )
+            if out is not None:
+                self.points[s] = (out.w, out.weights, out.eta)
+                self.fast_keys.add(s)
+                return out
+        alloc = solve_allocation(prob, warm_start=warm)
+        if alloc.profile is not None:
+            self.profiles[psi_i] = np.asarray(alloc.profile.grid_values)
+        if alloc.success:
+            self.points[s] = (alloc.w, alloc.weights, alloc.eta)
+        return alloc
+
+    @property
+    def n_fast(self) -> int:
+        return len(self.fast_keys)
+
+    def verify_fast(
+        self, n_check: int = 3, *, points: list[float] | None = None
+    ) -> float:
+        """Re-solve shortcut points with the full search and keep the full values;
+        return the largest ``|Δε_i|`` found (0 if none was taken by the shortcut).
+
+        ``points`` (default: up to ``n_check`` shortcut points spread over ``s``). The
+        shortcut follows the local optimum the base sits on; the full search may switch
+        to another one (``G`` is not convex in ``a``), so this checks that the curve
+        integrated is the rule's curve.
+        """
+        keys = sorted(self.fast_keys)
+        if points is None:
+            if not keys:
+                return 0.0
+            idx = np.linspace(0, len(keys) - 1, n_check).round()
+            points = sorted({keys[int(j)] for j in idx})
+        worst = 0.0
+        for s in points:
+            if s not in self.fast_keys:
+                continue
+            old = self.cache.pop(s)
+            self.checks.pop(s, None)
+            self.lean.pop(s, None)
+            self.fast_keys.discard(s)
+            fast, self.fast = self.fast, False
+            try:
+                worst = max(worst, abs(self.epsilon(s) - old))
+            finally:
+                self.fast = fast
+        return worst
+
+    def drop_fast(self) -> None:
+        """Forget every shortcut evaluation and stop using the shortcut."""
+        for s in self.fast_keys:
+            self.cache.pop(s, None)
+            self.signatures.pop(s, None)
+            self.points.pop(s, None)
+            self.checks.pop(s, None)
+            self.lean.pop(s, None)
+        self.fast_keys.clear()
+        self.fast = False
+
+    def _lower_bounds(self, psi_i: float) -> FloatArray | None:
+        """Lower bounds on the grid values at ``Ψ_i = psi_i``: each ``P_j`` is concave
+        (a minimum of affine functions of ``Ψ_i``) and non-decreasing in ``Ψ_i``, so it
+        lies above the chord between the nearest fully solved ``Ψ`` on either side,
+        and above its value at the nearest one below."""
+        below = [p for p in self.profiles if p <= psi_i]
+        above = [p for p in self.profiles if p >= psi_i]
+        if not below:
+            return None
+        pa = max(below)
+        if not above:
+            return self.profiles[pa]
+        pb = min(above)
+        if pb == pa:
+            return self.profiles[pa]
+        t = (psi_i - pa) / (pb - pa)
+        return (1 - t) * self.profiles[pa] + t * self.profiles[pb]
+
+    def _nearest_point(self, s: float) -> tuple[FloatArray, FloatArray, float] | None:
+        """Start for a re-solve at ``s``: the solution at the nearest evaluated report,
+        or the linear inter/extrapolation in ``s`` of the two nearest (``(w, a, η)`` are
+        smooth in ``s`` between kinks), kept when ``η`` stays positive."""
+        if not self.points:
+            return None
+        near = sorted(self.points, key=lambda v: abs(v - s))[:2]
+        p0 = self.points[near[0]]
+        if len(near) < 2 or near[1] == near[0]:
+            return p0
+        p1 = self.points[near[1]]
+        t = (s - near[0]) / (near[1] - near[0])
+        eta = p0[2] + t * (p1[2] - p0[2])
+        if not eta > 0.0:
+            return p0
+        w = p0[0] + t * (p1[0] - p0[0])
+        a = np.maximum(p0[1] + t * (p1[1] - p0[1]), 0.0)
+        return w, a, float(eta)
+
+    def signature(self, s: float) -> bytes:
+        """Active set (0: at zero, 1: free, 2: at its cap) of every seller at ``s``."""
+        s = float(s)
+        self.epsilon(s)
+        sig = self.signatures.get(s)
+        if sig is None:
+            lean = self.lean.get(s)
+            if lean is not None and self.resolver is not None:
+                sig = self.resolver.signature(lean)
+            elif s == float(self.report) and self.resolver is not None:
+                sig = self.resolver.base_signature()
+            else:
+                sig = active_signature(self.prob, self.base)
+            self.signatures[s] = sig
+        return sig
+
+    def own_status(self, s: float) -> int:
+        """Seller ``i``'s own entry of :meth:`signature` (O(1) on the lean path)."""
+        s = float(s)
+        self.epsilon(s)
+        lean = self.lean.get(s)
+        if lean is not None:
+            a_i, h_i = lean.a_i, lean.h_i
+        elif s == float(self.report) and self.base.eta > 0:
+            a_i = float(self.base.weights[self.index])
+            h_i = float(
+                min(
+                    self.prob.cfg.k / self.prob.m,
+                    self.prob.eps_max[self.index] / self.base.eta,
+                )
+            )
+        else:
+            return int(self.signature(s)[self.index])
+        return 0 if a_i <= 1e-12 else (2 if a_i >= h_i * (1 - 1e-9) else 1)
+
+    def cap_slack(self, s: float) -> float:
+        """``h_i − a_i`` at report ``s`` (NaN when the re-solve there failed)."""
+        s = float(s)
+        self.epsilon(s)
+        lean = self.lean.get(s)
+        if lean is not None:
+            return lean.h_i - lean.a_i
+        point = self.points.get(s)
+        if point is None:
+            return float("nan")
+        _w, a, eta = point
+        return float(self.prob.caps(eta)[self.index] - a[self.index])
+
+    def u(self, s: float) -> float:
+        """``u(ε_i(s))`` — the integrand of the Myerson payment."""
+        return float(utility(np.array([self.epsilon(s)]), self.prob.cfg)[0])
+
+    @property
+    def n_solves(self) -> int:
+        return len(self.cache) - 1
+
+    def monotonicity_violation(self) -> float:
+        """Largest ``ε(s') − ε(s)`` over evaluated ``s < s'`` (0 for a non-increasing
+        sweep): the worst upward violation of the allocation's monotonicity."""
+        if len(self.cache) < 2:
+            return 0.0
+        s = np.array(sorted(self.cache))
+        e = np.array([self.cache[v] for v in s])
+        running_min = np.minimum.accumulate(e)
+        return float(max(0.0, float((e[1:] - running_min[:-1]).max())))
+
+
+def allocation_check(alloc: Allocation) -> tuple[str, float, float | None]:
+    """``(status, max KKT residual, relative certified gap or None)`` of a solve."""
+    cert = alloc.certificate
+    gap = None
+    if cert is not None and cert.range_checked and np.isfinite(cert.gap):
+        gap = float(cert.gap) / (1.0 + abs(alloc.mode_objective or alloc.objective))
+    kkt = alloc.kkt.max()
+    return str(alloc.status), float(kkt) if np.isfinite(kkt) else float("inf"), gap
+
+
+def active_signature(prob: Problem, alloc: Allocation) -> bytes:
+    """Which bound each ``a_j`` sits at. Between changes of this signature the KKT
+    system is smooth in ``s``, so ``ε_i(s)`` is smooth; its kinks sit at changes."""
+    a = np.asarray(alloc.weights)
+    if alloc.eta <= 0:
+        return bytes(a.size)
+    return bound_status(a, prob.caps(alloc.eta))
