@@ -321,7 +321,6 @@ class LDPMissingProtocol(LocalProtocol):
         est.n_features_in_ = self.k
         est.alpha_ = None if self.alpha is None else self.alpha.copy()
         est.p_min_ = None if self.r_hat is None else float(self.r_hat.min())
-        est.n_guarded_ = 0
         est.privacy_report_ = self._report()
 
     def _report(self) -> PrivacyReport:
