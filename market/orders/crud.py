@@ -33,6 +33,8 @@ from market.schemas import (
 from market.store import (
     Account,
     Allocation,
+    CollectionStatus,
+    CustodyRun,
     Market,
     MarketParameters,
     Offer,
@@ -156,7 +158,6 @@ def place_order(
             return found, False
     budget_minor, learner_params = _validate(market, body)
     _check_gamma_choosable(market, body)
-    _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
     if market.custody == "seller" and market.partition != "vertical":
         numerics.custody.check_clear_features(
@@ -172,6 +173,7 @@ def place_order(
                 "target": market.target,
             },
         )
+    _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     order = Order(
         market_id=market_id,
         buyer_id=buyer.id,  # type: ignore[arg-type]
@@ -223,9 +225,19 @@ def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
     NotFoundError
         No such order visible to ``account``.
     ConflictError
-        The order already finished (``succeeded`` or ``failed``).
+        The order already finished (``succeeded`` or ``failed``), or it is a
+        seller-custody order collecting reports.
     """
     order = get_order_or_raise(session, order_id=order_id, account=account)
+    custody = session.get(CustodyRun, order_id)
+    if custody is not None and custody.status == CollectionStatus.COLLECTING:
+        # Sellers may already have disclosed reports, whose ε must be accounted:
+        # the collection runs to its end (sellers who did not answer are neither
+        # paid nor charged).
+        raise ConflictError(
+            f"order {order_id} is collecting reports from its sellers; a collecting "
+            "order cannot be cancelled"
+        )
     now = utcnow()
     queued = (
         sa.update(Order)
