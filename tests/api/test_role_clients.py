@@ -137,3 +137,19 @@ def test_refusals_are_api_errors_naming_the_field(server: tuple[str, str]) -> No
 def test_stage_words() -> None:
     assert stage_words("choosing_gamma") == "choosing γ for the budget"
     assert stage_words("some_new_stage") == "some new stage"
+
+
+def test_the_progress_bar_shows_the_stage_in_words_and_the_percentage() -> None:
+    from api.client.buyer import _TqdmProgress
+
+    bar = _TqdmProgress()
+    bar(
+        {
+            "id": 7,
+            "status": "running",
+            "progress": {"stage": "payments", "fraction": 0.5},
+        }
+    )
+    assert bar.bar.n == 50
+    assert bar.bar.desc.startswith("order 7: computing the sellers' payments")
+    bar.close()
