@@ -11,7 +11,8 @@ one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
 regression :class:`SecureVerticalLogisticRegression` (subpackage
 :mod:`learners.secure_vertical`); the user-level LDP sparse linear regression
 :class:`ULDPSparseLinearRegression` (subpackage :mod:`learners.uldp_sparse`); their
-:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; the per-record
+:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend` (and
+:class:`NonPrivateFitWarning` when a fit ran without ε); the per-record
 accounting :func:`curvature_slack` and :func:`total_epsilon`; and the losses.
 """
 
@@ -21,6 +22,7 @@ from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
 from learners.onebit_quantile import OneBitQuantileRegression
 from learners.privacy import (
     GUARANTEES,
+    NonPrivateFitWarning,
     PrivacyReport,
     PrivacySpend,
     StageSpend,
@@ -53,6 +55,7 @@ __all__ = [
     "LearnerRegistry",
     "LearnerSpec",
     "LogisticLoss",
+    "NonPrivateFitWarning",
     "OneBitQuantileRegression",
     "OrderableLearner",
     "ParamError",
