@@ -20,6 +20,7 @@ MODULES = [
     "learners.onebit_quantile._randomizers",
     "learners.onebit_quantile._transform",
     "learners.secure_vertical._estimator",
+    "learners.uldp_sparse._defaults",
     "learners.uldp_sparse._estimator",
     "learners.uldp_sparse._hadamard",
 ]
