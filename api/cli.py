@@ -30,7 +30,7 @@ def serve(
     import uvicorn
 
     from api.main import create_app
-    from market.db import upgrade_to_head
+    from market.store import upgrade_to_head
 
     settings = get_settings()
     upgrade_to_head(settings.database_url)
@@ -42,16 +42,15 @@ def create_key(
     name: Annotated[str, typer.Option(help="Account name.")] = "admin",
 ) -> None:
     """Create an admin account and print only its new API key."""
-    from market import accounts
-    from market.db import make_engine, session_scope, upgrade_to_head
-    from market.models import Role
+    from market import access
+    from market.store import Role, make_engine, session_scope, upgrade_to_head
 
     settings = get_settings()
     upgrade_to_head(settings.database_url)
     engine = make_engine(settings.database_url)
     try:
         with session_scope(engine, write=True) as session:
-            _, key = accounts.create_account(
+            _, key = access.create_account(
                 session, role=Role.ADMIN, name=name, settings=settings
             )
     finally:
@@ -66,7 +65,7 @@ def db_upgrade(
     """Apply migrations up to ``revision`` (default: head)."""
     from alembic import command
 
-    from market.db import alembic_config
+    from market.store import alembic_config
 
     command.upgrade(alembic_config(get_settings().database_url), revision)
 

@@ -4,7 +4,7 @@ Register with ``app.command("audit")(audit)`` in :mod:`api.cli` (or ``add_typer(
 Data: the Wisconsin breast-cancer set shipped with scikit-learn (scaled with its fixed,
 published per-feature bounds, never with statistics of the data), or a CSV of
 ``x_1..x_d, y, cost`` rows already scaled to ``‖x‖₂ ≤ 1``. The audit runs through
-``market.audits`` (the API layer never imports the numerics).
+``market.pipeline.audits`` (the API layer never imports the numerics).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def audit(
     """
     from tqdm import tqdm
 
-    from market import audits
+    from market.pipeline import audits
 
     rng = np.random.default_rng(seed)
     if csv is None:

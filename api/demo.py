@@ -108,7 +108,7 @@ def _register_sellers(
 ) -> tuple[np.ndarray, list[str]]:
     """Offer one record per simulated seller with one ``offers:bulk`` request (which
     creates the seller accounts too); return the costs and the sellers' API keys."""
-    from market import audits
+    from market.pipeline import audits
 
     costs = audits.sample_costs(PRIOR, len(d["sellers"]), rng=rng)
     rows = [
@@ -185,10 +185,10 @@ def _audit(
     budget: float,
 ) -> str:
     """The incentive audit of the rule an order on the market would now run, at the
-    order's ``γ`` (``market.audits``: the order pipeline's loader and adapter)."""
+    order's ``γ`` (``market.pipeline.audits``: the order pipeline's loader and adapter)."""
     if n_audit == 0:
         return "skipped (--audit-sellers 0)"
-    from market import audits
+    from market.pipeline import audits
 
     m = audits.eligible_sellers(
         db_engine, market_id=market_id, learner="hetero_dp_logistic"
@@ -267,10 +267,9 @@ def run_demo(
     """Run the demo (module docstring) and print its report; with ``serve``, keep the
     service (and its console) up until Ctrl-C."""
     from api.main import create_app
-    from market import accounts
+    from market import access
     from market.config import Settings
-    from market.db import session_scope, upgrade_to_head
-    from market.models import Role
+    from market.store import Role, session_scope, upgrade_to_head
 
     t0 = time.perf_counter()
     rng = np.random.default_rng()
@@ -281,7 +280,7 @@ def run_demo(
         settings = Settings(database_url=url, workers=1, job_lease_seconds=60)
         app = create_app(settings)
         with session_scope(app.state.engine, write=True) as s:
-            _, admin_key = accounts.create_account(
+            _, admin_key = access.create_account(
                 s, role=Role.ADMIN, name="demo-admin", settings=settings
             )
         with LocalServer(app) as base, httpx.Client(base_url=base, timeout=30) as c:

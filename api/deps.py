@@ -9,10 +9,9 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from market import accounts
+from market import access
 from market.config import Settings
-from market.db import session_scope
-from market.models import Account, Role
+from market.store import Account, Role, session_scope
 
 bearer = HTTPBearer(auto_error=False, description="API key: `Bearer pm_...`")
 
@@ -69,7 +68,7 @@ def request_account(request: Request, settings: Settings) -> Account | None:
     account = None
     if scheme.lower() == "bearer" and key:
         with session_scope(get_engine(request)) as reader:
-            account = accounts.authenticate(reader, key, settings=settings)
+            account = access.authenticate(reader, key, settings=settings)
     request.state.account = account
     return account
 

@@ -1,10 +1,10 @@
 """HTTP side of single-offer intake: an async admission dependency and the glue that
-awaits :class:`market.group_commit.GroupCommitWriter` jobs from the event loop.
+awaits :class:`market.store.group_commit.GroupCommitWriter` jobs from the event loop.
 
 ``POST /v1/markets/{id}/offers`` runs no synchronous dependency (each would be a hop
 to the thread pool) and opens no session. Its dependency :func:`pending_admission`
 only remembers the key; the route validates the records and awaits one writer job
-(:func:`market.offer_intake.intake_job`) that checks the key, counts the request and
+(:func:`market.offers.intake.intake_job`) that checks the key, counts the request and
 inserts the offer, answered after its commit. Errors keep the session path's order
 (``429``, ``401``, ``403``, then ``422``/``404``/``409``): a request that fails before its
 job (FastAPI's body validation, through the ``before_validation_error`` hook that
@@ -25,13 +25,11 @@ from fastapi.security.utils import get_authorization_scheme_param
 
 from api.deps import _unauthorized, bearer, get_engine, get_settings
 from api.rate_limit import client_identity, route_group
-from market import accounts
-from market.db import session_scope
+from market import access
+from market.access import resolve_key_secret
 from market.errors import RateLimitedError
-from market.group_commit import GroupCommitWriter, Job
-from market.key_secret import resolve_key_secret
-from market.models import Role
-from market.offer_intake import Admission, admission_job
+from market.offers.intake import Admission, admission_job
+from market.store import GroupCommitWriter, Job, Role, session_scope
 
 
 async def run_job(writer: GroupCommitWriter, job: Job, *, durable: bool = True) -> Any:
@@ -55,7 +53,7 @@ async def run_job(writer: GroupCommitWriter, job: Job, *, durable: bool = True) 
 
 
 def key_secret(request: Request) -> bytes:
-    """The API-key HMAC secret, resolved once per app (``market.key_secret``)."""
+    """The API-key HMAC secret, resolved once per app (``market.access.key_secret``)."""
     state = request.app.state
     secret: bytes | None = getattr(state, "key_secret", None)
     if secret is None:
@@ -66,7 +64,7 @@ def key_secret(request: Request) -> bytes:
 def _verify_legacy(request: Request, key: str) -> tuple[int, str] | None:
     """Verify (and migrate) a legacy Argon2 key in a worker thread: once per key."""
     with session_scope(get_engine(request)) as session:
-        account = accounts.authenticate(session, key, settings=get_settings(request))
+        account = access.authenticate(session, key, settings=get_settings(request))
     if account is None:
         return None
     return int(account.id), account.role  # type: ignore[arg-type]

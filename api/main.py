@@ -11,13 +11,11 @@ from api import console, errors
 from api.middleware import BodySizeLimitMiddleware
 from api.rate_limit import rate_limit
 from api.routes import api_router, health, intake_router
+from market.access import RateLimiter, check_key_secret_configured
 from market.config import Settings, get_settings
-from market.db import make_counter_engine, make_engine
-from market.group_commit import GroupCommitWriter
-from market.key_secret import check_key_secret_configured
-from market.offer_intake import MarketCache
-from market.rate_limits import RateLimiter
+from market.offers.intake import MarketCache
 from market.runtime.worker import app_hook as start_workers
+from market.store import GroupCommitWriter, make_counter_engine, make_engine
 
 
 def _operation_id(route: APIRoute) -> str:

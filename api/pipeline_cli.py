@@ -5,9 +5,9 @@ import signal
 import threading
 
 from market.config import Settings
-from market.db import make_engine
 from market.pipeline.deadline import clear_stop
 from market.runtime.worker import Worker, recover
+from market.store import make_engine
 
 
 def run_worker(settings: Settings, *, once: bool = False, threads: int = 1) -> None:

@@ -1,6 +1,6 @@
 """HTTP side of rate limiting: the dependency every ``/v1`` route runs first.
 
-The counting lives in :mod:`market.rate_limits`; this module picks the identity (the
+The counting lives in :mod:`market.access.rate_limits`; this module picks the identity (the
 authenticated account, else the client address) and the route group (reads: ``GET``,
 ``HEAD``; writes: everything else; open registration additionally draws on its own
 per-address budget, :func:`registration_budget`). An exhausted budget raises
@@ -14,7 +14,7 @@ connection's peer: behind a reverse proxy, run uvicorn with ``--proxy-headers`` 
 from fastapi import Request
 
 from api.deps import SAFE_METHODS, SessionDep, SettingsDep, request_account
-from market.rate_limits import RateLimiter, RouteGroup
+from market.access import RateLimiter, RouteGroup
 
 
 def route_group(method: str) -> RouteGroup:

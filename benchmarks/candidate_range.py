@@ -57,7 +57,7 @@ out = {"t": min(ts), "status": str(a.status), "G": a.objective, "eps_avg": a.eps
 if sys.argv[1] == "after":
     from mechanisms.allocation._eta_search import solve_allocation
     from mechanisms.allocation._problem import Problem
-    from mechanisms.allocation._candidate_range import scenario_virtual_costs
+    from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
     psi = prior.virtual_cost(c)
     prob = Problem(sp.X_train, sp.y_train, psi, np.full(c.size, np.inf), cfg,
                    scenario_psi=scenario_virtual_costs(prior, c.size))

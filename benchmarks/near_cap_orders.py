@@ -25,11 +25,10 @@ import numpy as np
 from sqlmodel import Session
 
 from api.main import create_app
-from market import accounts
-from market.db import create_all, make_engine, session_scope
-from market.models import Market, Role
-from market.pipeline import numerics
+from market import numerics
+from market.access import accounts
 from market.runtime import worker
+from market.store import Market, Role, create_all, make_engine, session_scope
 from mechanisms.allocation import _eta_search
 from tests.api.conftest import TestClient, fast_settings
 from tests.market.pipeline_helpers import add_sellers, market_body

@@ -29,9 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_note, markdown_table, write_section
 
 from api.demo import LIFETIME_CAP, MECHANISM, N_VALIDATION
-from market import records
+from market import numerics
 from market.datasets import WBC_FEATURE_BOUNDS
-from market.pipeline import instance, numerics
+from market.offers import records
+from market.pipeline import instance
 
 LEARNER = "hetero_dp_logistic"
 TITLE = "Privacy mode: strict vs default on Wisconsin (issue 14)"

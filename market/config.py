@@ -32,7 +32,7 @@ class Settings(BaseSettings):
         settlement that loses races against other orders.
     api_key_secret : SecretStr or None
         Server secret (≥ 32 characters) keying the HMAC-SHA-256 hashes of API keys;
-        required unless the database is SQLite (``market.key_secret`` says where the
+        required unless the database is SQLite (``market.access.key_secret`` says where the
         embedded default keeps a generated one).
     api_key_secret_file : Path or None
         File holding that secret instead (created with a random one if missing).

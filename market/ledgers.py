@@ -16,18 +16,18 @@ from typing import Any
 
 from sqlmodel import Session, col, func, select
 
-from market import db
+from market import numerics
 from market.errors import ConflictError, PrivacyBudgetExhaustedError
-from market.models import (
+from market.schemas import EarningsItem, EarningsPublic, PrivacyItem, PrivacyPublic
+from market.store import (
     Allocation,
     LedgerEntry,
     LedgerKind,
     Market,
     Offer,
     Order,
+    db,
 )
-from market.pipeline import numerics
-from market.schemas import EarningsItem, EarningsPublic, PrivacyItem, PrivacyPublic
 
 CAP_RTOL = 1e-12
 """Relative slack on the cap check, for float sums of the same numbers in another order."""

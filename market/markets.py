@@ -13,10 +13,9 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import db, records, vertical
+from market import numerics, store
 from market.errors import ConflictError, InvalidInputError, NotFoundError
-from market.models import Account, Market, MarketParameters
-from market.pipeline import numerics
+from market.offers import records, vertical
 from market.schemas import (
     MarketCreate,
     MarketPublic,
@@ -24,6 +23,7 @@ from market.schemas import (
     MechanismSettings,
     Page,
 )
+from market.store import Account, Market, MarketParameters
 
 CAP_MARGIN = 1e-3
 """ε a cap must leave above the release overhead to count as usable (far above the
@@ -244,7 +244,7 @@ def update_market(
 
 def list_markets(session: Session, *, limit: int, offset: int) -> Page[MarketPublic]:
     """Return a page of markets, oldest first."""
-    return db.paginate(
+    return store.paginate(
         session,
         select(Market).order_by(col(Market.id)),
         limit=limit,

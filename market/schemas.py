@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from market.pipeline.numerics import list_learners
+from market.numerics import list_learners
 from market.prior_schemas import CostPriorSpec
 
 

@@ -19,7 +19,7 @@ rounding (``money``).
 """
 
 from mechanisms.allocation import allocate, reference_allocate
-from mechanisms.allocation._certify import AllocationCertificate
+from mechanisms.allocation._range._certify import AllocationCertificate
 from mechanisms.audit import (
     AuditReport,
     ChoiceRegretReport,

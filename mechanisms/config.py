@@ -69,11 +69,11 @@ class MechanismConfig:
         Maximum block-coordinate sweeps at each ``η``.
     certify : {"auto", "report", "raise_lambda"}
         How the rule is made a certified global optimum (issue 9; the fixed-``η``
-        problem is not convex for ``λ ≤ λ_conv``, :mod:`mechanisms._certify`).
+        problem is not convex for ``λ ≤ λ_conv``, :mod:`mechanisms.allocation._range._certify`).
         ``"auto"`` (default): for ``λ > λ_conv`` the global optimum over the whole
         ``η`` range; otherwise (and for the squared / pinball losses) the global
         optimum over the declared range of
-        :mod:`mechanisms.allocation._candidate_range` (``w`` ranges over public
+        :mod:`mechanisms.allocation._range._candidate_range` (``w`` ranges over public
         candidate models computed without the costs) — both certified, so monotone in
         each report. ``"report"``: the unrestricted local search, labelled
         ``status="local"`` when no certificate exists (not monotone in general; kept

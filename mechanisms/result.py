@@ -22,7 +22,7 @@ class SolveStatus(StrEnum):
     range is every feasible ``(w, a, η)`` when every fixed-``η`` problem is provably
     convex (``λ > λ_conv``), or — the default rule for ``λ ≤ λ_conv`` — ``w`` over
     public candidate models computed without the costs
-    (:mod:`mechanisms.allocation._candidate_range`); ``certificate.rule`` says which.
+    (:mod:`mechanisms.allocation._range._candidate_range`); ``certificate.rule`` says which.
     ``LOCAL``: a KKT point with no global certificate (``certify="report"`` at
     ``λ ≤ λ_conv``, or no certificate exists for the utility / mode).
     ``UNCERTIFIED``: convexity holds but the range branch-and-bound did not close
@@ -96,7 +96,7 @@ class Allocation:
     status : SolveStatus
         ``"optimal"`` only when certified (see :class:`SolveStatus`).
     certificate : AllocationCertificate or None
-        The global-optimality certificate (:mod:`mechanisms._certify`): ``λ`` used,
+        The global-optimality certificate (:mod:`mechanisms.allocation._range._certify`): ``λ`` used,
         ``λ_conv``, the range lower bound and gap.
     """
 
@@ -116,7 +116,8 @@ class Allocation:
     config: MechanismConfig
     profile: EtaProfile | None = field(default=None, repr=False)
     mode_objective: float | None = None
-    certificate: Any = None  # mechanisms._certify.AllocationCertificate
+    # a mechanisms.allocation._range._certify.AllocationCertificate
+    certificate: Any = None
 
     def __post_init__(self) -> None:
         for arr in (self.weights, self.epsilon, self.epsilon_total, self.w):

@@ -1,16 +1,19 @@
 """Alembic environment: target ``SQLModel.metadata`` with ``compare_type=True``.
 
 URL precedence: ``config.attributes["database_url"]`` (set by
-``market.db.alembic_config``), then ``alembic -x url=...``, then the settings
+``market.store.db.alembic_config``), then ``alembic -x url=...``, then the settings
 (``PRIVMARKET_DATABASE_URL``). SQLite runs in batch mode so ALTERs work.
 """
 
 from alembic import context
 from sqlmodel import SQLModel
 
-from market import models  # noqa: F401  (registers the tables)
 from market.config import get_settings
-from market.db import is_sqlite, make_engine
+from market.store import (
+    is_sqlite,
+    make_engine,
+    models,  # noqa: F401  (registers the tables)
+)
 
 config = context.config
 

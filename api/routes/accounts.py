@@ -5,9 +5,9 @@ from fastapi import APIRouter, Depends, status
 from api.deps import CurrentAccount, SessionDep, SettingsDep
 from api.errors import ERROR_RESPONSES
 from api.rate_limit import registration_budget
-from market import accounts
-from market.models import Role
+from market import access
 from market.schemas import AccountCreate, AccountCreated
+from market.store import Role
 
 router = APIRouter(tags=["accounts"], responses={422: ERROR_RESPONSES[422]})
 REGISTRATION_BUDGET = [Depends(registration_budget)]
@@ -17,7 +17,7 @@ REGISTRATION_BUDGET = [Depends(registration_budget)]
 def _register(
     session: SessionDep, settings: SettingsDep, body: AccountCreate, role: Role
 ) -> AccountCreated:
-    account, key = accounts.create_account(
+    account, key = access.create_account(
         session, role=role, name=body.name, settings=settings
     )
     assert account.id is not None

@@ -4,7 +4,7 @@ from fastapi import APIRouter
 
 from api.deps import AdminAccount, JobId, SessionDep
 from api.errors import ERROR_RESPONSES
-from market import jobs
+from market.orders import jobs
 from market.schemas import JobPublic
 
 router = APIRouter(

@@ -7,7 +7,8 @@ from fastapi import APIRouter, Query, status
 from api.deps import AdminAccount, CurrentAccount, MarketId, SessionDep
 from api.errors import ERROR_RESPONSES
 from api.links import MARKET_CREATED, MARKETS_LISTED, TRADEOFF_ACCEPTED
-from market import jobs, markets
+from market import markets
+from market.orders import jobs
 from market.schemas import (
     JobAccepted,
     MarketCreate,

@@ -14,8 +14,10 @@ from api.deps import (
 from api.errors import ERROR_RESPONSES
 from api.intake import PendingSeller, run_job
 from api.links import OFFER_CREATED, OFFER_REPLACED
-from market import bulk_offers, markets, offer_intake, offers
+from market import markets, offers
 from market.errors import MarketError, NotFoundError
+from market.offers import bulk
+from market.offers import intake as offer_intake
 from market.schemas import (
     BulkOffersCreate,
     BulkOffersCreated,
@@ -45,7 +47,7 @@ async def create_offer(
     """Offer records to a market (one active offer per seller and market).
 
     Answered after the offer is committed; concurrent offers share commits (group
-    commit, ``market.group_commit``).
+    commit, ``market.store.group_commit``).
     """
     state = request.app.state
     cache: offer_intake.MarketCache = state.market_cache
@@ -99,7 +101,7 @@ def create_offers_in_bulk(
     is stored then. Bodies may be up to ``max_bulk_request_bytes`` (64 MiB).
     """
     market = markets.get_market_or_raise(session, market_id)
-    return bulk_offers.create_offers(
+    return bulk.create_offers(
         session, market=market, rows=body.offers, settings=settings
     )
 

@@ -16,7 +16,6 @@ from api.deps import (
 from api.errors import ERROR_RESPONSES
 from api.links import ORDER_ACCEPTED
 from market import orders
-from market.models import RunStatus
 from market.schemas import (
     AllocationsPublic,
     OrderAccepted,
@@ -24,6 +23,7 @@ from market.schemas import (
     OrderPublic,
     Page,
 )
+from market.store import RunStatus
 
 router = APIRouter(
     tags=["orders"], responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 422)}

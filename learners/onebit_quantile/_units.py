@@ -1,6 +1,6 @@
 """Market units ↔ the scaled units a learner is fitted in (public bounds only).
 
-A market scales every record with its *public* schema (``market/records.py``): feature
+A market scales every record with its *public* schema (``market/offers/records.py``): feature
 ``j`` to ``x̃_j = (2(x_j − low_j)/(high_j − low_j) − 1)/√d`` and a quantile target to
 ``ỹ = 2(y − lo)/(hi − lo) − 1``, and publishes a fitted ``(w, b)`` in raw units as
 (``market/pipeline/results.py``)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from market.pipeline import numerics
+from market import numerics
 from market.pipeline.instance import OrderInstance, OrderRun
 from market.pipeline.results import Outcome, eps_stats
 

@@ -24,9 +24,9 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlmodel import Session
 
-from market import ledgers, markets, offers, records, vertical
-from market.models import Job, Market, MarketParameters, Order
-from market.pipeline import numerics
+from market import ledgers, markets, numerics, offers
+from market.offers import records, vertical
+from market.store import Job, Market, MarketParameters, Order
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -285,7 +285,7 @@ def _vertical_instance(
     n_offers: int,
 ) -> OrderInstance:
     """The instance of a vertical market: one seller per party (label holder first),
-    blocks aligned on the record key (:mod:`market.vertical`).
+    blocks aligned on the record key (:mod:`market.offers.vertical`).
 
     Raises
     ------

@@ -12,13 +12,12 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from market.db import session_scope
 from market.errors import InvalidInputError
-from market.jobs import TRADEOFF
-from market.models import Job, RunStatus, utcnow
+from market.orders.jobs import TRADEOFF
 from market.pipeline.compute import OrderFailedError, compute_tradeoff
 from market.pipeline.instance import load_tradeoff
 from market.runtime import leases
+from market.store import Job, RunStatus, session_scope, utcnow
 
 log = logging.getLogger(__name__)
 

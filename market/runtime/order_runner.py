@@ -5,7 +5,7 @@ release) → settle, with progress persisted by stage and every write fenced by 
 Stages: ``loading``, ``allocating`` | ``choosing_gamma``, ``payments`` (fraction from
 the payments' progress callback), ``releasing``, ``settling``, ``done``.
 
-Settlement is one transaction (``db.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
+Settlement is one transaction (``store.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
 row locks on PostgreSQL): fence on the lease, lock the sellers, re-check the remaining
 budgets against ``ε_total``; if another order used a seller's budget meanwhile nothing
 is written and the order goes **back to the queue** with a jittered backoff that grows
@@ -33,9 +33,8 @@ from dataclasses import replace
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from market import db, ledgers
+from market import ledgers, store
 from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
-from market.models import Market, Order, RunStatus, utcnow
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
 from market.pipeline.deadline import (
@@ -46,6 +45,7 @@ from market.pipeline.deadline import (
 from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
 from market.runtime import leases
+from market.store import Market, Order, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
 BACKOFF_MIN, BACKOFF_MAX = 0.05, 5.0
@@ -146,7 +146,7 @@ def _settle(db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str) -> No
     PrivacyBudgetExhaustedError
         A seller's remaining budget shrank meanwhile (nothing written).
     """
-    with db.write_session(db_engine) as session:
+    with store.write_session(db_engine) as session:
         stmt = select(Order).where(Order.id == run.order_id).with_for_update()
         order = session.exec(stmt).one()
         if order.status != RunStatus.RUNNING or order.lease_owner != owner:
@@ -168,7 +168,7 @@ def _settle(db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str) -> No
 
 
 def _load(db_engine: Engine, order_id: int, *, owner: str) -> OrderRun:
-    with db.session_scope(db_engine) as session:
+    with store.session_scope(db_engine) as session:
         order = session.get(Order, order_id)
         if order is None or order.lease_owner != owner:
             raise LeaseLostError(f"order {order_id}: not ours")
@@ -236,7 +236,7 @@ def requeue(
 
 def _waited(db_engine: Engine, order_id: int) -> float:
     """Seconds since the order first started running."""
-    with db.session_scope(db_engine) as session:
+    with store.session_scope(db_engine) as session:
         order = session.get(Order, order_id)
         started = None if order is None else order.started_at
     if started is None:

@@ -3,11 +3,11 @@
 ``G(w, a, η) = Σ a_i ℓ_i(w) + (λ/2)‖w‖² + μ‖a‖₂ + σ/η + γ Σ_i Ψ_i u(η a_i)``
 (paper eq. (10) without the realised noise term, spec §4.1).
 
-For linear ``u`` and ``μ > 0``, :func:`mechanisms.reduced_newton.newton_reduced`
+For linear ``u`` and ``μ > 0``, :func:`mechanisms.allocation._reduced_newton.newton_reduced`
 minimises ``F(w) = min_a G`` directly (Newton with the exact a-sensitivity). Otherwise
 (power ``u``, ``μ = 0``) we alternate the two exact block minimisers: the **w-step** (weighted
 ridge regression, damped Newton, :func:`learners._newton.minimize_ridge_risk`) and the
-**a-step** (:func:`mechanisms.weights_step.solve_weights`, closed form on the capped
+**a-step** (:func:`mechanisms.allocation._weights_step.solve_weights`, closed form on the capped
 simplex for linear ``u``; a convex programme for ``u(ε) = ε^p``). Because
 ``φ(a) = min_w Σ a_i ℓ_i(w) + (λ/2)‖w‖²`` is concave in ``a`` (a minimum of linear
 functions) with gradient ``ℓ(w*(a))``, the alternation is the DC algorithm on

@@ -2,7 +2,7 @@
 
 ``allocate`` validates the inputs, turns reported costs into virtual costs ``Ψ_i``
 (spec §2), and minimises ``G(w, a, η)`` of spec §4.1 (paper eq. (10), made well-posed):
-block-exact solves at fixed ``η`` (:mod:`mechanisms.block_solver`) inside a global
+block-exact solves at fixed ``η`` (:mod:`mechanisms.allocation._block_solver`) inside a global
 search over ``η`` — a coarse log grid over ``ε_avg = η/m ∈ [L·floor, L]``, warm-started
 point to point, then a bounded 1-D refinement (Brent, in ``log η``) around the best
 grid point (the paper's "line search", spec §4.2; the profile is not convex in ``η``).
@@ -26,20 +26,20 @@ from mechanisms.allocation._block_solver import (
     fit_strict_w,
     solve_at_eta,
 )
-from mechanisms.allocation._candidate_range import (
+from mechanisms.allocation._problem import Problem, utility_derivative
+from mechanisms.allocation._range._candidate_range import (
     CandidateModels,
     candidate_models,
     scenario_virtual_costs,
     solve_in_range,
 )
-from mechanisms.allocation._certify import (
+from mechanisms.allocation._range._certify import (
     RANGE_RTOL,
     AllocationCertificate,
     certify_range,
     effective_problem,
     node_of,
 )
-from mechanisms.allocation._problem import Problem, utility_derivative
 from mechanisms.allocation._weights_step import project_capped_simplex
 from mechanisms.config import MechanismConfig
 from mechanisms.priors import CostPrior, ensure_regular
@@ -192,7 +192,7 @@ def _reused_lambda_conv(
 
 def uses_candidate_range(prob: Problem, lam_conv: float | None) -> bool:
     """Whether ``cfg.certify == "auto"`` takes the candidate-model range
-    (:mod:`mechanisms.allocation._candidate_range`): default mode, linear ``u``, and no
+    (:mod:`mechanisms.allocation._range._candidate_range`): default mode, linear ``u``, and no
     convexity certificate for the whole range (``λ ≤ λ_conv`` or none exists)."""
     cfg = prob.cfg
     if cfg.certify != "auto" or cfg.mode != "default" or cfg.u != "linear":
@@ -254,7 +254,7 @@ def certify(
     sols: list[BlockSolution],
     lam_conv: float | None,
 ) -> tuple[BlockSolution, AllocationCertificate]:
-    """Run the range certificate of :mod:`mechanisms._certify` when the fixed-``η``
+    """Run the range certificate of :mod:`mechanisms.allocation._range._certify` when the fixed-``η``
     problems are provably convex; a better point found by the branch-and-bound is
     polished and kept (the lower bound stays valid)."""
     lam = prob.cfg.lam

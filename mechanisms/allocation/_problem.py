@@ -25,7 +25,7 @@ class Problem:
     ``None`` otherwise. ``scenario_psi``: virtual costs of public cost scenarios
     (``n × m``, drawn from the prior with a fixed seed, never from the reports), from
     which the default rule's candidate models are computed
-    (:mod:`mechanisms.allocation._candidate_range`).
+    (:mod:`mechanisms.allocation._range._candidate_range`).
     """
 
     X: FloatArray

@@ -2,7 +2,7 @@
 
 With linear ``u`` and ``μ > 0`` the a-block minimiser ``a*(w)`` is unique and, on a fixed
 active set, an explicit function of ``r = ℓ(w) + γηΨ`` (see
-:mod:`mechanisms.weights_step`). So ``F`` is differentiable (Danskin) with
+:mod:`mechanisms.allocation._weights_step`). So ``F`` is differentiable (Danskin) with
 
     ∇F(w) = Σ_i a*_i ℓ'_i x_i + λw (+ c),
 

@@ -28,7 +28,6 @@ from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
 from mechanisms.payments._executors import Progress, map_chunks
-from mechanisms.payments._local_resolve import stale_nodes
 from mechanisms.payments._payments import (
     PaymentJob,
     PaymentResult,
@@ -38,7 +37,8 @@ from mechanisms.payments._payments import (
     payment_job,
     seller_payment,
 )
-from mechanisms.payments._seller_curve import Solver
+from mechanisms.payments._resolve._local_resolve import stale_nodes
+from mechanisms.payments._resolve._seller_curve import Solver
 from mechanisms.priors import CostPrior
 
 FloatArray = NDArray[np.float64]

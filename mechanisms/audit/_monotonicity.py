@@ -22,9 +22,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
-from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
 from mechanisms.config import MechanismConfig
 from mechanisms.priors import ensure_regular
 from mechanisms.result import Allocation

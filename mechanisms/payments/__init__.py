@@ -5,11 +5,13 @@
 diagnostic. Sellers run on any ``concurrent.futures.Executor``
 (:class:`SerialExecutor`, a process pool of :func:`default_workers` workers, or a
 Dask cluster through :class:`DaskExecutor`).
-Private modules, in dependency order: ``_executors``, ``_seller_curve`` (one seller's
-``ε_i(s)``), ``_local_resolve`` (certified shortcut re-solves), ``_kinks``,
-``_critical_cost`` (the cut-off ``s*_i``), ``_quadrature``, ``_seller_payment`` (one
-seller), ``_payments`` (all sellers) and ``_myerson_payments`` (the public entry point:
-an :class:`mechanisms.Instance` or the positional arrays).
+Private modules, in dependency order: ``_executors``, the subpackage ``_resolve`` (one
+seller's ``ε_i(s)`` and the re-solves behind it: the certified shortcut, the lean
+candidate-range re-solve), ``_kinks``, ``_base_memo`` (per-base values shared by the
+sellers), ``_critical_cost`` (the cut-off ``s*_i``), ``_quadrature``,
+``_seller_certificate``, ``_seller_payment`` (one seller), ``_payments`` (all sellers)
+and ``_myerson_payments`` (the public entry point: an :class:`mechanisms.Instance` or
+the positional arrays).
 """
 
 from mechanisms.payments._executors import (

@@ -1,6 +1,6 @@
 """The critical cost ``s*_i`` of one seller: where it drops out (spec ``mechanism.md`` §5).
 
-The curve ``ε_i(s)`` (:class:`mechanisms.seller_curve.SellerCurve`) is close to a
+The curve ``ε_i(s)`` (:class:`mechanisms.payments._resolve._seller_curve.SellerCurve`) is close to a
 threshold rule: it stays near its value and drops to 0 at the critical cost ``s*_i``.
 :func:`first_order_estimate` predicts ``s*_i`` from the a-step KKT conditions at the base
 ``(w, η)`` (paper Thm 3.3: ``a_i > 0`` iff ``r_i(s) = ℓ_i(w) + γηΨ(s) < τ``);
@@ -16,7 +16,11 @@ import numpy as np
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._kinks import breakpoints, cap_exit
-from mechanisms.payments._seller_curve import SellerCurve, Solver, active_signature
+from mechanisms.payments._resolve._seller_curve import (
+    SellerCurve,
+    Solver,
+    active_signature,
+)
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 

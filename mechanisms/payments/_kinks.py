@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from mechanisms.payments._seller_curve import SellerCurve
+from mechanisms.payments._resolve._seller_curve import SellerCurve
 
 
 def breakpoints(

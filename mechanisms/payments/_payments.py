@@ -5,10 +5,10 @@
 with ``ε_i`` the total per-seller guarantee of spec §3 (``Allocation.epsilon_total``)
 and ``ε_i(s, c_-i)`` the allocation re-solved with seller ``i`` reporting ``s`` and
 everything else frozen: what :func:`mechanisms.allocate` returns for that report. One
-seller's payment is :func:`mechanisms.seller_payment.seller_payment` (critical cost,
+seller's payment is :func:`mechanisms.payments._seller_payment.seller_payment` (critical cost,
 kinks, quadrature, certified shortcut re-solves); this module validates the inputs,
 solves the base allocation, maps sellers over an executor
-(:mod:`mechanisms.executors`), decides which winners' shortcuts are checked against
+(:mod:`mechanisms.payments._executors`), decides which winners' shortcuts are checked against
 cold full solves (:func:`verification_sample`, escalating to all on a mismatch), and
 collects a :class:`PaymentResult` with the worst monotonicity violation of any sweep.
 
@@ -32,14 +32,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import one_blas_thread
-from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
+from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
 from mechanisms.config import MechanismConfig
 from mechanisms.money import fits_budget, round_down, to_minor_units
 from mechanisms.payments._executors import Progress, map_chunks
-from mechanisms.payments._local_resolve import stale_nodes
-from mechanisms.payments._seller_curve import Solver
+from mechanisms.payments._resolve._local_resolve import stale_nodes
+from mechanisms.payments._resolve._seller_curve import Solver
 from mechanisms.payments._seller_payment import (
     PaymentJob,
     SellerPayment,
@@ -229,7 +229,7 @@ def myerson_payments(
         ``computed = False``.
     executor : Executor, optional
         Where sellers run (in chunks); default a process pool
-        (:func:`mechanisms.executors.map_chunks`).
+        (:func:`mechanisms.payments._executors.map_chunks`).
     base : Allocation, optional
         The allocation of these reports if already solved (it fixes the warm starts).
     progress : callable, optional

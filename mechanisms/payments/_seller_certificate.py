@@ -25,8 +25,8 @@ class SellerCertificate:
         ``"full_solve"``: every ``ε_i(s)`` on the seller's sweep is what
         :func:`mechanisms.allocate` returns for that report (the full ``η`` search).
         ``"shortcut_certified"``: some were re-solved by the local shortcut
-        (:mod:`mechanisms.local_resolve`) or, under the default rule, by the lean
-        re-solve (:mod:`mechanisms.payments._range_resolve`: the same range search
+        (:mod:`mechanisms.payments._resolve._local_resolve`) or, under the default rule, by the lean
+        re-solve (:mod:`mechanisms.payments._resolve._range_resolve`: the same range search
         without the O(m) allocation around it), each accepted only because its own
         certificate held — KKT residuals ≤ ``KKT_TOL`` and the ``η``-range
         branch-and-bound closed (global optimum over the declared range, which is

@@ -2,11 +2,11 @@
 
     t_i = c_i·u(ε_i(c_i)) + ∫_{c_i}^{s*_i} u(ε_i(s)) ds
 
-over the seller's curve ``ε_i(s)`` (:class:`mechanisms.seller_curve.SellerCurve`): the
-critical cost ``s*_i`` by a secant search (:mod:`mechanisms.critical_cost`), the kink
-where the seller leaves its cap (:mod:`mechanisms.kinks`), and Simpson–Richardson
-quadrature on the smooth pieces (:mod:`mechanisms.quadrature`). Re-solves take the
-certified shortcut of :mod:`mechanisms.local_resolve`; unless the seller is in
+over the seller's curve ``ε_i(s)`` (:class:`mechanisms.payments._resolve._seller_curve.SellerCurve`): the
+critical cost ``s*_i`` by a secant search (:mod:`mechanisms.payments._critical_cost`), the kink
+where the seller leaves its cap (:mod:`mechanisms.payments._kinks`), and Simpson–Richardson
+quadrature on the smooth pieces (:mod:`mechanisms.payments._quadrature`). Re-solves take the
+certified shortcut of :mod:`mechanisms.payments._resolve._local_resolve`; unless the seller is in
 ``job.unverified``, its values at the bracket ends and at a quadrature node are
 checked against cold full solves and the stage is redone with full solves on a
 mismatch. :func:`mechanisms.payments.myerson_payments` maps this over sellers.
@@ -21,15 +21,19 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._certify import Node
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._certify import Node
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
 from mechanisms.payments._kinks import breakpoints, cap_exit
 from mechanisms.payments._quadrature import integrate
+from mechanisms.payments._resolve._seller_curve import (
+    SellerCurve,
+    Solver,
+    allocation_check,
+)
 from mechanisms.payments._seller_certificate import SellerCertificate
-from mechanisms.payments._seller_curve import SellerCurve, Solver, allocation_check
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
@@ -56,7 +60,7 @@ class SellerPayment:
     ``verified`` whether those checks ran (``False`` only for sellers outside the
     verification sample of :func:`myerson_payments`; their shortcut evaluations are
     still each certified); ``certificate`` what the payment rests on
-    (:class:`mechanisms._seller_certificate.SellerCertificate`).
+    (:class:`mechanisms.payments._seller_certificate.SellerCertificate`).
     """
 
     index: int
@@ -84,7 +88,7 @@ class PaymentJob:
     ``unverified``: sellers whose shortcut evaluations are not checked against cold
     full re-solves (default none: every seller is checked). ``nodes``: the base's
     stale certified nodes for the shortcut's range certificate
-    (:func:`mechanisms.payments._local_resolve.stale_nodes`; ``None``: the coarse
+    (:func:`mechanisms.payments._resolve._local_resolve.stale_nodes`; ``None``: the coarse
     grid's only). ``rtol``: relative
     tolerance of each seller's integral and critical-cost bracket (1e-5: a payment of
     1,000 is right to a tenth of a cent before rounding down to the ledger unit).
@@ -114,7 +118,7 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     """Myerson payment of seller ``i`` for the frozen rule in ``job`` (spec §5).
 
     With ``job.fast`` re-solves use the certified shortcut
-    (:mod:`mechanisms.local_resolve`), checked (unless ``i`` is in ``job.unverified``)
+    (:mod:`mechanisms.payments._resolve._local_resolve`), checked (unless ``i`` is in ``job.unverified``)
     against full re-solves at both ends of the critical-cost bracket and at a
     quadrature node; on a mismatch above ``FAST_TOL·max(ε_i, mean winner ε)`` that
     stage is redone with full re-solves only.
@@ -220,7 +224,7 @@ def _integral(
     job: PaymentJob, curve: SellerCurve, crit: CriticalCost
 ) -> tuple[float, float, bool]:
     """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
-    seller leaves its cap (:func:`mechanisms.kinks.cap_exit`); if it does not
+    seller leaves its cap (:func:`mechanisms.payments._kinks.cap_exit`); if it does not
     converge within the budget, re-run split at the kinks (changes of the active set)
     located between the evaluated reports; plus the bracket ``[lo, hi]`` as a triangle
     (``ε`` falls to 0 inside it; its area is also added to the error bound)."""

@@ -5,7 +5,7 @@ A Gaussian kernel density estimate reflected at both ends of ``[low, high]``,
     f(c) ∝ Σ_i [φ_h(c − b_i) + φ_h(c − (2·low − b_i)) + φ_h(c − (2·high − b_i))],
 
 renormalised to mass one on the support. It is evaluated as a
-:class:`mechanisms.gaussian_mixture.GaussianMixturePrior` with the reflected centres, so
+:class:`mechanisms.priors.GaussianMixturePrior` with the reflected centres, so
 ``F``, ``f`` and ``Ψ = c + F/f`` are exact for this density. The default bandwidth is
 Silverman's rule ``h = 0.9·min(sd, IQR/1.34)·n^{-1/5}``. Past bids are public market
 history, so estimating the prior from them spends no seller privacy.

@@ -10,7 +10,7 @@
 All sums are taken in log space, so ``Ψ = c + F/f`` is ``inf`` only at the top of the
 support and in gaps where the density underflows (ironing flattens those). Two
 well-separated narrow bumps give an irregular prior. ``F^{-1}`` is found by safeguarded
-Newton from a tabulated start. :class:`mechanisms.empirical_prior.EmpiricalPrior` is a
+Newton from a tabulated start. :class:`mechanisms.priors.EmpiricalPrior` is a
 mixture of reflected kernels.
 """
 

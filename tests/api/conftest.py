@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import pytest
 
 from api.main import create_app
-from market import accounts
+from market.access import accounts
 from market.config import Settings
-from market.db import session_scope
-from market.models import Role
+from market.store import Role, session_scope
 from tests.market.dbfixtures import (
     database_url,
     pg_schema,
@@ -28,7 +27,7 @@ __all__ = ["database_url", "pg_schema", "pg_tables_url", "sqlite_template"]
 
 
 TEST_KEY_SECRET = "test-only-api-key-secret-" + "0" * 16
-"""The API-key HMAC secret of test apps (required on PostgreSQL, see market.key_secret)."""
+"""The API-key HMAC secret of test apps (required on PostgreSQL, see market.access.key_secret)."""
 
 
 def fast_settings(url: str, **overrides: object) -> Settings:

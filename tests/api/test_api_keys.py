@@ -11,10 +11,9 @@ import pytest
 from sqlmodel import Session
 
 from api.main import create_app
-from market import accounts
+from market.access import KeySecretError, accounts, resolve_key_secret
 from market.config import Settings
-from market.key_secret import KeySecretError, resolve_key_secret
-from market.models import Account, Role
+from market.store import Account, Role
 from tests.api.conftest import Api, World, offer_body
 
 LEGACY = argon2.PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
@@ -186,15 +185,15 @@ def test_configured_secret_is_used_as_given() -> None:
 def test_embedded_default_generates_and_persists_a_private_secret(
     tmp_path: Path,
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'market.db'}"
+    url = f"sqlite:///{tmp_path / 'market.store.db'}"
     first = resolve_key_secret(Settings(database_url=url))
-    path = tmp_path / "market.db.key-secret"
+    path = tmp_path / "market.store.db.key-secret"
     assert path.exists()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert len(first) >= 32
     assert path.read_text().strip().encode() == first
     # Another process (simulated: a fresh cache) reads the same secret.
-    from market import key_secret
+    from market.access import key_secret
 
     key_secret._from_files.clear()
     assert resolve_key_secret(Settings(database_url=url)) == first

@@ -34,7 +34,7 @@ def test_stored_key_is_a_keyed_hmac_not_the_key(api: Api) -> None:
 
     from sqlmodel import Session, select
 
-    from market.models import Account
+    from market.store import Account
     from tests.api.conftest import TEST_KEY_SECRET
 
     key = api.client.post("/v1/sellers", json={"name": "x"}).json()["api_key"]

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from market.models import Account, Offer
 from market.schemas import BulkOfferIn, OfferCreate
+from market.store import Account, Offer
 from tests.api.conftest import World, count_rows, offer_body
 
 

@@ -12,9 +12,9 @@ from sqlmodel import Session
 from typer.testing import CliRunner
 
 from api import cli
-from market import accounts
+from market.access import accounts
 from market.config import get_settings
-from market.db import make_engine
+from market.store import make_engine
 
 KEY = re.compile(r"^pm_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$")
 

@@ -3,7 +3,7 @@ locked" reaches a client, and every acknowledged write is stored."""
 
 import threading
 
-from market.models import Account, Offer
+from market.store import Account, Offer
 from tests.api.conftest import World, count_rows, offer_body
 
 

@@ -4,9 +4,8 @@ costs in the admin's allocations, and per-γ sellers and ε on the trade-off poi
 import pytest
 from sqlmodel import Session
 
-from market import ledgers
-from market.models import Job
-from market.pipeline import numerics
+from market import ledgers, numerics
+from market.store import Job
 from tests.api.conftest import World, offer_body
 from tests.api.test_markets_api import _run_job
 from tests.api.test_orders_api import ORDER, _finish, _ids, _place

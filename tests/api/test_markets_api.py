@@ -6,10 +6,10 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from market import jobs as market_jobs
-from market.models import Job, Market, MarketParameters
-from market.pipeline import numerics
+from market import numerics
+from market.orders import jobs as market_jobs
 from market.runtime import job_runner, worker
+from market.store import Job, Market, MarketParameters
 from tests.api.conftest import Api, World, count_rows, market_body, offer_body
 
 
@@ -338,7 +338,7 @@ def test_tradeoff_needs_a_validation_set(world: World) -> None:
 
 def _run_job(db_engine: Any, job_id: int) -> str:
     """Claim the queued job and run it to its end in this thread."""
-    from market.models import Job
+    from market.store import Job
 
     assert worker.claim(db_engine, Job, owner="test", lease_seconds=60) == job_id
     return job_runner.run_claimed_job(db_engine, job_id, owner="test", lease_seconds=60)

@@ -1,5 +1,5 @@
 """Single-offer intake through the group-commit writer (``api.intake``,
-``market.offer_intake``): concurrent offers are all stored and each ``201`` arrives
+``market.offers.intake``): concurrent offers are all stored and each ``201`` arrives
 only after its row is committed; a failing offer (duplicate, bad record) in the same
 batch fails alone; a changed key is refused at once; the market cache never hides a
 market created later. SQLite and PostgreSQL."""
@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from market.models import Account, Offer
-from market.rate_limits import RouteGroup, Rule
+from market.access import RouteGroup, Rule
+from market.store import Account, Offer
 from tests.api.conftest import Api, World, count_rows, offer_body
 from tests.market.group_commit_helpers import hold
 
@@ -202,8 +202,8 @@ def test_invalid_offers_are_counted_and_429_wins_over_422(
 def test_cached_cost_check_agrees_with_the_priors_own_check() -> None:
     """The intake's per-market cost check (a scalar shortcut inside the support) takes
     and refuses exactly the costs the prior's full check does, with its message."""
+    from market import numerics
     from market.errors import InvalidInputError
-    from market.pipeline import numerics
 
     priors = [
         {"family": "uniform", "params": {"low": 0.0, "high": 1.0}},
@@ -229,14 +229,14 @@ def test_cached_cost_check_agrees_with_the_priors_own_check() -> None:
 
 
 def test_intake_row_matches_the_session_paths_row(world: World) -> None:
-    """The intake writes offers through the driver (``market.db.DriverStatement``):
+    """The intake writes offers through the driver (``market.store.db.DriverStatement``):
     the stored row equals, column by column, the one the ORM session path writes for
     the same body (types and timestamps included)."""
     from sqlmodel import Session
 
     from market import offers
-    from market.models import Market
     from market.schemas import OfferCreate
+    from market.store import Market
 
     api, mid = world.api, world.market_id
     body = offer_body(x=[2.5, -0.25], cost=0.4)

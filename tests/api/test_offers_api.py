@@ -6,7 +6,7 @@ import math
 import pytest
 from sqlmodel import Session
 
-from market.models import Offer, Order, RunStatus
+from market.store import Offer, Order, RunStatus
 from tests.api.conftest import World, count_rows, market_body, offer_body
 
 JSON = {"content-type": "application/json"}

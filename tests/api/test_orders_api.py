@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, update
 
-from market import db, ledgers
+from market import ledgers
 from market.errors import ConflictError, PrivacyBudgetExhaustedError
-from market.models import Market, Order, RunStatus
+from market.store import Market, Order, RunStatus, db
 from tests.api.conftest import World, count_rows, market_body, offer_body
 
 ORDER = {"learner": "hetero_dp_logistic", "budget": 12.5}

@@ -19,9 +19,8 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from market import rate_limits
-from market.models import RateLimitWindow
-from market.rate_limits import RouteGroup, Rule
+from market.access import RouteGroup, Rule, rate_limits
+from market.store import RateLimitWindow
 from tests.api.conftest import TEST_KEY_SECRET, Api, count_rows, market_body
 from tests.market.dbfixtures import engine
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from sqlmodel import Session
 
+from market import numerics
 from market.markets import current_parameters
-from market.models import Market
-from market.pipeline import numerics
 from market.runtime import worker
+from market.store import Market
 from tests.api.conftest import Api, World, count_rows, market_body, offer_body
 
 JSON = {"Content-Type": "application/json"}

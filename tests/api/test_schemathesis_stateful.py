@@ -36,9 +36,9 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from market.models import Order
-from market.pipeline import numerics
+from market import numerics
 from market.runtime import leases, order_runner, worker
+from market.store import Order
 from tests.api.conftest import Api, build_world, offer_body
 from tests.market.pipeline_helpers import fake_payments
 

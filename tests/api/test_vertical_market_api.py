@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from market.models import Market, Offer, Order
+from market.store import Market, Offer, Order
 from tests.api.conftest import Api, World, count_rows
 
 FEATURES = [{"name": f"x{j}", "low": -4.0, "high": 4.0} for j in range(1, 7)]

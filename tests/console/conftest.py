@@ -20,9 +20,8 @@ import pytest
 
 from api.demo import LocalServer, seed_market
 from api.main import create_app
-from market import accounts
-from market.db import session_scope, upgrade_to_head
-from market.models import Role
+from market.access import accounts
+from market.store import Role, session_scope, upgrade_to_head
 from tests.api.conftest import fast_settings
 
 CHROMIUM_ARGS = [

@@ -16,9 +16,8 @@ import sqlalchemy as sa
 from sqlmodel import Session, SQLModel
 
 from market import markets
-from market.db import create_all, make_engine
-from market.models import Account, Market, Role
 from market.schemas import MarketCreate
+from market.store import Account, Market, Role, create_all, make_engine
 
 PG_ENV = "PRIVMARKET_TEST_POSTGRES_URL"
 PG_SKIP_REASON = f"{PG_ENV} is not set: PostgreSQL tests skipped"
@@ -88,7 +87,7 @@ def truncate_all(url: str) -> None:
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file with all tables, copied for each test (faster than DDL)."""
-    path = tmp_path_factory.mktemp("template") / "market.db"
+    path = tmp_path_factory.mktemp("template") / "market.store.db"
     engine = make_engine(f"sqlite:///{path}")
     create_all(engine)
     with engine.connect() as conn:
@@ -101,7 +100,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """URL of an empty database with all tables, on each backend."""
     if request.param == "sqlite":
-        target = tmp_path / "market.db"
+        target = tmp_path / "market.store.db"
         shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
         return f"sqlite:///{target}"
     url = str(request.getfixturevalue("pg_tables_url"))

@@ -4,7 +4,7 @@ import threading
 
 import sqlalchemy as sa
 
-from market.group_commit import GroupCommitWriter
+from market.store import GroupCommitWriter
 
 
 def hold(writer: GroupCommitWriter) -> threading.Event:

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer
 
+from market import numerics
 from market.datasets import WBC_FEATURE_BOUNDS
-from market.pipeline import numerics
 
 NAMES = [str(n) for n in load_breast_cancer().feature_names]
 
@@ -139,7 +139,7 @@ def fake_payments(X: Any, y: Any, costs: Any, **kw: Any) -> SimpleNamespace:
 
 @pytest.fixture
 def stand_in_payments(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
-    """Replace ``market.pipeline.numerics.myerson_payments`` by :func:`fake_payments`."""
+    """Replace ``market.numerics.myerson_payments`` by :func:`fake_payments`."""
     monkeypatch.setattr(numerics, "myerson_payments", fake_payments)
     return fake_payments
 

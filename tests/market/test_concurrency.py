@@ -18,8 +18,8 @@ import pytest
 from sqlmodel import Session, select
 
 from market import ledgers
-from market.models import Allocation, LedgerEntry, LedgerKind, Order, RunStatus
 from market.runtime import order_runner, worker
+from market.store import Allocation, LedgerEntry, LedgerKind, Order, RunStatus
 from tests.market.pipeline_helpers import stand_in_payments
 from tests.market.test_orders_run import Env, env
 

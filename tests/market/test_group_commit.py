@@ -1,4 +1,4 @@
-"""Group commit (``market.group_commit``): concurrent jobs share a transaction, nothing
+"""Group commit (``market.store.group_commit``): concurrent jobs share a transaction, nothing
 is answered before its commit, one job's failure fails only that job, and a failed
 commit loses nothing (each job is run again alone). SQLite and PostgreSQL."""
 
@@ -10,8 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from market.group_commit import GroupCommitWriter, WriterStoppedError
-from market.models import RateLimitWindow
+from market.store import GroupCommitWriter, RateLimitWindow, WriterStoppedError
 from tests.market.dbfixtures import engine
 from tests.market.group_commit_helpers import hold
 

@@ -17,7 +17,7 @@ from sqlmodel import Session, SQLModel, select
 
 import learners.ldp_missing._algorithms as ldp_algorithms
 from market.datasets import WBC_FEATURE_BOUNDS
-from market.models import Allocation, Offer
+from market.store import Allocation, Offer
 from tests.market.pipeline_helpers import (
     NAMES,
     offer_as_new_seller,
@@ -193,7 +193,7 @@ def test_unrandomized_reports_are_never_stored_or_returned(
 def test_learners_without_missing_values_are_refused_on_a_missable_market(
     env: Env,
 ) -> None:
-    from market.pipeline import numerics
+    from market import numerics
 
     mid, _ = _market(env, n_sellers=3)
     r = env.client.post(
@@ -216,7 +216,7 @@ def test_tradeoff_job_on_a_missable_market_prices_finite_rows(
     prices are finite: missing entries at the public centre 0 (``design_matrix``).
     The validation rows are the ones the ordered learner's ``predict`` takes (it
     scores the learner's own release), missing entries included."""
-    from market.pipeline import numerics
+    from market import numerics
 
     seen: dict[str, Any] = {}
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from market import db, ledgers
+from market import ledgers
 from market.errors import PrivacyBudgetExhaustedError
-from market.models import (
+from market.store import (
     Account,
     Allocation,
     LedgerEntry,
@@ -21,6 +21,7 @@ from market.models import (
     MarketParameters,
     Offer,
     Order,
+    db,
 )
 
 CAP = 3.0

@@ -30,10 +30,11 @@ import numpy as np
 import pytest
 from sqlmodel import Session
 
-from market.models import Market
-from market.pipeline import numerics
-from mechanisms.allocation import _candidate_range, _eta_search
-from mechanisms.payments import _range_resolve
+from market import numerics
+from market.store import Market
+from mechanisms.allocation import _eta_search
+from mechanisms.allocation._range import _candidate_range
+from mechanisms.payments._resolve import _range_resolve
 from tests.market.pipeline_helpers import add_sellers, market_body
 from tests.market.test_orders_run import Env, env
 

@@ -19,7 +19,7 @@ import pytest
 from sqlmodel import Session, func, select
 
 from learners.onebit_quantile import sample_ald_noise
-from market.models import Order
+from market.store import Order
 from tests.market.pipeline_helpers import (
     create_priced_market,
     offer_as_new_seller,

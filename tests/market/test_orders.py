@@ -6,10 +6,10 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from market import db, orders
+from market import orders
 from market.errors import ConflictError
-from market.models import Account, Order
 from market.schemas import OrderCreate
+from market.store import Account, Order, db
 from tests.market.dbfixtures import add_market_and_buyer
 
 

@@ -12,10 +12,10 @@ import pytest
 from sqlmodel import Session, select
 
 from api.main import create_app
-from market.models import Allocation, LedgerEntry, LedgerKind, Order
+from market import numerics
 from market.pipeline import instance as order_inputs
-from market.pipeline import numerics
 from market.runtime import worker
+from market.store import Allocation, LedgerEntry, LedgerKind, Order
 from tests.api.conftest import TestClient, fast_settings
 from tests.market.pipeline_helpers import (
     add_sellers,
@@ -65,9 +65,8 @@ class Env:
 
 @pytest.fixture
 def env(database_url: str, rng: np.random.Generator) -> Iterator[Env]:
-    from market import accounts
-    from market.db import session_scope
-    from market.models import Role
+    from market.access import accounts
+    from market.store import Role, session_scope
 
     settings = fast_settings(database_url)
     with TestClient(create_app(settings)) as client:
@@ -128,7 +127,7 @@ def test_model_coefficients_are_in_raw_units(env: Env, stand_in_payments: Any) -
     low = np.array([f["low"] for f in val["features"]])
     high = np.array([f["high"] for f in val["features"]])
     with Session(env.engine) as s:
-        from market.models import Market
+        from market.store import Market
 
         records = s.get(Market, mid).validation  # type: ignore[union-attr]
     X = np.clip(np.array([r["x"] for r in records]), low, high)

@@ -27,7 +27,7 @@ from learners import (
     ReleaseContext,
     StageSpend,
 )
-from market.pipeline import numerics
+from market import numerics
 from mechanisms import money
 from tests.market.pipeline_helpers import add_sellers, market_body, stand_in_payments
 from tests.market.test_orders_run import Env, env
@@ -309,7 +309,7 @@ def test_decimal_amounts_are_not_lost_to_binary_rounding() -> None:
 def test_raw_coefficients_reproduce_the_scaled_model(
     task: str, rng: np.random.Generator
 ) -> None:
-    from market import records
+    from market.offers import records
     from market.pipeline.results import raw_coefficients
 
     d = 4

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from market.errors import InvalidInputError
-from market.records import scale_records
+from market.offers.records import scale_records
 
 FEATURES = [
     {"name": "a", "low": -5.0, "high": 15.0},
@@ -95,7 +95,7 @@ def test_regression_targets_use_public_target_bounds() -> None:
 
 
 def test_missable_features_keep_null_as_missing_through_scaling() -> None:
-    from market.records import from_json, to_json
+    from market.offers.records import from_json, to_json
 
     features = [dict(f) for f in FEATURES]
     features[1]["missable"] = True

@@ -25,8 +25,15 @@ import numpy as np
 import pytest
 from sqlmodel import Session, func, select
 
-from market.db import ROOT, make_engine
-from market.models import Allocation, LedgerEntry, LedgerKind, Offer, Order
+from market.store import (
+    ROOT,
+    Allocation,
+    LedgerEntry,
+    LedgerKind,
+    Offer,
+    Order,
+    make_engine,
+)
 from tests.market.pipeline_helpers import stand_in_payments
 from tests.market.test_orders_run import Env, env
 
@@ -34,7 +41,7 @@ __all__ = ["env", "stand_in_payments"]
 
 WORKER = """
 import sys
-from market.pipeline import numerics
+from market import numerics
 from tests.market import pipeline_helpers as h
 numerics.myerson_payments = h.fake_payments
 from api.pipeline_cli import run_worker

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from market.db import ROOT, make_engine
-from market.models import Allocation, LedgerEntry, Order
-from market.pipeline import numerics
+from market import numerics
+from market.numerics import executors
 from market.runtime import worker
+from market.store import ROOT, Allocation, LedgerEntry, Order, make_engine
 from tests.market.pipeline_helpers import (
     CHUNK_MARK_ENV,
     fake_payments,
@@ -114,7 +114,7 @@ def test_stopping_worker_hands_the_order_back_within_seconds(
 
 
 WORKER_LOOP = """
-from market.pipeline import numerics
+from market import numerics
 from tests.market import pipeline_helpers as h
 numerics.myerson_payments = h.fake_payments
 from api.pipeline_cli import run_worker
@@ -125,7 +125,7 @@ run_worker(Settings())
 SERVER = """
 import sys
 import uvicorn
-from market.pipeline import numerics
+from market import numerics
 from tests.market import pipeline_helpers as h
 numerics.myerson_payments = h.fake_payments
 from api.main import create_app
@@ -194,10 +194,10 @@ def test_sigterm_stops_the_server_and_its_worker_threads_within_seconds(
 
 
 POOL_WORKER_LOOP = """
-from market.pipeline import numerics
+from market.numerics import executors
 from mechanisms.payments import _payments
 from tests.market import pipeline_helpers as h
-numerics.SERIAL_PAYMENTS_MAX = 0  # every order's payments in a process pool
+executors.SERIAL_PAYMENTS_MAX = 0  # every order's payments in a process pool
 _payments._chunk = h.endless_chunk  # chunks that run until they are stopped
 from api.pipeline_cli import run_worker
 from market.config import Settings
@@ -281,6 +281,6 @@ def test_pool_payments_equal_serial_ones(monkeypatch: pytest.MonkeyPatch) -> Non
     eps_max = np.full(ins.costs.size, np.inf)
     kw = {"prior": ins.prior, "config": ins.cfg, "eps_max": eps_max}
     serial = numerics.myerson_payments(ins.X, ins.y, ins.costs, **kw)
-    monkeypatch.setattr(numerics, "SERIAL_PAYMENTS_MAX", 0)
+    monkeypatch.setattr(executors, "SERIAL_PAYMENTS_MAX", 0)
     pooled = numerics.myerson_payments(ins.X, ins.y, ins.costs, **kw)
     np.testing.assert_allclose(pooled.payments, serial.payments, rtol=1e-12, atol=0)

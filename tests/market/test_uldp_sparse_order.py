@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from sqlmodel import Session, func, select
 
-from market.models import LedgerEntry, LedgerKind, Order
+from market.store import LedgerEntry, LedgerKind, Order
 from tests.market.pipeline_helpers import (
     create_priced_market,
     offer_as_new_seller,

@@ -10,7 +10,7 @@ import pytest
 
 import mechanisms as mech
 from learners import SecureVerticalLogisticRegression
-from market.pipeline import numerics
+from market import numerics
 from market.schemas import MechanismSettings
 
 

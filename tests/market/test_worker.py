@@ -7,9 +7,10 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from market import db, jobs, markets
-from market.models import Account, Job, Order, Role, RunStatus, utcnow
+from market import markets
+from market.orders import jobs
 from market.runtime import job_runner, leases, order_runner, worker
+from market.store import Account, Job, Order, Role, RunStatus, db, utcnow
 from tests.market.dbfixtures import add_market_and_buyer
 
 

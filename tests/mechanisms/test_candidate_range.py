@@ -26,13 +26,13 @@ from mechanisms import (
     audit_monotonicity,
     myerson_payments,
 )
-from mechanisms.allocation._candidate_range import (
+from mechanisms.allocation._eta_search import eta_bounds, solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._candidate_range import (
     a_step,
     candidate_models,
     scenario_virtual_costs,
 )
-from mechanisms.allocation._eta_search import eta_bounds, solve_allocation
-from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_step import solve_weights
 from tests.mechanisms.conftest import g_value
 from tests.mechanisms.test_certified_allocation import (
@@ -268,7 +268,7 @@ def test_dual_cell_bound_is_below_the_cell_minimum(seed: int) -> None:
     """Weak duality on any ``ν ≥ 0``: the cell bound never exceeds ``min p_j`` on the
     cell (a dense grid of exact a-steps), for the multipliers the search uses, random
     ones and zero; and with the search's multipliers it is tight on narrow cells."""
-    from mechanisms.allocation._candidate_range import _Search
+    from mechanisms.allocation._range._candidate_range import _Search
 
     X, y, c, cfg, eps_max = near_cap_instance(seed)
     prob = dataclasses.replace(_problem(X, y, c, cfg), eps_max=eps_max)

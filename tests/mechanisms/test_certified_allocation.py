@@ -24,9 +24,9 @@ from mechanisms import (
     audit_monotonicity,
     myerson_payments,
 )
-from mechanisms.allocation._certify import effective_problem, lambda_conv
 from mechanisms.allocation._eta_search import eta_bounds
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._certify import effective_problem, lambda_conv
 from tests.mechanisms.conftest import g_value
 
 PRIOR = UniformPrior(low=0.1, high=1.0)

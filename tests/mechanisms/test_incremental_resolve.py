@@ -1,7 +1,7 @@
 """Payment re-solves agree with cold full solves (issue 16).
 
 A payment sweep re-solves the allocation with one seller's report raised. The
-shortcut (:func:`mechanisms.payments._local_resolve.local_resolve`, warm from nearby
+shortcut (:func:`mechanisms.payments._resolve._local_resolve.local_resolve`, warm from nearby
 points, certified by a range branch-and-bound over the base's stale nodes computed
 once per job by :func:`stale_nodes`) must return what a cold
 :func:`solve_allocation` — i.e. :func:`mechanisms.allocate` — returns for that report,
@@ -21,20 +21,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mechanisms import MechanismConfig, UniformPrior
-from mechanisms.allocation import _candidate_range
-from mechanisms.allocation._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range import _candidate_range
+from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
 from mechanisms.allocation._weights_kernel import (
     one_seller_value,
     range_summary,
     range_value_kernel,
     shifted_value,
 )
-from mechanisms.payments import _range_resolve
-from mechanisms.payments._local_resolve import local_resolve, stale_nodes
-from mechanisms.payments._range_resolve import range_resolver
-from mechanisms.payments._seller_curve import active_signature
+from mechanisms.payments._resolve import _range_resolve
+from mechanisms.payments._resolve._local_resolve import local_resolve, stale_nodes
+from mechanisms.payments._resolve._range_resolve import range_resolver
+from mechanisms.payments._resolve._seller_curve import active_signature
 from mechanisms.result import Allocation
 
 CFG = MechanismConfig(
@@ -264,7 +264,7 @@ def test_range_resolves_with_one_seller_updates_equal_cold_solves() -> None:
     assert len(cache.summaries) > 0  # the update path was exercised
 
 
-# ------------------------------- the lean payment re-solve (mechanisms.payments._range_resolve)
+# ------------------------------- the lean payment re-solve (mechanisms.payments._resolve._range_resolve)
 
 
 def test_shifted_summary_update_equals_the_full_a_step() -> None:
@@ -395,7 +395,7 @@ def test_lean_resolves_with_summary_updates_equal_cold_solves(
     """At a size where the lean re-solves use the O(1) one-seller and shifted-``η``
     updates of cached summaries (both exercised), including raises that change the
     active set, every lean re-solve equals the cold solve: with the compiled search
-    (:mod:`mechanisms.allocation._one_seller_search`, what the payments run here) and
+    (:mod:`mechanisms.allocation._range._one_seller_search`, what the payments run here) and
     with the Python one."""
     used = {True: 0, False: 0}
 

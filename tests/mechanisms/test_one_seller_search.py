@@ -1,6 +1,6 @@
 """The compiled one-seller branch-and-bound is the Python search (issue 16).
 
-:mod:`mechanisms.allocation._one_seller_search` runs the payment re-solve's range
+:mod:`mechanisms.allocation._range._one_seller_search` runs the payment re-solve's range
 search in one numba call. It must make the same decisions as
 ``_candidate_range._branch_and_bound`` with the one-seller cache: the same cells in
 the same order, the same points evaluated the same way (cached summary, shifted
@@ -17,23 +17,23 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mechanisms.allocation import _candidate_range
-from mechanisms.allocation._candidate_range import (
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range import _candidate_range
+from mechanisms.allocation._range._candidate_range import (
     OneSellerCache,
     OneSellerSolution,
     compiled_resolve,
     resolve_one_seller,
     search_consts,
 )
-from mechanisms.allocation._eta_search import solve_allocation
-from mechanisms.allocation._one_seller_search import (
+from mechanisms.allocation._range._one_seller_search import (
     BAIL,
     CompiledCache,
     KeyTable,
     seed_arrays,
 )
-from mechanisms.allocation._problem import Problem
-from mechanisms.payments._range_resolve import RangeResolver, range_resolver
+from mechanisms.payments._resolve._range_resolve import RangeResolver, range_resolver
 from tests.mechanisms.test_incremental_resolve import AUTO, auto_instance
 
 

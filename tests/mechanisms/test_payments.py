@@ -24,7 +24,7 @@ from mechanisms.payments._payments import (
     seller_payment,
     verification_sample,
 )
-from mechanisms.payments._range_resolve import RangeResolver
+from mechanisms.payments._resolve._range_resolve import RangeResolver
 from tests.conftest import SEED
 from tests.mechanisms.test_payments_instances import (
     Instance,

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from market import numerics
 from market.config import get_settings
-from market.pipeline import numerics
+from market.numerics import executors
 from mechanisms.payments import DaskExecutor, worker_count
 from mechanisms.payments._executors import SerialExecutor
 from mechanisms.payments._payments import myerson_payments
@@ -87,8 +88,8 @@ def test_worker_setting_runs_payments_on_the_scheduler(
         return real(address)
 
     monkeypatch.setenv("PRIVMARKET_DASK_SCHEDULER", cluster.scheduler_address)
-    monkeypatch.setattr(numerics, "SERIAL_PAYMENTS_MAX", 0)
-    monkeypatch.setattr(numerics, "dask_executor", spy)
+    monkeypatch.setattr(executors, "SERIAL_PAYMENTS_MAX", 0)
+    monkeypatch.setattr(executors, "dask_executor", spy)
     get_settings.cache_clear()
     try:
         remote = numerics.myerson_payments(

@@ -21,9 +21,9 @@ from mechanisms.payments._critical_cost import (
     invert_virtual_cost,
 )
 from mechanisms.payments._kinks import cap_exit
-from mechanisms.payments._local_resolve import local_resolve
 from mechanisms.payments._payments import payment_job
 from mechanisms.payments._quadrature import integrate
+from mechanisms.payments._resolve._local_resolve import local_resolve
 from mechanisms.payments._seller_payment import seller_payment
 from mechanisms.priors import ExponentialPrior, UniformPrior
 from tests.conftest import SEED

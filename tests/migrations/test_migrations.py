@@ -12,7 +12,7 @@ from alembic import command
 from alembic.script import ScriptDirectory
 from sqlmodel import SQLModel
 
-from market.db import alembic_config, make_engine
+from market.store import alembic_config, make_engine
 from tests.market.dbfixtures import BACKENDS, pg_schema, with_search_path
 
 __all__ = ["pg_schema"]

@@ -23,9 +23,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete
 
 from market.config import Settings
-from market.db import DriverStatement
 from market.errors import RateLimitedError
-from market.models import RateLimitWindow
+from market.store.db import DriverStatement
+from market.store.models import RateLimitWindow
 
 MAX_IDENTITY_LENGTH = 128
 """Longest identity stored (the column's width); longer ones are truncated."""
@@ -253,7 +253,7 @@ class RateLimiter:
     clock : callable
         Returns the current Unix time in seconds (``time.time``).
     engine : Engine or None
-        Where the counters are written (``market.db.make_counter_engine``: commits
+        Where the counters are written (``market.store.db.make_counter_engine``: commits
         without a flush to disk); ``None``: in the caller's session.
     purged_at : float
         When this limiter last deleted ended windows: at most once per window length

@@ -4,7 +4,7 @@
 **everything else frozen** (configuration incl. ``γ``, the ``η`` grid, the other
 reports): what :func:`mechanisms.allocate` returns for that report. Every evaluation is
 cached with its solution and active set, so the critical-cost search
-(:mod:`mechanisms.critical_cost`), the kink locators (:mod:`mechanisms.kinks`) and the
+(:mod:`mechanisms.payments._critical_cost`), the kink locators (:mod:`mechanisms.payments._kinks`) and the
 quadrature share them and the sweep can be audited for monotonicity.
 """
 
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._certify import Node
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
-from mechanisms.payments._local_resolve import local_resolve
-from mechanisms.payments._range_resolve import (
+from mechanisms.allocation._range._certify import Node
+from mechanisms.payments._resolve._local_resolve import local_resolve
+from mechanisms.payments._resolve._range_resolve import (
     LeanSolve,
     RangeResolver,
     bound_status,
@@ -41,7 +41,7 @@ class SellerCurve:
     ``solver`` is :func:`solve_allocation` (a hook only for planted-bug tests).
     Issue 9: the shortcut is taken only when the base allocation is certified and
     each shortcut result carries its own closed range certificate
-    (:func:`mechanisms.local_resolve.local_resolve`); ``checks`` records every
+    (:func:`mechanisms.payments._resolve._local_resolve.local_resolve`); ``checks`` records every
     evaluation's status, KKT residual and certified gap for the seller's certificate.
     Full re-solves are **cold** (``warm_full=False``), i.e. exactly what
     :func:`mechanisms.allocate` returns for the changed report: ``G`` is not convex in
@@ -49,12 +49,12 @@ class SellerCurve:
     than the cold one (measured: a seller kept at ε ≈ 4.3 by the warm search where the
     cold one excludes it with a lower ``G``), which would pay for a rule the market
     does not run. With ``fast`` (default) a re-solve first tries the certified shortcut of
-    :mod:`mechanisms.local_resolve`, with lower bounds on the grid values from the
+    :mod:`mechanisms.payments._resolve._local_resolve`, with lower bounds on the grid values from the
     full solves seen so far; the full search runs whenever the certificate fails.
     ``checkpoint`` (optional) is called before every re-solve; what it raises ends
     the sweep (cooperative cancellation, ``PaymentJob.checkpoint``).
     Under the default rule (candidate-model range) a re-solve with ``Ψ_i`` raised is
-    the lean one of :mod:`mechanisms.payments._range_resolve` (issue 16): the same
+    the lean one of :mod:`mechanisms.payments._resolve._range_resolve` (issue 16): the same
     certified range search, returning seller ``i``'s values and the optimum's
     ``(j, η, A, s)`` instead of an O(m) allocation; it counts as a shortcut
     (``fast_keys``), so the verified sample cross-checks it against the full path
@@ -82,7 +82,7 @@ class SellerCurve:
     checks: dict[float, tuple[str, float, float | None]] = field(default_factory=dict)
     checkpoint: Callable[[], None] | None = None
     nodes: dict[float, Node] | None = None  # the base's stale certified nodes
-    # Re-solves by the lean path of the default rule (mechanisms.payments.
+    # Re-solves by the lean path of the default rule (mechanisms.payments._resolve.
     # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
     lean: dict[float, LeanSolve] = field(default_factory=dict)
     resolver: RangeResolver | None = None
@@ -129,7 +129,7 @@ class SellerCurve:
 
     def _solve(self, prob: Problem, s: float) -> Allocation:
         """The frozen rule at ``prob``: the certified shortcut of
-        :mod:`mechanisms.local_resolve` when it applies, else the full search."""
+        :mod:`mechanisms.payments._resolve._local_resolve` when it applies, else the full search."""
         # The candidate-model rule reuses the base's models (cost-independent, so
         # identical to recomputing them): always pass the base there.
         reuse = getattr(self.base.certificate, "models", None) is not None

@@ -1,6 +1,6 @@
 """Certified fast re-solve when one seller's virtual cost goes **up** (payment sweeps).
 
-:func:`mechanisms.allocation.solve_allocation` re-runs the whole ``η`` search: every
+:func:`mechanisms.allocation._eta_search.solve_allocation` re-runs the whole ``η`` search: every
 coarse-grid point, a Brent refinement around the best one, then the exact block polish.
 In a payment sweep seller ``i`` reports ``s ≥ c_i`` so ``Ψ_i`` only increases, and then
 the grid values can only increase: ``P_j(Ψ) = min_{w,a} G(w, a, η_j; Ψ)`` is a minimum
@@ -19,7 +19,7 @@ Issue 9: the cell argument above only shows the shortcut reaches the *same local
 optimum as the full search's refinement; it says nothing when the fixed-``η`` problems
 have several local minima. So the shortcut now runs only when the base allocation is
 certified (``status == "optimal"``), and its result is accepted only with its own
-certificate: the ``η``-range branch-and-bound of :mod:`mechanisms._certify` closes at
+certificate: the ``η``-range branch-and-bound of :mod:`mechanisms.allocation._range._certify` closes at
 the re-solved point, using the base's grid bounds as stale node bounds (valid since
 ``G`` is non-decreasing in ``Ψ_i``, refreshed when a cell needs it). With ``λ > λ_conv``
 both the shortcut and the full search then return the global optimum over the range
@@ -35,14 +35,6 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._block_solver import solve_at_eta
-from mechanisms.allocation._certify import (
-    RANGE_RTOL,
-    AllocationCertificate,
-    Node,
-    certify_range,
-    effective_problem,
-    node_of,
-)
 from mechanisms.allocation._eta_search import (
     GRID_TOL,
     _polish,
@@ -51,6 +43,14 @@ from mechanisms.allocation._eta_search import (
     solve_allocation,
 )
 from mechanisms.allocation._problem import Problem, search_value
+from mechanisms.allocation._range._certify import (
+    RANGE_RTOL,
+    AllocationCertificate,
+    Node,
+    certify_range,
+    effective_problem,
+    node_of,
+)
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -177,7 +177,7 @@ def stale_nodes(
     The coarse grid's bounds (:func:`grid_nodes`) plus ``n_fine`` log-spaced points
     across the two grid cells around the base optimum and the base ``η`` itself,
     each a fixed-``η`` solve at the **base** virtual costs with its rigorous bound
-    (``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))``, :func:`mechanisms.allocation._certify.node_of`).
+    (``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))``, :func:`mechanisms.allocation._range._certify.node_of`).
     A re-solve raises one ``Ψ_i``, and ``G`` is non-decreasing in each ``Ψ_i``, so every
     bound stays valid (marked stale: the branch-and-bound re-solves a stale end only
     where its bound is below the incumbent). Without the fine nodes each re-solve's

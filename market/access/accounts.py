@@ -2,7 +2,7 @@
 
 A key looks like ``pm_<prefix>_<secret>``: the 12-hex-digit prefix (the key id) is
 stored in clear for lookup, the whole key only as ``hmac-sha256$<hex>``, an
-HMAC-SHA-256 of the key under the server secret (:mod:`market.key_secret`), compared
+HMAC-SHA-256 of the key under the server secret (:mod:`market.access.key_secret`), compared
 in constant time (``hmac.compare_digest``). The secret part has 256 bits of entropy, so
 a fast keyed hash is as safe as a slow one (nothing to brute-force) and a request costs
 microseconds, not an Argon2 verification: a bad key (unknown prefix, wrong secret) is
@@ -24,11 +24,11 @@ import argon2
 import sqlalchemy as sa
 from sqlmodel import Session, col, select, update
 
+from market.access.key_secret import resolve_key_secret
 from market.config import Settings, get_settings
-from market.db import DriverStatement, session_scope
 from market.errors import InvalidInputError
-from market.key_secret import resolve_key_secret
-from market.models import Account, Role
+from market.store.db import DriverStatement, session_scope
+from market.store.models import Account, Role
 
 KEY_PREFIX_BYTES = 6
 KEY_SECRET_BYTES = 32

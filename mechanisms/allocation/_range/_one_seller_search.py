@@ -1,8 +1,8 @@
 """The payment re-solve's branch-and-bound, compiled (issue 16).
 
 A payment re-solve raises one seller's ``Ψ_i`` and re-runs the certified range search
-of :mod:`mechanisms.allocation._candidate_range` from the base's seed
-(:func:`~mechanisms.allocation._candidate_range.resolve_one_seller`). Where every cap
+of :mod:`mechanisms.allocation._range._candidate_range` from the base's seed
+(:func:`~mechanisms.allocation._range._candidate_range.resolve_one_seller`). Where every cap
 is ``k/m`` on the whole range and ``μ > 0`` — the payments of a large market — each
 of its points is an O(1) one-seller or shifted-``η`` update of a cached summary
 (:func:`~mechanisms.allocation._weights_kernel.one_seller_value`,
@@ -140,7 +140,7 @@ class CompiledCache:
 
 @dataclass(frozen=True)
 class SeedArrays:
-    """A :class:`~mechanisms.allocation._candidate_range.RangeSeed` as arrays: its
+    """A :class:`~mechanisms.allocation._range._candidate_range.RangeSeed` as arrays: its
     points (columns as ``_J … _FRESH``; no state → ``A = s = 0``, the cold start),
     its cells ``(bound, model, end, end)``, the index of its best point, and per
     point the first point of its ``(model, η)`` key (the search renews a key once).

@@ -3,7 +3,7 @@
 Why a declared range
 --------------------
 At a fixed ``η`` the allocation objective ``G`` is not convex in ``(w, a)`` for
-``λ ≤ λ_conv`` (:mod:`mechanisms.allocation._certify`), and at the ``λ`` the
+``λ ≤ λ_conv`` (:mod:`mechanisms.allocation._range._certify`), and at the ``λ`` the
 validation selects (``1e-4 … 1e-2`` on Wisconsin, against ``λ_conv ≥ 0.19``) a local
 search is not a rule: which KKT point it returns depends on the reports, and the
 allocation is not monotone (issue 9). A global optimum of virtual welfare over a
@@ -66,7 +66,8 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
 from mechanisms.allocation._block_solver import solve_at_eta
-from mechanisms.allocation._one_seller_search import (
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._one_seller_search import (
     HAVE_NUMBA,
     OK,
     CompiledCache,
@@ -74,7 +75,6 @@ from mechanisms.allocation._one_seller_search import (
     one_seller_search,
     seed_arrays,
 )
-from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._reduced_newton import _norm
 from mechanisms.allocation._weights_kernel import (
     cap_cell_bound_kernel,
@@ -556,7 +556,7 @@ class OneSellerCache:
     # per model, the sorted η of its valid summaries (for shifted_value)
     etas: dict[int, list[float]] = field(default_factory=dict)
     # the payments' lean re-solver of this base in this process
-    # (mechanisms.payments._range_resolve.RangeResolver; not pickled)
+    # (mechanisms.payments._resolve._range_resolve.RangeResolver; not pickled)
     resolver: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -646,7 +646,7 @@ class OneSellerSolution:
 @dataclass(frozen=True, eq=False)
 class CompiledResolve:
     """What :func:`resolve_one_seller` needs to run its search compiled
-    (:mod:`mechanisms.allocation._one_seller_search`): the seed as arrays and the
+    (:mod:`mechanisms.allocation._range._one_seller_search`): the seed as arrays and the
     summaries of the seed's virtual costs (one per base and process)."""
 
     seed: SeedArrays

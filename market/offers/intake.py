@@ -5,17 +5,17 @@ spends four transactions per offer: the key lookup, the rate-limit count, and th
 offer's own write, which first waits for SQLite's write lock (``BEGIN IMMEDIATE``,
 retried with ``busy_timeout``'s back-off sleeps under contention) and then flushes one
 ``fsync`` per offer. This module does the same steps, with the same outcomes in the
-same order, in **one** job of a :class:`market.group_commit.GroupCommitWriter` per
+same order, in **one** job of a :class:`market.store.group_commit.GroupCommitWriter` per
 offer, answered after its commit:
 
 1. In the caller (the event loop): the market, from :class:`MarketCache`, and the
    records' validation and scaling (:func:`prepare`, i.e.
    :func:`market.offers.validate_offer`).
 2. :func:`intake_job` in the writer: the key's account
-   (:func:`market.accounts.check_key`, one indexed ``SELECT`` in the writer's
+   (:func:`market.access.accounts.check_key`, one indexed ``SELECT`` in the writer's
    transaction, so a revoked key is refused at once), one rate-limit count under the
    account, or under the client address when the key is missing or wrong
-   (:meth:`market.rate_limits.RateLimiter.count_in`), and, if that admits a seller,
+   (:meth:`market.access.rate_limits.RateLimiter.count_in`), and, if that admits a seller,
    the vertical-market party check and one ``INSERT``. The one-active-offer rule is the
    unique partial index ``uq_offer_active_seller_market``: a second active offer fails
    its insert alone and is answered with ``ConflictError`` (the session path's
@@ -40,14 +40,21 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
-from market import accounts, offers, records
-from market.db import DriverStatement, session_scope
+from market import access, numerics, offers
+from market.access import Decision, RateLimiter, RouteGroup
 from market.errors import ConflictError
-from market.group_commit import Job
-from market.models import Market, Offer, OfferStatus, Role, utcnow
-from market.pipeline import numerics
-from market.rate_limits import Decision, RateLimiter, RouteGroup
+from market.offers import records
 from market.schemas import OfferCreate, OfferPublic
+from market.store import (
+    DriverStatement,
+    Job,
+    Market,
+    Offer,
+    OfferStatus,
+    Role,
+    session_scope,
+    utcnow,
+)
 
 JSON_COLUMNS = ("records", "records_scaled")
 COLUMNS = (
@@ -96,7 +103,7 @@ def _admit(
     if verified is not None:
         account_id, role = verified
     elif key:
-        check = accounts.check_key(conn, key, secret)
+        check = access.check_key(conn, key, secret)
         if check.legacy:
             return Admission(legacy=True)
         account_id, role = check.account_id, check.role  # type: ignore[assignment]
@@ -124,7 +131,7 @@ def admission_job(
 
     ``identity(account_id)`` names the rate-limit identity (the account, else the
     client address). ``verified``: ``(account_id, role)`` of an account whose legacy
-    key the caller has just verified (:func:`market.accounts.authenticate`).
+    key the caller has just verified (:func:`market.access.accounts.authenticate`).
     """
 
     def job(conn: sa.Connection) -> Admission:

@@ -5,7 +5,7 @@ under ``synchronous=FULL``; one WAL flush on PostgreSQL).
 A request hands the writer a *job*, a function of a SQLAlchemy ``Connection`` that
 reads and writes a few rows, and a callback. The writer takes every job waiting in its
 queue (at most ``max_batch``), begins one transaction (``BEGIN IMMEDIATE`` on SQLite,
-:func:`market.db.writer_bind`), runs the jobs in submission order and commits once.
+:func:`market.store.db.writer_bind`), runs the jobs in submission order and commits once.
 A job's failure is undone alone: on PostgreSQL each job runs in its own ``SAVEPOINT``
 (an error there aborts the whole transaction otherwise); on SQLite a failed statement
 is undone by SQLite itself and the transaction goes on, so a job there must make its
@@ -48,7 +48,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from market.db import writer_bind
+from market.store.db import writer_bind
 
 _log = logging.getLogger(__name__)
 

@@ -26,13 +26,13 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import accounts, offers, records
+from market import access, numerics, offers
+from market.access import resolve_key_secret
 from market.config import Settings
 from market.errors import ConflictError, InvalidInputError
-from market.key_secret import resolve_key_secret
-from market.models import Account, Market, Offer, OfferStatus, Role, utcnow
-from market.pipeline import numerics
+from market.offers import records
 from market.schemas import BulkOfferCreated, BulkOfferIn, BulkOffersCreated
+from market.store import Account, Market, Offer, OfferStatus, Role, utcnow
 
 _IN_CHUNK = 5_000
 """Ids per ``IN (...)`` list (below SQLite's and PostgreSQL's parameter limits)."""
@@ -207,7 +207,7 @@ def _new_sellers(
     now = utcnow()
     keys, values = [], []
     for name in names:
-        key, prefix, key_hash = accounts.issue_key(secret)
+        key, prefix, key_hash = access.issue_key(secret)
         keys.append(key)
         values.append(
             {
@@ -267,7 +267,7 @@ def create_offers(
     """
     assert market.id is not None
     names = [
-        accounts.clean_name(row.seller_name, f"offers[{i}].seller_name")
+        access.clean_name(row.seller_name, f"offers[{i}].seller_name")
         for i, row in enumerate(rows)
         if row.seller_name is not None
     ]

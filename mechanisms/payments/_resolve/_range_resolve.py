@@ -1,10 +1,10 @@
 """Lean payment re-solves under the default rule (candidate-model range; issue 16).
 
 A payment sweep re-solves the allocation with one seller's ``Ψ_i`` raised. Under the
-default rule (:mod:`mechanisms.allocation._candidate_range`) the re-solve is the
-branch-and-bound of :func:`~mechanisms.allocation._candidate_range.solve_in_range`
+default rule (:mod:`mechanisms.allocation._range._candidate_range`) the re-solve is the
+branch-and-bound of :func:`~mechanisms.allocation._range._candidate_range.solve_in_range`
 from the base's closed search, its points mostly O(1) one-seller updates of cached
-summaries. What the full path (:func:`mechanisms.allocation.solve_allocation` with
+summaries. What the full path (:func:`mechanisms.allocation._eta_search.solve_allocation` with
 ``warm_start=base``) adds around it is O(m) per re-solve and not needed by the sweep:
 the models' and the seed's checks against the base (``np.array_equal`` over ``X``,
 ``Ψ ≥ Ψ_base`` over all sellers), the ``η`` bounds and cap constants (functions of the
@@ -18,7 +18,7 @@ re-derived on demand).
 Same search, same optimum: :func:`resolve_one_seller` runs the very branch-and-bound
 and polish of the full path (so its point equals the full path's to floating point;
 where every cap is ``k/m`` it runs compiled, the same search to the bit and about
-ten times faster: :mod:`~mechanisms.allocation._one_seller_search`),
+ten times faster: :mod:`~mechanisms.allocation._range._one_seller_search`),
 and its result is used only when the range search closed and the KKT residuals are
 below ``KKT_TOL`` — exactly when the full path returns status ``"optimal"``; otherwise
 the caller runs the full path. KKT residuals without the O(m) pass (spec §4.1, a-block
@@ -47,7 +47,9 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._block_solver import BlockSolution
-from mechanisms.allocation._candidate_range import (
+from mechanisms.allocation._eta_search import KKT_TOL, eta_bounds, kkt_residuals
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._candidate_range import (
     CandidateModels,
     CompiledResolve,
     RangePoint,
@@ -57,8 +59,6 @@ from mechanisms.allocation._candidate_range import (
     resolve_one_seller,
     search_consts,
 )
-from mechanisms.allocation._eta_search import KKT_TOL, eta_bounds, kkt_residuals
-from mechanisms.allocation._problem import Problem
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]

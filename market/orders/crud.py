@@ -12,24 +12,13 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import db, ledgers, markets, offers
+from market import ledgers, markets, numerics, offers
 from market.errors import (
     ConflictError,
     InvalidInputError,
     InvalidTransitionError,
     NotFoundError,
 )
-from market.models import (
-    Account,
-    Allocation,
-    Market,
-    MarketParameters,
-    Offer,
-    Order,
-    Role,
-    RunStatus,
-)
-from market.pipeline import numerics
 from market.schemas import (
     AllocationPublic,
     AllocationsPublic,
@@ -39,6 +28,17 @@ from market.schemas import (
     OrderPublic,
     Page,
     Progress,
+)
+from market.store import (
+    Account,
+    Allocation,
+    Market,
+    MarketParameters,
+    Offer,
+    Order,
+    Role,
+    RunStatus,
+    db,
 )
 
 

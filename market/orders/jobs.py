@@ -5,11 +5,10 @@ job is ``market.runtime.job_runner``; its numerics are ``market.pipeline.compute
 import numpy as np
 from sqlmodel import Session
 
-from market import markets
+from market import markets, numerics
 from market.errors import InvalidInputError, NotFoundError
-from market.models import Account, Job, Role, RunStatus
-from market.pipeline import numerics
 from market.schemas import JobPublic, Progress, TradeoffRequest
+from market.store import Account, Job, Role, RunStatus
 
 TRADEOFF = "tradeoff"
 DEFAULT_GAMMAS = tuple(float(g) for g in np.logspace(-2, 2, 8))

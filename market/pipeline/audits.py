@@ -13,10 +13,10 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy.engine import Engine
 
-from market.db import session_scope
-from market.pipeline import numerics
+from market import numerics
 from market.pipeline.compute import build_learner, priced_rows
 from market.pipeline.instance import load_current
+from market.store import session_scope
 
 FloatArray = NDArray[np.float64]
 

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from market import records
 from market.errors import InvalidInputError
-from market.models import Market
+from market.offers import records
 from market.schemas import KeyedRecordIn, MarketCreate, OfferCreate
+from market.store import Market
 
 FloatArray = NDArray[np.float64]
 K_RULE = (

@@ -69,7 +69,7 @@ class LedgerKind(StrEnum):
 
 class Account(SQLModel, table=True):
     """An admin, seller or buyer; only a keyed hash of its API key is stored
-    (HMAC-SHA-256, ``market.accounts``; legacy Argon2id until first use)."""
+    (HMAC-SHA-256, ``market.access.accounts``; legacy Argon2id until first use)."""
 
     __table_args__ = (
         sa.CheckConstraint("role IN ('admin', 'seller', 'buyer')", name="role"),
@@ -256,7 +256,7 @@ class RateLimitWindow(SQLModel, table=True):
     """Requests of one identity to one route group in one fixed window (rate limits).
 
     ``window_start`` and ``expires_at`` are Unix seconds; rows whose window has ended
-    are deleted opportunistically (``market.rate_limits``).
+    are deleted opportunistically (``market.access.rate_limits``).
     """
 
     __tablename__ = "rate_limit_window"

@@ -34,13 +34,13 @@ Strict mode is always certified (its a-step does not see ``w``).
 At the ``λ`` the validation selects the bound fails by orders of magnitude (Wisconsin:
 ``λ_conv ≥ 0.19`` against ``λ ≤ 1e-2``), so the default rule (``certify="auto"``) then
 restricts ``w`` to public candidate models instead
-(:mod:`mechanisms.allocation._candidate_range`), where the global optimum is certified
+(:mod:`mechanisms.allocation._range._candidate_range`), where the global optimum is certified
 by construction.
 
 Range certificate
 -----------------
 The declared range is every feasible ``(a, η)`` with ``η ∈ [η_lo, η_hi]``
-(:func:`mechanisms.allocation.eta_bounds`; independent of the costs). On a cell
+(:func:`mechanisms.allocation._eta_search.eta_bounds`; independent of the costs). On a cell
 ``[η₁, η₂]``, ``σ/η ≥ σ/η₂``, ``γηΨ_i a_i ≥ γ min(η₁Ψ_i, η₂Ψ_i) a_i`` and the caps are
 largest at ``η₁``, so the fixed-``η``-type problem with those constants is a lower bound
 of the profile on the whole cell, and it is convex under the same certificate. A
@@ -100,7 +100,7 @@ class AllocationCertificate:
     rule : {"full_range", "candidate_models"}
         The declared range: every ``(w, a, η)`` with ``η`` in the range, or ``w``
         restricted to public candidate models
-        (:mod:`mechanisms.allocation._candidate_range`; ``convex`` then means every
+        (:mod:`mechanisms.allocation._range._candidate_range`; ``convex`` then means every
         fixed-``(w, η)`` problem is convex, which holds by construction).
     n_models : int
         Candidate models in the range (``0`` for ``"full_range"``).

@@ -12,15 +12,14 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import records, vertical
+from market import numerics
 from market.errors import (
     ConflictError,
     InvalidInputError,
     InvalidTransitionError,
     NotFoundError,
 )
-from market.models import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
-from market.pipeline import numerics
+from market.offers import records, vertical
 from market.schemas import (
     OfferCreate,
     OfferPublic,
@@ -28,6 +27,7 @@ from market.schemas import (
     OfferSummary,
     RecordIn,
 )
+from market.store import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
 
 DUPLICATE = (
     "you already have an active offer in this market; PUT /v1/offers/{id} replaces it"

@@ -18,12 +18,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, col, func, select
 
-from market import models
 from market.schemas import Page
+from market.store import models
 
 BUSY_TIMEOUT_MS = 5000
 _BEGIN_OPTION = "privmarket_sqlite_begin"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def is_sqlite(engine_or_url: Engine | str) -> bool:

@@ -1,0 +1,71 @@
+"""Access: accounts and API keys (:mod:`market.access.accounts`), the server's key
+secret (:mod:`market.access.key_secret`) and request rate limits
+(:mod:`market.access.rate_limits`)."""
+
+from market.access.accounts import (
+    HMAC_SCHEME,
+    KEY_PREFIX_BYTES,
+    KEY_SECRET_BYTES,
+    LEGACY_SCHEME,
+    KeyCheck,
+    authenticate,
+    check_key,
+    clean_name,
+    create_account,
+    hash_key,
+    issue_key,
+    new_api_key,
+)
+from market.access.key_secret import (
+    MIN_SECRET_CHARS,
+    SECRET_FILE_SUFFIX,
+    KeySecretError,
+    check_key_secret_configured,
+    default_secret_file,
+    resolve_key_secret,
+)
+from market.access.rate_limits import (
+    MAX_IDENTITY_LENGTH,
+    Decision,
+    RateLimiter,
+    RouteGroup,
+    Rule,
+    count_in,
+    hit,
+    increment,
+    purge_expired,
+    seconds_left,
+    window_start,
+)
+
+__all__ = [
+    "HMAC_SCHEME",
+    "KEY_PREFIX_BYTES",
+    "KEY_SECRET_BYTES",
+    "LEGACY_SCHEME",
+    "MAX_IDENTITY_LENGTH",
+    "MIN_SECRET_CHARS",
+    "SECRET_FILE_SUFFIX",
+    "Decision",
+    "KeyCheck",
+    "KeySecretError",
+    "RateLimiter",
+    "RouteGroup",
+    "Rule",
+    "authenticate",
+    "check_key",
+    "check_key_secret_configured",
+    "clean_name",
+    "count_in",
+    "create_account",
+    "default_secret_file",
+    "hash_key",
+    "hit",
+    "increment",
+    "issue_key",
+    "new_api_key",
+    "purge_expired",
+    "resolve_key_secret",
+    "seconds_left",
+    "window_start",
+]

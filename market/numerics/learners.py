@@ -1,0 +1,242 @@
+"""The learner registry's adapter: learner specs, order checks, building a learner
+for an order and fitting it (the release).
+
+Learners are reached only through the registry (``learners.LEARNERS``): the market never
+branches on a learner's name.
+"""
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners import LEARNERS, LearnerSpec, ParamError, ReleaseContext, align_by_key
+from market.errors import InvalidInputError
+
+FloatArray = NDArray[np.float64]
+
+
+def learner_spec(name: str) -> LearnerSpec:
+    """The registered learner's spec; ``InvalidInputError`` on ``learner`` otherwise."""
+    if name not in LEARNERS:
+        raise InvalidInputError(
+            "learner", f"unknown learner {name!r}; known: {sorted(LEARNERS)}"
+        )
+    return LEARNERS.spec(name)
+
+
+def list_learners() -> list[dict[str, Any]]:
+    """Every registered learner's public description (``GET /v1/learners``)."""
+    return [spec.to_dict() for spec in LEARNERS.specs()]
+
+
+def has_missable(features: Sequence[Mapping[str, Any]] | None) -> bool:
+    """Whether any of the market's ``features`` is declared ``missable``."""
+    return any(bool(f.get("missable", False)) for f in features or ())
+
+
+def check_order_learner(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    task: str,
+    features: Sequence[Mapping[str, Any]] | None = None,
+    partition: str = "horizontal",
+) -> dict[str, Any]:
+    """Validate an order's ``learner`` against the registry, the market's task and
+    ``features`` (a market with ``missable`` ones needs a learner that takes missing
+    values), and its ``params`` against the learner's schema; return the params with
+    defaults.
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``learner`` or ``params.<name>``.
+    """
+    spec = learner_spec(name)
+    if task not in spec.tasks:
+        raise InvalidInputError(
+            "learner",
+            f"{name} cannot train a {task} market (it serves {list(spec.tasks)})",
+        )
+    if spec.partition != partition:
+        raise InvalidInputError(
+            "learner",
+            f"{name} trains {spec.partition} data; this market is {partition}",
+        )
+    if has_missable(features) and not spec.missing_values:
+        raise InvalidInputError(
+            "learner",
+            f"{name} cannot take missing values; this market has missable features",
+        )
+    try:
+        checked = spec.check_params(params)
+        spec.check_market(checked, features or ())
+    except ParamError as exc:
+        raise InvalidInputError(exc.field, exc.reason) from exc
+    return checked
+
+
+def records_per_seller_shortfall(name: str, counts: Sequence[int]) -> str | None:
+    """Why sellers with ``counts`` records cannot feed learner ``name``, or None.
+
+    A learner whose privacy unit is the seller with all its records
+    (``min_records_per_seller > 1``) needs that many records from every seller; any
+    other learner prices exactly one record per seller, except a vertical one, whose
+    sellers are parties each offering a column block of many records.
+    """
+    spec = learner_spec(name)
+    if spec.partition == "vertical":
+        return None
+    need = spec.min_records_per_seller
+    short = sum(1 for n in counts if n < need)
+    if short:
+        return (
+            f"{name} needs at least {need} records per seller; {short} of "
+            f"{len(counts)} sellers have fewer"
+        )
+    if not spec.several_records_per_seller and any(n != 1 for n in counts):
+        many = sum(1 for n in counts if n != 1)
+        return (
+            f"{name} prices exactly one record per seller; {many} of {len(counts)} "
+            "sellers offer several"
+        )
+    return None
+
+
+def default_learner(
+    task: str,
+    features: Sequence[Mapping[str, Any]] | None = None,
+    partition: str = "horizontal",
+) -> str:
+    """The registered learner a trade-off job uses for ``task`` (first by name; one
+    that takes missing values when ``features`` has a missable one).
+
+    Raises
+    ------
+    InvalidInputError
+        No registered learner serves ``task``.
+    """
+    missable = has_missable(features)
+    names = [
+        s.name
+        for s in LEARNERS.specs()
+        if task in s.tasks
+        and (s.missing_values or not missable)
+        and s.partition == partition
+    ]
+    if not names:
+        raise InvalidInputError(
+            "learner", f"no registered learner serves {task} markets"
+        )
+    return names[0]
+
+
+def _release_context(
+    config: Any, *, task: str, schema: Mapping[str, Any] | None
+) -> ReleaseContext:
+    return ReleaseContext(
+        lam=float(config.lam),
+        allocation_uses_data=config.mode != "strict",
+        task=task,
+        market=dict(schema or {}),
+    )
+
+
+def build_learner(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    config: Any,
+    task: str,
+    schema: Mapping[str, Any] | None = None,
+) -> Any:
+    """The learner of an order, bound to the mechanism's ``λ`` and mode and told the
+    market's public ``schema``."""
+    ctx = _release_context(config, task=task, schema=schema)
+    return LEARNERS[name].for_order(params, context=ctx)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LearnerRelease:
+    """The ordered learner as the tuning code's ``release(X, y, allocation, rng)``.
+
+    ``mechanisms.tuning`` scores a ``(λ, μ, σ, γ)`` grid point by the validation error
+    of the model released at its allocation (spec ``mechanism.md`` §4.3). Left to its
+    default it releases objective-perturbation logistic regression (or, for other
+    losses, scores the noise-free ``w``), which is not what the buyer ordered. This
+    adapter fits the registry learner instead, exactly as the order will: on the raw
+    records ``X``/``y`` with ``groups`` (the priced rows the tuning code passes are
+    ignored), each record spending its seller's allocated ``ε_i``, the learner bound
+    to the grid point's ``λ``; its noise comes from the tuning code's ``rng``. The
+    fitted learner's ``predict`` takes the market's scaled records, so the validation
+    rows given with it are the scaled records, not the priced rows.
+    """
+
+    name: str
+    params: Mapping[str, Any]
+    context: ReleaseContext
+    X: FloatArray
+    y: FloatArray
+    groups: NDArray[np.int64]
+
+    def __call__(
+        self, X: FloatArray, y: FloatArray, allocation: Any, rng: np.random.Generator, /
+    ) -> Any:
+        ctx = dataclasses.replace(self.context, lam=float(allocation.config.lam))
+        learner = LEARNERS[self.name].for_order(self.params, context=ctx)
+        learner.set_params(random_state=rng)  # type: ignore[attr-defined]
+        eps = np.asarray(allocation.epsilon, dtype=float)[self.groups]
+        return learner.fit(self.X, self.y, sample_epsilon=eps, groups=self.groups)
+
+
+def learner_release(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    config: Any,
+    task: str,
+    schema: Mapping[str, Any] | None,
+    X: FloatArray,
+    y: FloatArray,
+    groups: NDArray[np.int64],
+) -> LearnerRelease:
+    """:class:`LearnerRelease` for an order's learner on its raw records."""
+    ctx = _release_context(config, task=task, schema=schema)
+    return LearnerRelease(name, dict(params), ctx, X, y, groups)
+
+
+def release_vertical(
+    learner: Any, blocks: list[FloatArray], y: FloatArray, *, party_epsilon: FloatArray
+) -> Any:
+    """Fit a vertical learner on the parties' aligned blocks, each party's ``ε``
+    applying to all its records (noise from OS entropy)."""
+    return learner.fit(blocks, y, party_epsilon=party_epsilon)
+
+
+def align_blocks(
+    keys: Sequence[Sequence[str]], values: Sequence[FloatArray]
+) -> tuple[list[str], list[FloatArray]]:
+    """Align per-party blocks on the record key (``learners.secure_vertical.align_by_key``).
+
+    Raises
+    ------
+    ValueError
+        A duplicate or malformed key (``keys[k]`` named).
+    """
+    return align_by_key(keys, values)
+
+
+def release(
+    learner: Any,
+    X: FloatArray,
+    y: FloatArray,
+    *,
+    sample_epsilon: FloatArray,
+    groups: Any,
+) -> Any:
+    """Fit ``learner`` spending the allocated per-record ``ε`` (its noise from OS
+    entropy: the market never passes a ``random_state``); returns the fitted learner."""
+    return learner.fit(X, y, sample_epsilon=sample_epsilon, groups=groups)

@@ -1,0 +1,29 @@
+"""Orders and jobs: what buyers and admins ask the market to compute.
+
+- :mod:`market.orders.crud`: place an order, read its status, model and allocations
+  (this facade);
+- :mod:`market.orders.jobs`: an admin's trade-off job.
+
+One order's run is :mod:`market.pipeline` (the numerics) driven by
+:mod:`market.runtime` (the worker that claimed it).
+"""
+
+from market.orders.crud import (
+    get_model,
+    get_order_or_raise,
+    list_allocations,
+    list_learners,
+    list_orders,
+    place_order,
+    to_public,
+)
+
+__all__ = [
+    "get_model",
+    "get_order_or_raise",
+    "list_allocations",
+    "list_learners",
+    "list_orders",
+    "place_order",
+    "to_public",
+]

@@ -1,0 +1,83 @@
+"""Persistence: the tables (:mod:`market.store.models`), engines and sessions
+(:mod:`market.store.db`, SQLite embedded by default, PostgreSQL in production) and the
+group-commit writer of single-offer intake (:mod:`market.store.group_commit`).
+
+Domain modules import tables and sessions from this facade."""
+
+from market.store.db import (
+    BUSY_TIMEOUT_MS,
+    ROOT,
+    DriverStatement,
+    alembic_config,
+    create_all,
+    is_sqlite,
+    lock_rows,
+    make_counter_engine,
+    make_engine,
+    paginate,
+    session_scope,
+    upgrade_to_head,
+    write_session,
+    writer_bind,
+)
+from market.store.group_commit import (
+    MAX_BATCH,
+    Done,
+    GroupCommitWriter,
+    WriterStoppedError,
+)
+from market.store.models import (
+    MINOR_UNITS,
+    NAMING_CONVENTION,
+    Account,
+    Allocation,
+    Job,
+    LedgerEntry,
+    LedgerKind,
+    Market,
+    MarketParameters,
+    Offer,
+    OfferStatus,
+    Order,
+    RateLimitWindow,
+    Role,
+    RunStatus,
+    utcnow,
+)
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "MAX_BATCH",
+    "MINOR_UNITS",
+    "NAMING_CONVENTION",
+    "ROOT",
+    "Account",
+    "Allocation",
+    "Done",
+    "DriverStatement",
+    "GroupCommitWriter",
+    "Job",
+    "LedgerEntry",
+    "LedgerKind",
+    "Market",
+    "MarketParameters",
+    "Offer",
+    "OfferStatus",
+    "Order",
+    "RateLimitWindow",
+    "Role",
+    "RunStatus",
+    "WriterStoppedError",
+    "alembic_config",
+    "create_all",
+    "is_sqlite",
+    "lock_rows",
+    "make_counter_engine",
+    "make_engine",
+    "paginate",
+    "session_scope",
+    "upgrade_to_head",
+    "utcnow",
+    "write_session",
+    "writer_bind",
+]
