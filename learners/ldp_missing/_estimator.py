@@ -201,12 +201,6 @@ class LDPMissingLogisticRegression(
             sample_epsilon, n_samples=X_arr.shape[0], require_positive=True
         )
         complete = ~np.isnan(X_arr).any(axis=1)
-        if not (complete & (eps > 0)).any():
-            # every report would be a dummy (spec §5-§6): the model would be noise
-            raise ValueError(
-                "X: no record with sample_epsilon > 0 is complete (each would report a "
-                "dummy; nothing to fit)"
-            )
         norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
         R_x = self._x_bound(X_arr.shape[1])
         over = np.flatnonzero(complete & (norms > R_x * (1.0 + 1e-12)))
@@ -243,6 +237,12 @@ class LDPMissingLogisticRegression(
             release.
         """
         X_arr, y01, eps = self._check_fit_inputs(X, y, sample_epsilon)
+        if not (~np.isnan(X_arr).any(axis=1) & (eps > 0)).any():
+            # every report would be a dummy (spec §5-§6): the model would be noise
+            raise ValueError(
+                "X: no record with sample_epsilon > 0 is complete (each would report a "
+                "dummy; nothing to fit)"
+            )
         check_groups(groups, n_samples=X_arr.shape[0], one_per_group=True)
         k = X_arr.shape[1]
         rng = np.random.default_rng(self.random_state)
