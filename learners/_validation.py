@@ -202,7 +202,7 @@ def check_sample_epsilon(
     >>> check_sample_epsilon(["1", "2"], n_samples=2)
     Traceback (most recent call last):
     ...
-    ValueError: sample_epsilon must be numbers (one ε per record, or one for all), got ['1', '2']
+    ValueError: sample_epsilon must be numbers (one ε per record, or one for all), got text
     """
     try:
         raw = np.asarray(sample_epsilon)
@@ -212,9 +212,11 @@ def check_sample_epsilon(
             "nesting"
         ) from None
     if raw.dtype.kind not in "iuf":
-        shown = sample_epsilon if raw.size <= 8 else f"an array of dtype {raw.dtype}"
+        kind = {"U": "text", "S": "bytes", "b": "booleans", "O": "objects"}.get(
+            raw.dtype.kind, f"dtype {raw.dtype}"
+        )
         raise ValueError(
-            f"{name} must be numbers (one ε per {per}, or one for all), got {shown!r}"
+            f"{name} must be numbers (one ε per {per}, or one for all), got {kind}"
         )
     if raw.ndim == 0:
         raw = np.full(n_samples, float(raw))
