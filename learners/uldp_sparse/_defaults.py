@@ -30,10 +30,13 @@ local selector finds a true index, a property of the data).
 
    - ``n_bins = 4`` when ``u < 100`` (with a dozen users per coordinate, eight bins are
      mislocated often enough to cost more than the narrower noise saves), else 8;
-   - ``bound = min(1, ε·√u / 56)``: the public range ``[−B, B]`` of a rotated coordinate
-     narrows when the Laplace noise of the mean (standard deviation ``∝ B/(ε√u)``) is
-     large, trading a bias toward 0 for less noise; 0.253 at the paper's size, the spec's
-     ``B = 1`` from ``ε√u ≥ 56`` (e.g. n ≥ 1,600 users at ε = 4 and k = 8).
+   - ``bound = min(B_max, ε·√u / 56)``: the public range ``[−B, B]`` of a rotated
+     coordinate narrows when the Laplace noise of the mean (standard deviation
+     ``∝ B/(ε√u)``) is large, trading a bias toward 0 for less noise; ``B_max = 0.5``
+     with 4 bins (the width whose bins a dozen users still locate: at ε = 16 and the
+     paper's size ``B = 1`` costs 0.34 against 0.29), else the spec's 1. It is 0.253 at
+     the paper's size and 1 from ``u ≥ 100`` and ``ε√u ≥ 56`` (at ε = 4 and k = 8:
+     from n = 6,272 users).
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ REFERENCE_ALPHA = 0.1
 FEW_USERS_PER_COORDINATE = 100
 """Below this many users per coordinate and round, ``n_bins = 4`` (else 8)."""
 BOUND_SCALE = 56.0
-"""``bound = min(1, ε√u / BOUND_SCALE)``: 0.253 at the paper's default size."""
+"""``bound = min(B_max, ε√u / BOUND_SCALE)``: 0.253 at the paper's default size."""
+FEW_USERS_BOUND_MAX = 0.5
+"""``B_max`` below :data:`FEW_USERS_PER_COORDINATE` users per coordinate (else 1)."""
 
 
 @dataclass(frozen=True)
@@ -104,14 +109,16 @@ def default_settings(
     rho = math.sqrt(n1 / levels) / (2 * k * c) if n1 and levels else 0.0
     strong = rho >= SELECTION_STRENGTH_MIN
     u = ((n - n1) // 2) / padded_dimension(k + int(intercept))
-    if math.isinf(eps):
-        bound = 1.0
+    few = u < FEW_USERS_PER_COORDINATE
+    bound_max = FEW_USERS_BOUND_MAX if few else 1.0
+    if math.isinf(eps) or u <= 0:
+        bound = bound_max
     else:
-        bound = min(1.0, eps * math.sqrt(u) / BOUND_SCALE) if u > 0 else 1.0
+        bound = min(bound_max, eps * math.sqrt(u) / BOUND_SCALE)
     return DefaultSettings(
         hh_alpha=0.0 if strong else REFERENCE_ALPHA,
         hh_levels="pruned" if strong else "all",
-        n_bins=4 if u < FEW_USERS_PER_COORDINATE else 8,
+        n_bins=4 if few else 8,
         bound=bound,
         selection_strength=rho,
         users_per_coordinate=u,

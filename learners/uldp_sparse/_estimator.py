@@ -108,10 +108,11 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     number of users with ``ε_i > 0``, their median ``ε``, ``d`` and ``k``;
     :mod:`learners.uldp_sparse._defaults`, ``docs/uldp_sparse_defaults.md``): with
     ``ρ = √(n₁/L)/(2k·c_ε) ≥ 1`` top-k pruning on the pruning levels, else the
-    reference ``α = 0.1``; ``n_bins = 4`` below 100 users per coordinate, else 8;
-    ``bound = min(1, ε√u/56)``. At the paper's default size (n = 400, m = 100,
-    d = 256, ε = 4) that is ``α = 0.1``, ``N_b = 4``, ``B = 0.25``; from a few thousand
-    users at ε = 4 it is the spec's ``α = 0``, ``N_b = 8``, ``B = 1``.
+    reference ``α = 0.1``; ``n_bins = 4`` below ``u = 100`` users per coordinate, else
+    8; ``bound = min(B_max, ε√u/56)`` with ``B_max = 0.5`` below ``u = 100``, else 1.
+    At the paper's default size (n = 400, m = 100, d = 256, ε = 4) that is
+    ``α = 0.1``, ``N_b = 4``, ``B = 0.253``; at n = 20,000 users and ε = 4 it is the
+    spec's ``α = 0``, ``N_b = 8``, ``B = 1`` (with ``hh_levels = "pruned"``).
 
     Attributes
     ----------

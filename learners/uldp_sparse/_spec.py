@@ -72,8 +72,9 @@ ULDP_SPARSE_SPEC = LearnerSpec(
             high=100.0,
             exclusive_low=True,
             doc="B: public range [-B, B] of a coefficient (features scaled to [-1, 1] "
-            "by their public bounds, target to [-1, 1]); null: min(1, eps*sqrt(u)/56) "
-            "with u sellers per coordinate (default rule)",
+            "by their public bounds, target to [-1, 1]); null: min(B_max, "
+            "eps*sqrt(u)/56) with u sellers per coordinate, B_max = 0.5 below u = 100, "
+            "else 1 (default rule)",
         ),
         ParamSpec(
             name="hh_alpha",

@@ -98,3 +98,13 @@ def test_default_meets_v7_at_twenty_thousand_users() -> None:
     l2, f1 = _mean_errors(n=20_000, m=100, d=256, runs=4, random_support=True, seed=100)
     assert f1 >= 0.5, f1
     assert l2 <= 0.40, l2
+
+
+def test_bound_is_capped_at_one_half_with_few_users_per_coordinate() -> None:
+    """At ε = 16 and the paper's size the noise alone would allow ``B = 1``; with a dozen
+    users per coordinate and 4 bins ``B = 0.5`` is the better range (ℓ2 0.29 vs 0.34,
+    30 runs), and the rule caps there."""
+    s = default_settings(np.full(400, 16.0), d=256, k=8)
+    assert (s.n_bins, s.bound) == (4, 0.5)
+    s = default_settings(np.full(3200, 4.0), d=256, k=8)
+    assert (s.n_bins, s.bound) == (8, pytest.approx(4.0 * 10.0 / 56.0))
