@@ -1,6 +1,7 @@
-"""The ``privmarket`` command line: ``serve``, ``admin create-key``, ``db upgrade``.
+"""The ``privmarket`` command line: ``serve``, ``worker``, ``demo``, ``audit``,
+``admin create-key``, ``db upgrade``.
 
-The order pipeline adds ``worker`` and ``demo`` below (see the marked section).
+Help texts are plain text (no reStructuredText markup): they are what a user reads.
 """
 
 from typing import Annotated
@@ -26,7 +27,12 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
 ) -> None:
-    """Upgrade the database to head and serve the API with uvicorn."""
+    """Serve the API, the web console (/console) and the API docs (/docs, /redoc).
+
+    Upgrades the database to the newest schema first. Settings come from PRIVMARKET_*
+    environment variables (database URL, workers, rate limits, Dask scheduler); see
+    docs/operator.md.
+    """
     import uvicorn
 
     from api.main import create_app
@@ -34,6 +40,11 @@ def serve(
 
     settings = get_settings()
     upgrade_to_head(settings.database_url)
+    print(
+        f"privmarket: console http://{host}:{port}/console, API docs "
+        f"http://{host}:{port}/docs, in-process workers: {settings.workers}",
+        flush=True,
+    )
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
@@ -62,15 +73,12 @@ def create_key(
 def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
-    """Apply migrations up to ``revision`` (default: head)."""
+    """Apply database migrations up to REVISION (default: head)."""
     from alembic import command
 
     from market.store import alembic_config
 
     command.upgrade(alembic_config(get_settings().database_url), revision)
-
-
-# ---- order pipeline commands (`worker`, `demo`) are added below this line ----
 
 
 @app.command()
@@ -80,7 +88,7 @@ def worker(
     ] = False,
     threads: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 1,
 ) -> None:
-    """Run orders and jobs from the database (``PRIVMARKET_DATABASE_URL``) until
+    """Run orders and jobs from the database (PRIVMARKET_DATABASE_URL) until
     interrupted; start as many processes as you like (claims never collide)."""
     from api.pipeline_cli import run_worker
 
@@ -107,7 +115,7 @@ def demo(
         ),
     ] = True,
 ) -> None:
-    """The README's main job: a Wisconsin market end to end over the real HTTP API."""
+    """Run a Wisconsin breast-cancer market end to end over the real HTTP API."""
     from api.demo import run_demo
 
     run_demo(

@@ -1,6 +1,6 @@
 """The default settings of ``uldp_sparse_linear`` against the zero estimator and the
 spec's V5/V7 bands (spec ``uldp-sparse-linear-regression.md`` §15;
-``learners/uldp_sparse/_defaults.py``, ``docs/uldp_sparse_defaults.md``).
+``learners/uldp_sparse/_defaults.py``, ``docs/uldp-sparse-defaults.md``).
 
 Every fit uses ``ULDPSparseLinearRegression()`` with its defaults (the rule picks
 ``hh_alpha``, ``hh_levels``, ``n_bins``, ``bound``), next to the previous fixed defaults
@@ -126,7 +126,7 @@ def main() -> None:
     body = (
         f"Command: `{cmd}` ({time.perf_counter() - t0:.0f} s; {machine_note()}).\n\n"
         "Every fit is `ULDPSparseLinearRegression()` at its defaults (the rule of "
-        "`learners/uldp_sparse/_defaults.py`, `docs/uldp_sparse_defaults.md`) next to "
+        "`learners/uldp_sparse/_defaults.py`, `docs/uldp-sparse-defaults.md`) next to "
         "the previous fixed defaults (α = 0, all levels, N_b = 8, B = 1) on the same "
         "data sets and seeds; m = 100, d = 256, ε = 4, s* = 8, θ*_j = 0.2 unless the "
         "setting says otherwise. ℓ2 is the mean over the runs ± its standard error.\n\n"

@@ -1,16 +1,14 @@
-"""The learner catalogue: what a buyer can order."""
+"""The learner catalogue: what a buyer can order (public: no key needed to browse)."""
 
 from fastapi import APIRouter
 
-from api.deps import CurrentAccount
-from api.errors import ERROR_RESPONSES
 from market import orders
 from market.schemas import LearnersPublic
 
-router = APIRouter(tags=["learners"], responses={401: ERROR_RESPONSES[401]})
+router = APIRouter(tags=["learners"])
 
 
 @router.get("/learners")
-def list_learners(_account: CurrentAccount) -> LearnersPublic:
+def list_learners() -> LearnersPublic:
     """List every orderable learner: tasks, privacy model and parameter schema."""
     return orders.list_learners()

@@ -106,7 +106,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     ------------
     The settings left at None are chosen in ``fit`` from public quantities only (the
     number of users with ``ε_i > 0``, their median ``ε``, ``d`` and ``k``;
-    :mod:`learners.uldp_sparse._defaults`, ``docs/uldp_sparse_defaults.md``): with
+    :mod:`learners.uldp_sparse._defaults`, ``docs/uldp-sparse-defaults.md``): with
     ``ρ = √(n₁/L)/(2k·c_ε) ≥ 1`` top-k pruning on the pruning levels, else the
     reference ``α = 0.1``; ``n_bins = 4`` below ``u = 100`` users per coordinate, else
     8; ``bound = min(B_max, ε√u/56)`` with ``B_max = 0.5`` below ``u = 100``, else 1.
@@ -241,7 +241,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
 
     def design_matrix(self, X: ArrayLike) -> FloatArray:
         """The scaled records themselves (``‖row‖₂ ≤ 1``); the market prices one
-        summary row per seller built from these (README)."""
+        summary row per seller built from these (``docs/mathematics.md`` §7)."""
         return np.asarray(X, dtype=float)
 
     # ---- fit ----

@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -39,6 +40,7 @@ from market.store import (
     Role,
     RunStatus,
     db,
+    utcnow,
 )
 
 
@@ -75,9 +77,35 @@ def _check_offers_fit_learner(
     counts = [
         o.n_records for o in offers.list_active_offers(session, market_id=market_id)
     ]
+    if len(counts) < numerics.SMALLEST_ORDER:
+        raise InvalidInputError(
+            "offers",
+            f"the market has {len(counts)} active offer(s); an order needs at least "
+            f"{numerics.SMALLEST_ORDER}",
+        )
     reason = numerics.records_per_seller_shortfall(learner, counts)
     if reason is not None:
         raise InvalidInputError("learner", reason)
+
+
+def _check_gamma_choosable(market: Market, body: OrderCreate) -> None:
+    """Refuse ``gamma: null`` (choose ``γ`` for the budget) where it cannot run: it
+    scores candidates on the market's public validation set, which vertical markets
+    never have and a horizontal market may lack."""
+    if body.gamma is not None:
+        return
+    if market.partition == "vertical":
+        raise InvalidInputError(
+            "gamma",
+            "vertical markets have no public validation set to choose gamma on; "
+            "give gamma in the order",
+        )
+    if not market.validation:
+        raise InvalidInputError(
+            "gamma",
+            "choosing gamma for the budget needs the market's public validation set; "
+            "give gamma in the order or ask an admin to add one",
+        )
 
 
 def _existing(
@@ -118,6 +146,7 @@ def place_order(
         if found is not None:
             return found, False
     budget_minor, learner_params = _validate(market, body)
+    _check_gamma_choosable(market, body)
     _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
     order = Order(
@@ -156,6 +185,47 @@ def get_order_or_raise(session: Session, *, order_id: int, account: Account) -> 
     if not visible:
         raise NotFoundError(f"order {order_id} not found")
     assert order is not None
+    return order
+
+
+def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
+    """Cancel an order of ``account`` (its buyer or an admin); return it.
+
+    A queued order is cancelled at once. A running one is asked to stop: its worker
+    ends it ``cancelled`` at the next stage boundary, and settlement refuses it, so
+    nothing is charged and nothing is paid. Cancelling a cancelled order is a no-op.
+
+    Raises
+    ------
+    NotFoundError
+        No such order visible to ``account``.
+    ConflictError
+        The order already finished (``succeeded`` or ``failed``).
+    """
+    order = get_order_or_raise(session, order_id=order_id, account=account)
+    now = utcnow()
+    queued = (
+        sa.update(Order)
+        .where(Order.id == order_id, Order.status == RunStatus.QUEUED)  # type: ignore[arg-type]
+        .values(status=RunStatus.CANCELLED, finished_at=now, cancel_requested_at=now,
+                progress_stage="cancelled", error="cancelled before it ran; nothing was charged")
+    )  # fmt: skip
+    running = (
+        sa.update(Order)
+        .where(
+            Order.id == order_id,  # type: ignore[arg-type]
+            Order.status == RunStatus.RUNNING,  # type: ignore[arg-type]
+            Order.cancel_requested_at.is_(None),  # type: ignore[union-attr]
+        )
+        .values(cancel_requested_at=now)
+    )
+    for stmt in (queued, running):
+        if session.execute(stmt).rowcount:  # type: ignore[attr-defined]
+            break
+    session.commit()
+    session.refresh(order)
+    if order.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+        raise ConflictError(f"order {order_id} already {order.status}; it cannot be cancelled")
     return order
 
 

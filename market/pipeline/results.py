@@ -114,8 +114,8 @@ SUMMARY_FIELDS = {
     "guarantee": "the guarantee label of the release (privacy mode)",
     "learner": "the learner of the order",
 }
-"""Every field of the buyer's order summary (documented in the README, "What a buyer
-sees"). Deliberately absent: how many sellers offered or were eligible (eligibility
+"""Every field of the buyer's order summary (documented in ``docs/buyer.md``, "What a buyer
+sees of an order"). Deliberately absent: how many sellers offered or were eligible (eligibility
 depends on sellers' remaining budgets, hence on earlier orders' data-dependent
 allocations), per-stage timings (a timing side channel on the records), settlement
 retries (other orders' activity)."""

@@ -60,6 +60,16 @@ class LeaseLostError(Exception):
     """Another worker took the order over; stop without writing."""
 
 
+class OrderCancelledError(Exception):
+    """The order's buyer or an admin cancelled it while it ran."""
+
+
+def _cancel_requested(db_engine: Engine, order_id: int) -> bool:
+    with store.session_scope(db_engine) as session:
+        order = session.get(Order, order_id)
+        return order is not None and order.cancel_requested_at is not None
+
+
 class Reporter:
     """Persists progress (fenced by the lease) and runs the stage hooks."""
 
@@ -102,6 +112,8 @@ class Reporter:
         self._write(name, 0.0)
         if self.lost.is_set():
             raise LeaseLostError(f"order {self.order_id}: lease lost")
+        if _cancel_requested(self.db_engine, self.order_id):
+            raise OrderCancelledError(self.order_id)
         for hook in STAGE_HOOKS:
             hook(self.order_id, name)
         spec = os.environ.get(SLEEP_ENV, "")
@@ -151,6 +163,8 @@ def _settle(db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str) -> No
         order = session.exec(stmt).one()
         if order.status != RunStatus.RUNNING or order.lease_owner != owner:
             raise LeaseLostError(f"order {run.order_id}: lease lost before settlement")
+        if order.cancel_requested_at is not None:
+            raise OrderCancelledError(run.order_id)
         market = session.get(Market, run.instance.market_id)
         assert market is not None
         items = results.spends(run.instance, out)
@@ -301,6 +315,20 @@ def run_order(
         return RunStatus.SUCCEEDED
     except LeaseLostError:
         return "lost"
+    except OrderCancelledError:
+        ok = leases.touch(
+            db_engine,
+            Order,
+            order_id,
+            owner=owner,
+            lease_seconds=0.0,
+            status=RunStatus.CANCELLED,
+            error=f"cancelled in stage {rep._stage}; nothing was charged or paid",
+            progress_stage="cancelled",
+            finished_at=utcnow(),
+            lease_owner=None,
+        )
+        return RunStatus.CANCELLED if ok else "lost"
     except WorkerStoppingError:
         ok = requeue(db_engine, order_id, owner=owner, delay=0.0, reason="worker stop")
         return RunStatus.QUEUED if ok else "lost"

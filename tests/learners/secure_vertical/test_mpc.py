@@ -54,7 +54,7 @@ def test_v1_mpc_one_process_matches_float_fit_on_quantised_x(
     """V1 asks for 1e-8 against a float64 fit on the same rounded covariates; the
     fixed point (32 fractional bits) gives 3.6e-8 to 5.5e-8 at n = 100 (seeds 0–2,
     unchanged with ``tol=1e-9``), so the test asserts the 1e-7 that holds, not the
-    spec's 1e-8 (docs/secure_vertical.md)."""
+    spec's 1e-8 (docs/secure-vertical.md)."""
     X, y = v1_data(rng, n=100)
     blocks = split(X, [2, 2, 2])
     est = SecureVerticalLogisticRegression(
