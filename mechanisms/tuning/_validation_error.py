@@ -187,7 +187,8 @@ def public_validation_error(
     rows from ``F`` uniformly with replacement — the proxy of the sellers' records,
     proxy row ``j`` standing for seller ``j`` (or for record ``j`` of a learner that
     maps records to sellers itself) — releases ``release(X_F, y_F, alloc, rng)`` on
-    them, and scores the model on the other half. The proxy has the sellers' number of
+    them, and scores the model on the other half; the two halves' mean errors are
+    averaged weighted by their rows. The proxy has the sellers' number of
     rows and the allocation's per-seller ``ε``, so the release's noise is the noise the
     buyer's model will carry; its records are public, so the score is a post-
     processing of public data and the allocation (no privacy spent). What it does not
@@ -246,7 +247,7 @@ def public_validation_error(
         release = logistic_release
     rng = np.random.default_rng(random_state)
     folds = _proxy_folds(Xv.shape[0], rng)
-    errors = []
+    errors: tuple[list[float], list[float]] = ([], [])
     for d in range(n_draws):
         fit, score = folds[d % 2], folds[1 - d % 2]
         idx = fit[rng.integers(0, fit.size, size=rows)]
@@ -254,5 +255,8 @@ def public_validation_error(
         pred = np.asarray(model.predict(Xv[score]), dtype=float)
         ys = yv[score]
         err = np.mean(pred != ys) if logistic else np.mean(loss.value(pred, ys))
-        errors.append(float(err))
-    return float(np.mean(errors))
+        errors[1 - d % 2].append(float(err))
+    # each scored half weighted by its rows: a whole-set average when both are scored
+    sizes = [folds[k].size if errors[k] else 0 for k in (0, 1)]
+    means = [float(np.mean(errors[k])) if errors[k] else 0.0 for k in (0, 1)]
+    return float(np.dot(sizes, means) / sum(sizes))

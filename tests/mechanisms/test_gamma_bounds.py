@@ -137,46 +137,64 @@ def _count_payments(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return seen
 
 
+BOUNDED_KW = {
+    "gamma_range": (0.003, 3.0), "n_gamma": 5, "n_refine": 0, "n_draws": 3,
+    "executor": SERIAL, "random_state": 4,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def exhaustive() -> tuple[Any, np.ndarray, np.ndarray, Any]:
+    """A market and the exhaustive search on it: exact payments at every γ."""
+    rng = np.random.default_rng(2024)
+    tr = make_synthetic(24, 3, cost_low=0.1, cost_high=0.5, random_state=rng)
+    val = make_synthetic(60, 3, random_state=rng)
+    yv = np.where(val.X @ tr.w_true >= 0, 1.0, -1.0)
+    full = choose_gamma(
+        tr.X, tr.y, tr.costs, PRIOR, CFG, budget=1e9, exact="all",
+        X_val=val.X, y_val=yv, **BOUNDED_KW,
+    )  # fmt: skip
+    return tr, val.X, yv, full
+
+
 @pytest.mark.parametrize("budget_share", [0.05, 0.3, 0.9])
 def test_bounded_search_matches_the_exhaustive_one(
-    market, monkeypatch: pytest.MonkeyPatch, budget_share: float
+    exhaustive, monkeypatch: pytest.MonkeyPatch, budget_share: float
 ) -> None:
-    tr, Xv, yv = market
-    kw = {
-        "X_val": Xv, "y_val": yv, "gamma_range": (0.003, 3.0), "n_gamma": 5,
-        "n_refine": 0, "n_draws": 3, "executor": SERIAL, "random_state": 4,
-    }  # fmt: skip
-    full = choose_gamma(tr.X, tr.y, tr.costs, PRIOR, CFG, budget=1e9, exact="all", **kw)
-    top = max(p.total for p in full.points)
-    budget = round(budget_share * top, 2)
-    every = choose_gamma(
-        tr.X, tr.y, tr.costs, PRIOR, CFG, budget=budget, exact="all", **kw
-    )
+    """The exhaustive choice, written out: the affordable point (floor to cents,
+    summed) of least validation error, then least paid, then least γ."""
+    tr, Xv, yv, full = exhaustive
+    totals = [p.total for p in full.points]
+    lo, hi = min(totals), max(totals)
+    budget = round(lo + 0.01 + budget_share * (hi - lo), 2)
+    fits = [
+        p
+        for p in full.points
+        if int(to_minor_units(p.payments.payments, 0.01).sum()) <= round(budget * 100)
+    ]
+    want = min(fits, key=lambda p: (p.validation_error, p.total_paid, p.gamma))
+    kw = {"X_val": Xv, "y_val": yv, **BOUNDED_KW}
     seen = _count_payments(monkeypatch)
     wide = choose_gamma(
         tr.X, tr.y, tr.costs, PRIOR, CFG, budget=budget, max_exact=5, **kw
     )
-    assert (wide.status, wide.gamma) == (every.status, every.gamma)
+    assert (wide.status, wide.gamma) == ("ok", want.gamma)
     assert len(seen) == wide.n_exact <= 5
     seen.clear()
     tight = choose_gamma(tr.X, tr.y, tr.costs, PRIOR, CFG, budget=budget, **kw)
     assert len(seen) == tight.n_exact <= 2
-    if tight.status == "ok":
-        assert tight.payment_result is not None
-        paid = int(to_minor_units(tight.payment_result.payments, 0.01).sum())
-        assert paid <= round(budget * 100)
-        assert tight.total_payment == pytest.approx(paid / 100)
-        # the bounded search never picks a less accurate γ than an affordable one
-        # it could prove, and every γ it passed over as unaffordable is
-        for p in tight.points:
-            if p.decided == "no":
-                assert p.total_paid != p.total_paid or p.total_paid > budget
-    # the bounds' verdicts agree with the exhaustive search's exact totals
-    exact = {p.gamma: p for p in every.points}
+    assert tight.status == "ok"
+    assert tight.payment_result is not None
+    paid = int(to_minor_units(tight.payment_result.payments, 0.01).sum())
+    assert paid <= round(budget * 100)
+    assert tight.total_payment == pytest.approx(paid / 100)
+    assert tight.validation_error >= want.validation_error
+    # the bounds' verdicts agree with the exact totals
+    exact = {p.gamma: p for p in full.points}
     for p in tight.points:
-        q = exact.get(p.gamma)
-        if q is not None and p.decided != "maybe":
-            assert (p.decided == "yes") == q.affordable
+        q = exact[p.gamma]
+        if p.decided != "maybe":
+            assert (p.decided == "yes") == (q.total_paid <= budget + 1e-9)
 
 
 def test_the_money_rule_is_the_callers(market) -> None:
