@@ -75,7 +75,9 @@ class GammaPoint:
     ``affordable`` exact when payments were computed, else what the bounds proved;
     ``bound_low``/``bound_high`` the money rule applied to the per-seller bounds
     ``c_i u(ε_i)`` and ``c̄ u(ε_i)``, summed, in currency units; ``decided`` what the
-    bounds say (``"yes"``, ``"no"`` or ``"maybe"``).
+    bounds say (``"yes"``, ``"no"`` or ``"maybe"``); ``estimate`` the total the search
+    estimated where it computed no payments (``ρ·Σ_i c_i u(ε_i)``, see ``_settle``);
+    ``low_total`` the unrounded ``Σ_i c_i u(ε_i)``.
     """
 
     gamma: float
@@ -89,6 +91,8 @@ class GammaPoint:
     bound_low: float = math.nan
     bound_high: float = math.nan
     decided: Decided = "maybe"
+    estimate: float = math.nan
+    low_total: float = math.nan
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,7 +239,7 @@ def choose_gamma(
     money = _Money(rule, unit, to_minor(float(budget), unit))
     seed = int(np.random.default_rng(random_state).integers(2**63 - 1))
     c = np.asarray(costs, dtype=float)
-    planned = [n_gamma + (max_exact if exact == "needed" else 0)]
+    planned = [n_gamma + (max_exact + 1 if exact == "needed" else 0)]
     done = [0]
 
     def tick(extra: int = 0) -> None:
@@ -283,6 +287,7 @@ def choose_gamma(
             bound_low=lo_minor * float(unit),
             bound_high=math.inf if hi_minor is None else hi_minor * float(unit),
             decided=decided,
+            low_total=float(low.sum()),
         )
 
     pool = ProcessPoolExecutor(default_workers()) if executor is None else executor
@@ -322,15 +327,46 @@ def choose_gamma(
             payments=res,
         )
 
+    cal_rng = np.random.default_rng(seed)
+
+    def calibrate(p: GammaPoint) -> float:
+        """``ρ = Σ_S t_i / Σ_S c_i u(ε_i)`` over a sample ``S`` of the winners
+        (:data:`CALIBRATION_SHARE` of them, at least :data:`CALIBRATION_MIN`): exact
+        payments of those sellers only."""
+        assert p.allocation is not None
+        winners = np.flatnonzero(np.asarray(p.allocation.epsilon_total) > 0)
+        if winners.size == 0:
+            return 1.0
+        k = min(
+            winners.size,
+            max(CALIBRATION_MIN, math.ceil(CALIBRATION_SHARE * winners.size)),
+        )
+        sample = np.sort(cal_rng.choice(winners, size=k, replace=False))
+        res = myerson_payments(
+            X,
+            y,
+            c,
+            prior,
+            p.allocation.config,
+            eps_max,
+            sellers=sample,
+            executor=pool,
+            base=p.allocation,
+            checkpoint=checkpoint,
+        )
+        low, _ = payment_bounds(p.allocation, c, prior)
+        den = float(low[sample].sum())
+        return float(res.payments[sample].sum()) / den if den > 0 else 1.0
+
     def evaluate(g: float) -> GammaPoint:
         p = cheap(g)
         return pay(p) if exact == "all" else p
 
     try:
-        points = _search(evaluate, gamma_range, n_gamma, n_refine, tick)
+        points = _search(evaluate, gamma_range, n_gamma, n_refine, tick, budget)
         n_exact = len(points) if exact == "all" else 0
         if exact == "needed":
-            points, n_exact = _settle(points, pay, max_exact, tick)
+            points, n_exact = _settle(points, pay, calibrate, max_exact, tick, budget)
     finally:
         if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -340,9 +376,20 @@ def choose_gamma(
 
 
 def _state(p: GammaPoint) -> Decided:
+    """Affordability as known: exact payments, else the bounds (possibly ``"maybe"``)."""
     if p.payments is not None:
         return "yes" if p.affordable else "no"
     return p.decided
+
+
+def _likely(p: GammaPoint, budget: float, rho: float) -> bool:
+    """Affordable as known, or, where the bounds do not decide, by the estimate
+    ``ρ·Σ Ψ_i u(ε_i)`` (the payment identity in expectation over costs, scaled by the
+    ratio ``ρ`` of exact to expected totals measured so far; ``ρ = 1`` before any)."""
+    state = _state(p)
+    if state != "maybe":
+        return state == "yes"
+    return rho * p.expected_total <= budget
 
 
 def _search(
@@ -351,9 +398,10 @@ def _search(
     n_gamma: int,
     n_refine: int,
     tick: Callable[[int], None],
+    budget: float,
 ) -> list[GammaPoint]:
-    """The grid, then ``n_refine`` rounds of log-midpoints between neighbours whose
-    known affordability differs (including ``"maybe"`` next to a decided point)."""
+    """The grid, then ``n_refine`` rounds of log-midpoints between neighbours on
+    opposite sides of the budget (as known, else as estimated: :func:`_likely`)."""
     grid = np.geomspace(gamma_range[0], gamma_range[1], n_gamma)
     points: list[GammaPoint] = []
     for g in grid:
@@ -364,7 +412,7 @@ def _search(
         mids = [
             float(np.sqrt(a.gamma * b.gamma))
             for a, b in itertools.pairwise(pts)
-            if _state(a) != _state(b)
+            if _likely(a, budget, 1.0) != _likely(b, budget, 1.0)
         ]
         for k, g in enumerate(mids):
             points.append(evaluate(g))
@@ -373,43 +421,106 @@ def _search(
 
 
 def _rank(p: GammaPoint) -> tuple[float, float, float]:
-    """Best first: lowest validation error, then the cheaper (proven) spend, then the
-    smaller ``γ``."""
-    spend = p.total_paid if p.payments is not None else p.bound_low
-    return (p.validation_error, spend, p.gamma)
+    """Best first: lowest validation error, then the smaller expected payment, then
+    the smaller ``γ``."""
+    return (p.validation_error, p.expected_total, p.gamma)
+
+
+LAST_MARGIN = 0.95
+"""With nothing affordable found and one computation left, an undecided candidate is
+tried only if estimated within this share of the budget (else a proven one goes)."""
+CALIBRATION_SHARE = 0.1
+CALIBRATION_MIN = 16
+"""The calibration sample: this share of the winners, at least this many."""
 
 
 def _settle(
     points: list[GammaPoint],
     pay: Callable[[GammaPoint], GammaPoint],
+    calibrate: Callable[[GammaPoint], float],
     max_exact: int,
     tick: Callable[[int], None],
+    budget: float,
 ) -> tuple[list[GammaPoint], int]:
-    """Exact payments for the best candidates, best first, until one is affordable.
+    """Exact payments for at most ``max_exact`` candidates; the best affordable wins.
 
-    A ``"maybe"`` candidate is tried only while a computation stays in reserve for
-    the best remaining ``"yes"`` candidate, so at most ``max_exact`` computations run
-    and a proven-affordable ``γ``, if any, is always reached.
+    Where the bounds do not decide, a candidate's total is estimated as
+    ``ρ·Σ_i c_i u(ε_i)`` (between the bounds, ``ρ ∈ [1, c̄/min c]``). ``ρ`` is first
+    measured on a sample of one candidate's winners (:data:`CALIBRATION_SHARE`, a
+    fraction of one payment computation; the undecided candidate whose bounds'
+    geometric midpoint is nearest the budget), then on each full computation. Each round computes the best-ranked candidate (not proven
+    unaffordable, better than the current choice) that is proven affordable or
+    estimated affordable; with no choice yet and one computation left, estimated within
+    :data:`LAST_MARGIN` of the budget (proven-affordable ones always qualify). Before
+    any choice, if none looks affordable, the one estimated cheapest is tried.
     """
     by_gamma = {p.gamma: p for p in points}
-    cands = sorted(
+    ranked = sorted(
         (p for p in points if p.decided != "no" and math.isfinite(p.validation_error)),
         key=_rank,
     )
+    rho = 1.0
+    maybe = [p for p in ranked if p.decided == "maybe"]
+    if maybe:
+        # the undecided candidate whose bounds bracket the budget most evenly
+        probe = min(
+            maybe,
+            key=lambda p: (
+                abs(
+                    math.log(max(p.low_total, 1e-300))
+                    - math.log(max(budget, 1e-300))
+                    + 0.5
+                    * math.log(max(p.bound_high, 1e-300) / max(p.bound_low, 1e-300))
+                )
+                if math.isfinite(p.bound_high) and p.bound_low > 0
+                else math.inf
+            ),
+        )
+        rho = calibrate(probe)
+        tick(0)
+
+    def estimate(p: GammaPoint) -> float:
+        return rho * p.low_total
+
     n_exact = 0
-    for k, p in enumerate(cands):
-        if n_exact >= max_exact:
+    chosen: GammaPoint | None = None
+    tried: set[float] = set()
+    while n_exact < max_exact:
+        cands = [
+            p
+            for p in ranked
+            if p.gamma not in tried and (chosen is None or _rank(p) < _rank(chosen))
+        ]
+        if not cands:
             break
-        yes_later = any(q.decided == "yes" for q in cands[k + 1 :])
-        if p.decided == "maybe" and n_exact >= max_exact - (1 if yes_later else 0):
-            continue
-        q = pay(p)
+        last = chosen is None and n_exact == max_exact - 1
+        room = budget * (LAST_MARGIN if last else 1.0)
+        pick = next(
+            (
+                p
+                for p in cands
+                if _state(p) == "yes" or (_state(p) == "maybe" and estimate(p) <= room)
+            ),
+            None,
+        )
+        if pick is None:
+            if chosen is not None:
+                break
+            pick = min(cands, key=estimate)
+        q = pay(pick)
         n_exact += 1
         tick(0)
+        tried.add(q.gamma)
         by_gamma[q.gamma] = q
-        if q.affordable:
-            break
-    return sorted(by_gamma.values(), key=lambda p: p.gamma), n_exact
+        if q.low_total > 0 and q.total > 0:
+            rho = q.total / q.low_total
+        if q.affordable and (chosen is None or _rank(q) < _rank(chosen)):
+            chosen = q
+    out = [
+        p if p.payments is not None else replace(p, estimate=estimate(p))
+        for p in by_gamma.values()
+    ]
+    return sorted(out, key=lambda p: p.gamma), n_exact
 
 
 def _choose(
@@ -495,9 +606,10 @@ def _unspent_reason(
     """Why the chosen ``γ`` leaves more than :data:`UNSPENT_SHARE` of the budget
     unspent (``(None, None)`` when it does not).
 
-    Smaller ``γ`` buys more ``ε``. If a smaller ``γ`` on the search path was not
-    chosen, it either costs more than the budget (``"grid"``) or bought more ``ε`` but
-    was no more accurate (``"no_gain"``). Otherwise no ``γ`` on the range buys more
+    Smaller ``γ`` buys more ``ε``. If the nearest smaller ``γ`` on the search path
+    that buys more ``ε`` was not chosen, it either fits the budget but was no more
+    accurate (``"no_gain"``), or costs more than the budget or was not computed
+    (``"grid"``: its exact cost, its lower bound or its estimate). Otherwise no ``γ`` on the range buys more
     ``ε`` than the chosen one; the allocation at it says what limits it: every seller used at its
     ``ε`` cap (``"seller_caps"``); the market's ``ε`` average cap ``η ≤ m·L``
     (``"eps_avg_cap"``, or ``"too_few_sellers"`` when even ``m·L·c̄``, the most the
@@ -509,32 +621,36 @@ def _unspent_reason(
     spent = (
         f"γ = {best.gamma:.3g} spends {best.total_paid:.2f} of the {budget:.2f} budget"
     )
-    smaller = [p for p in points if p.gamma < best.gamma]
-    if smaller:
-        nxt = max(smaller, key=lambda p: p.gamma)
-        if _state(nxt) == "no":
-            cost = nxt.total_paid if nxt.payments is not None else nxt.bound_low
-            return (
-                "grid",
-                f"{spent}; the next smaller γ on the search grid ({nxt.gamma:.3g}) "
-                f"costs at least {cost:.2f}, over the budget",
-            )
-        eta = best.allocation.eta if best.allocation is not None else math.inf
-        scored = [
-            p
-            for p in smaller
-            if math.isfinite(p.validation_error)
-            and p.allocation is not None
-            and p.allocation.eta > eta * (1.0 + 1e-6)
-        ]
-        if scored:
-            q = min(scored, key=lambda p: p.validation_error)
+    eta = best.allocation.eta if best.allocation is not None else math.inf
+    more = [
+        p
+        for p in points
+        if p.gamma < best.gamma
+        and p.allocation is not None
+        and p.allocation.eta > eta * (1.0 + 1e-6)
+    ]
+    if more:
+        nxt = max(more, key=lambda p: p.gamma)
+        state = _state(nxt)
+        if state == "yes" and math.isfinite(nxt.validation_error):
             return (
                 "no_gain",
                 f"{spent}; spending more did not lower the validation error "
-                f"(γ = {q.gamma:.3g}: {q.validation_error:.3f} against "
-                f"{best.validation_error:.3f})",
+                f"(γ = {nxt.gamma:.3g} fits the budget with validation error "
+                f"{nxt.validation_error:.3f} against {best.validation_error:.3f})",
             )
+        cost = (
+            f"costs {nxt.total_paid:.2f}, over the budget"
+            if nxt.payments is not None
+            else f"costs at least {nxt.bound_low:.2f}, over the budget"
+            if state == "no"
+            else f"is estimated to cost {nxt.estimate:.2f}; its payments were not "
+            "computed (the search computes exact payments for a few candidates only)"
+        )
+        return (
+            "grid",
+            f"{spent}; the next smaller γ on the search grid ({nxt.gamma:.3g}) {cost}",
+        )
     alloc = best.allocation
     assert alloc is not None
     cfg = limits.cfg
