@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -57,6 +58,7 @@ from mechanisms.result import Allocation
 from mechanisms.tuning._validation_error import Release, public_validation_error
 
 FloatArray = NDArray[np.float64]
+_T = TypeVar("_T")
 MinorUnits = Callable[[FloatArray], ArrayLike]
 """The money rule: per-seller payments → whole ledger units (monotone per seller)."""
 Decided = Literal["yes", "no", "maybe"]
@@ -107,7 +109,7 @@ class GammaChoice:
     increasing ``γ``; ``non_monotone`` the neighbouring pairs ``(γ₁, γ₂, total₁,
     total₂)`` with exact totals, ``γ₁ < γ₂`` but ``total₁ < total₂``. ``reason`` is a
     code and ``note`` a sentence when the budget is not (nearly) spent or nothing fits
-    (:func:`_unspent_reason`); ``n_exact`` counts payment computations.
+    (:func:`_unspent_reason`); ``n_exact`` counts full payment computations.
     """
 
     status: Literal["ok", "nothing_affordable"]
@@ -125,6 +127,9 @@ class GammaChoice:
     reason: str | None = None
     note: str | None = None
     n_exact: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds: ``"points"`` (allocations, bounds, scores), ``"calibrate"`` (the
+    sample's payments), ``"exact"`` (full payment computations)."""
 
 
 @dataclass(frozen=True)
@@ -362,17 +367,44 @@ def choose_gamma(
         p = cheap(g)
         return pay(p) if exact == "all" else p
 
+    timings = {"points": 0.0, "calibrate": 0.0, "exact": 0.0}
+
+    def timed(key: str, fn: Callable[[GammaPoint], _T]) -> Callable[[GammaPoint], _T]:
+        def run(p: GammaPoint) -> _T:
+            t0 = time.perf_counter()
+            try:
+                return fn(p)
+            finally:
+                timings[key] += time.perf_counter() - t0
+
+        return run
+
+    def evaluate_timed(g: float) -> GammaPoint:
+        t0 = time.perf_counter()
+        try:
+            return evaluate(g)
+        finally:
+            timings["points"] += time.perf_counter() - t0
+
     try:
-        points = _search(evaluate, gamma_range, n_gamma, n_refine, tick, budget)
+        points = _search(evaluate_timed, gamma_range, n_gamma, n_refine, tick, budget)
         n_exact = len(points) if exact == "all" else 0
         if exact == "needed":
-            points, n_exact = _settle(points, pay, calibrate, max_exact, tick, budget)
+            points, n_exact = _settle(
+                points,
+                timed("exact", pay),
+                timed("calibrate", calibrate),
+                max_exact,
+                tick,
+                budget,
+            )
     finally:
         if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)
     caps = None if eps_max is None else np.asarray(eps_max, dtype=float)
     limits = _Limits(cfg, float(ensure_regular(prior).high), caps)
-    return _choose(points, budget, unit, limits=limits, n_exact=n_exact)
+    choice = _choose(points, budget, unit, limits=limits, n_exact=n_exact)
+    return replace(choice, timings=timings)
 
 
 def _state(p: GammaPoint) -> Decided:
@@ -426,9 +458,10 @@ def _rank(p: GammaPoint) -> tuple[float, float, float]:
     return (p.validation_error, p.expected_total, p.gamma)
 
 
-LAST_MARGIN = 0.95
-"""With nothing affordable found and one computation left, an undecided candidate is
-tried only if estimated within this share of the budget (else a proven one goes)."""
+SAMPLE_MARGIN = 0.95
+EXACT_MARGIN = 0.98
+"""An undecided candidate gets a full payment computation only if estimated within
+this share of the budget: ``ρ`` measured on a sample, then on a full computation."""
 CALIBRATION_SHARE = 0.1
 CALIBRATION_MIN = 16
 """The calibration sample: this share of the winners, at least this many."""
@@ -447,12 +480,13 @@ def _settle(
     Where the bounds do not decide, a candidate's total is estimated as
     ``ρ·Σ_i c_i u(ε_i)`` (between the bounds, ``ρ ∈ [1, c̄/min c]``). ``ρ`` is first
     measured on a sample of one candidate's winners (:data:`CALIBRATION_SHARE`, a
-    fraction of one payment computation; the undecided candidate whose bounds'
-    geometric midpoint is nearest the budget), then on each full computation. Each round computes the best-ranked candidate (not proven
-    unaffordable, better than the current choice) that is proven affordable or
-    estimated affordable; with no choice yet and one computation left, estimated within
-    :data:`LAST_MARGIN` of the budget (proven-affordable ones always qualify). Before
-    any choice, if none looks affordable, the one estimated cheapest is tried.
+    fraction of one payment computation; the undecided candidate whose expected
+    payment ``Σ Ψ_i u(ε_i)`` is nearest the budget), then on each full computation.
+    Each round computes the best-ranked candidate (not proven unaffordable, better than
+    the current choice) that is proven affordable or estimated within
+    :data:`SAMPLE_MARGIN` (then :data:`EXACT_MARGIN`) of the budget; with more than one
+    computation to spare, also one estimated within the budget divided by that margin.
+    Before any choice, if none qualifies, the one estimated cheapest is tried.
     """
     by_gamma = {p.gamma: p for p in points}
     ranked = sorted(
@@ -462,22 +496,17 @@ def _settle(
     rho = 1.0
     maybe = [p for p in ranked if p.decided == "maybe"]
     if maybe:
-        # the undecided candidate whose bounds bracket the budget most evenly
+        # the undecided candidate whose expected payment Σ Ψ_i u(ε_i) is nearest the
+        # budget (the payment identity in expectation over costs)
         probe = min(
             maybe,
-            key=lambda p: (
-                abs(
-                    math.log(max(p.low_total, 1e-300))
-                    - math.log(max(budget, 1e-300))
-                    + 0.5
-                    * math.log(max(p.bound_high, 1e-300) / max(p.bound_low, 1e-300))
-                )
-                if math.isfinite(p.bound_high) and p.bound_low > 0
-                else math.inf
+            key=lambda p: abs(
+                math.log(max(p.expected_total, 1e-300) / max(budget, 1e-300))
             ),
         )
         rho = calibrate(probe)
         tick(0)
+    margin = SAMPLE_MARGIN
 
     def estimate(p: GammaPoint) -> float:
         return rho * p.low_total
@@ -493,8 +522,7 @@ def _settle(
         ]
         if not cands:
             break
-        last = chosen is None and n_exact == max_exact - 1
-        room = budget * (LAST_MARGIN if last else 1.0)
+        room = budget * margin
         pick = next(
             (
                 p
@@ -503,6 +531,9 @@ def _settle(
             ),
             None,
         )
+        if pick is None and chosen is not None and n_exact < max_exact - 1:
+            # computations to spare: a better candidate near the budget may fit
+            pick = next((p for p in cands if estimate(p) * margin <= budget), None)
         if pick is None:
             if chosen is not None:
                 break
@@ -513,7 +544,7 @@ def _settle(
         tried.add(q.gamma)
         by_gamma[q.gamma] = q
         if q.low_total > 0 and q.total > 0:
-            rho = q.total / q.low_total
+            rho, margin = q.total / q.low_total, EXACT_MARGIN
         if q.affordable and (chosen is None or _rank(q) < _rank(chosen)):
             chosen = q
     out = [
