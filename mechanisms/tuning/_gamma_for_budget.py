@@ -20,12 +20,16 @@ with ``s ↦ ε_i(s)`` non-increasing, ``0 ≤ ε_i(s) ≤ ε_i(c_i)``, hence
 
 (``ε_i = ε_i^total``; ``c̄`` the top of the prior's support). The money rule is
 monotone per seller, so ``Σ_i rule(c_i u(ε_i)) > B`` proves a ``γ`` unaffordable and
-``Σ_i rule(c̄ u(ε_i)) ≤ B`` proves it affordable. Exact payments are computed only for
-the candidates the search would choose, best validation error first: where the bounds
-do not decide, and for the final choice (whose payments are the ones paid). With the
-default ``max_exact = 2`` the whole search costs at most two payment computations plus
-one allocation and ``n_draws`` proxy releases per grid point. Affordability of the
-returned ``γ`` is always decided on its exact payments (the bounds only steer).
+``Σ_i rule(c̄ u(ε_i)) ≤ B`` proves it affordable. Where they do not decide, the total
+is estimated as ``ρ·Σ_i c_i u(ε_i)``, ``ρ`` measured on exact payments of a sample of
+one candidate's winners, then on each full computation (:func:`_settle`). Exact
+payments are computed only for the candidates the search would choose, best
+validation error first, among those proven or estimated affordable; the final choice's
+payments are the ones paid. With the default ``max_exact = 2`` the whole search costs
+at most two payment computations, the sample's (a tenth of the winners), and one
+allocation plus ``n_draws`` proxy releases per grid point; usually one computation
+suffices. Affordability of the returned ``γ`` is always decided on its exact payments
+(the bounds and estimates only steer).
 
 When the chosen ``γ`` leaves part of the budget unspent, :attr:`GammaChoice.note` says
 why (:func:`_unspent_reason`): the sellers' ``ε`` caps bind, the market's ``ε``
