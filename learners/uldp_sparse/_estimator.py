@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
@@ -14,12 +15,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from learners._validation import RANDOM_STATE_CONSTRAINT, check_groups
+from learners.local_protocol import Custody, run_in_process, seller_generators
 from learners.registry import ReleaseContext
 from learners.spec import LearnerSpec
 from learners.uldp_sparse._checks import check_user_epsilon
 from learners.uldp_sparse._heavy_hitter import tree_depth
 from learners.uldp_sparse._ledger import PrivacyLedger
 from learners.uldp_sparse._pipeline import PipelineConfig, fit_pipeline
+from learners.uldp_sparse._protocol import ULDPSparseProtocol
 from learners.uldp_sparse._report import privacy_report
 from learners.uldp_sparse._spec import ULDP_SPARSE_SPEC, for_order_kwargs
 
@@ -222,7 +225,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
 
     def design_matrix(self, X: ArrayLike) -> FloatArray:
         """The scaled records themselves (``‖row‖₂ ≤ 1``); the market prices one
-        summary row per seller built from these (README)."""
+        summary row per seller built from these (``docs/mathematics.md`` §7)."""
         return np.asarray(X, dtype=float)
 
     # ---- fit ----
@@ -288,6 +291,9 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         _, user = np.unique(g, return_inverse=True)
         user = user.astype(np.int64)
         eps_user = check_user_epsilon(sample_epsilon, user)
+        if not self.exact and self.hh_oracle == "direct":
+            self._fit_protocol(X_arr, y_arr, user, eps_user)
+            return self
         budgets = np.where(eps_user > 0, np.inf, 0.0) if self.exact else eps_user
         rngs = tuple(np.random.default_rng(self.random_state).spawn(2))
         ledger = PrivacyLedger(budgets)
@@ -306,6 +312,74 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.ledger_ = ledger
         self.privacy_report_ = privacy_report(ledger, user, exact=bool(self.exact))
         return self
+
+    def _fit_protocol(
+        self,
+        X: FloatArray,
+        y: FloatArray,
+        user: NDArray[np.int64],
+        eps_user: FloatArray,
+    ) -> None:
+        """The seller-custody protocol in process: users in order, each answering on
+        its own records with its own generator spawned from ``random_state``."""
+        order = np.argsort(user, kind="stable")
+        n_records = np.bincount(user, minlength=eps_user.size).astype(np.int64)
+        public_rng, rngs = seller_generators(self.random_state, eps_user.size)
+        proto = self.protocol(
+            epsilon=eps_user,
+            n_records=n_records,
+            n_features=X.shape[1],
+            random_state=public_rng,
+            custody="platform",
+        )
+        run_in_process(proto, X[order], y[order], rngs)
+        proto.finish_into(self)
+        # the report is per record in the caller's order
+        rep = self.privacy_report_
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        self.privacy_report_ = replace(
+            rep,
+            sample_epsilon=tuple(np.asarray(rep.sample_epsilon)[inverse].tolist()),
+            sample_epsilon_total=tuple(
+                np.asarray(rep.sample_epsilon_total)[inverse].tolist()
+            ),
+            stages=tuple(
+                replace(
+                    st,
+                    sample_epsilon=tuple(
+                        np.asarray(st.sample_epsilon)[inverse].tolist()
+                    ),
+                )
+                for st in rep.stages
+            ),
+        )
+
+    def protocol(
+        self,
+        *,
+        epsilon: ArrayLike,
+        n_records: ArrayLike,
+        n_features: int,
+        scaling: Mapping[str, Any] | None = None,
+        random_state: int | np.random.Generator | None = None,
+        custody: Custody = "seller",
+    ) -> ULDPSparseProtocol:
+        """This learner as rounds of report requests (:mod:`learners.local_protocol`):
+        seller ``i`` is one user with ``n_records[i]`` records and budget
+        ``epsilon[i]``; ``scaling``: the market's public scaling for the sellers'
+        clients (None: records in this learner's units)."""
+        params: dict[str, Any] = self.get_params()
+        params.pop("random_state")
+        return ULDPSparseProtocol(
+            params=params,
+            epsilon=epsilon,
+            n_records=n_records,
+            n_features=n_features,
+            scaling=scaling,
+            random_state=random_state,
+            custody=custody,
+        )
 
     # ---- fitted model ----
 

@@ -11,7 +11,15 @@ from learners.spec import LearnerSpec, ParamSpec
 
 MIN_RECORDS_PER_SELLER = 5
 """Records a seller needs: each seller fits a local selector and a local estimator on
-its own records (spec §3, §5); the issue caps this default at 10."""
+its own records (spec §3, §5); the default is kept at most 10."""
+
+
+def _build_protocol(params: Mapping[str, Any], **kwargs: Any) -> Any:
+    """The seller-custody protocol (``learners.uldp_sparse._protocol``)."""
+    from learners.uldp_sparse._protocol import build_protocol
+
+    return build_protocol(params, **kwargs)
+
 
 ULDP_SPARSE_SPEC = LearnerSpec(
     name="uldp_sparse_linear",
@@ -107,6 +115,7 @@ ULDP_SPARSE_SPEC = LearnerSpec(
             doc="estimate an intercept (a public constant column, never selected)",
         ),
     ),
+    local_protocol=_build_protocol,
     summary="user-level LDP sparse linear regression (2-SLR / M-SLR): each seller, "
     "with all its records, sends one randomized message at its own ε_i",
 )

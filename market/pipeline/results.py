@@ -42,6 +42,11 @@ class Outcome:
     timings: dict[str, float]
     certificates: list[dict[str, Any] | None] | None = None
     """Per-seller payment certificates (JSON), in the instance's seller order."""
+    custody: str = "platform"
+    """Who held the records when the randomizers ran: ``platform`` (the release ran
+    on uploaded records) or ``seller`` (only randomized reports reached the platform)."""
+    delivery: dict[str, int] | None = None
+    """Seller custody: sellers allocated / delivered, reports expected / received."""
     gamma_note: str | None = None
     """Why a ``γ`` chosen for the budget leaves part of it unspent (else ``None``)."""
 
@@ -117,9 +122,13 @@ SUMMARY_FIELDS = {
     "parameters_version": "the market settings version the order ran with",
     "guarantee": "the guarantee label of the release (privacy mode)",
     "learner": "the learner of the order",
+    "custody": '"platform" (the randomizers ran on uploaded records) or "seller" '
+    "(the records never left their sellers; only randomized reports were received)",
+    "delivery": "seller custody: sellers allocated and delivered, reports expected "
+    "and received (null on platform-custody markets)",
 }
-"""Every field of the buyer's order summary (documented in the README, "What a buyer
-sees"). Deliberately absent: how many sellers offered or were eligible (eligibility
+"""Every field of the buyer's order summary (documented in ``docs/buyer.md``, "What a buyer
+sees of an order"). Deliberately absent: how many sellers offered or were eligible (eligibility
 depends on sellers' remaining budgets, hence on earlier orders' data-dependent
 allocations), per-stage timings (a timing side channel on the records), settlement
 retries (other orders' activity)."""
@@ -148,6 +157,8 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
         "learner": inp.learner,
+        "custody": out.custody,
+        "delivery": out.delivery,
     }
 
 
@@ -180,6 +191,7 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
         },
         "privacy": {
             "guarantee": out.guarantee,
+            "custody": out.custody,
             "epsilon": eps_stats(out.epsilon_total),
             "stages": out.stages,
             "sellers_used": int(np.sum(out.epsilon_total > 0)),
