@@ -158,7 +158,14 @@ def exhaustive() -> tuple[Any, np.ndarray, np.ndarray, Any]:
     return tr, val.X, yv, full
 
 
-@pytest.mark.parametrize("budget_share", [0.05, 0.3, 0.9])
+@pytest.mark.parametrize(
+    "budget_share",
+    [
+        0.05,
+        pytest.param(0.3, marks=pytest.mark.slow),
+        pytest.param(0.9, marks=pytest.mark.slow),
+    ],
+)
 def test_bounded_search_matches_the_exhaustive_one(
     exhaustive, monkeypatch: pytest.MonkeyPatch, budget_share: float
 ) -> None:
