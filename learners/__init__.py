@@ -11,7 +11,8 @@ one-bit LDP quantile regression :class:`OneBitQuantileRegression` (subpackage
 regression :class:`SecureVerticalLogisticRegression` (subpackage
 :mod:`learners.secure_vertical`); the user-level LDP sparse linear regression
 :class:`ULDPSparseLinearRegression` (subpackage :mod:`learners.uldp_sparse`); their
-:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend`; seller custody
+:class:`PrivacyReport` / :class:`PrivacySpend` / :class:`StageSpend` (and
+:class:`NonPrivateFitWarning` when a fit ran without ε); seller custody
 (:mod:`learners.local_protocol`): :class:`ReportRequest`, :func:`answer_request`,
 :func:`validate_report`, :class:`LocalProtocol`, :data:`RANDOMIZERS` and
 :func:`seller_generators`; the per-record
@@ -32,6 +33,7 @@ from learners.losses import LogisticLoss, PinballLoss, SquaredLoss, make_loss
 from learners.onebit_quantile import OneBitQuantileRegression
 from learners.privacy import (
     GUARANTEES,
+    NonPrivateFitWarning,
     PrivacyReport,
     PrivacySpend,
     StageSpend,
@@ -75,6 +77,7 @@ __all__ = [
     "LearnerSpec",
     "LocalProtocol",
     "LogisticLoss",
+    "NonPrivateFitWarning",
     "OneBitQuantileRegression",
     "OrderableLearner",
     "ParamError",

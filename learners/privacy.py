@@ -54,7 +54,15 @@ GUARANTEES: tuple[str, ...] = (
   curator used it;
 - ``user_level_local``: as ``local``, with all of a seller's records as the unit;
 - ``mpc_plus_dp``: computed in secure multi-party computation, the output released with
-  DP noise."""
+  DP noise.
+
+A learner whose DP release may also run in the clear (``secure_vertical_logistic`` with
+``backend="plain"``) labels that release with a central label, never ``mpc_plus_dp``."""
+
+
+class NonPrivateFitWarning(UserWarning):
+    """A learner that can fit without differential privacy did so (no ε was given):
+    the fitted model carries no privacy guarantee and ``privacy_report_`` is None."""
 
 
 def _as_weights(a: ArrayLike) -> NDArray[np.float64]:

@@ -17,7 +17,7 @@ from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
     RANDOM_STATE_CONSTRAINT,
     check_groups,
-    check_nonnegative_vector,
+    check_sample_epsilon,
     check_sign_labels,
 )
 from learners.ldp_missing._algorithms import dummy_submission, two_phase
@@ -240,8 +240,8 @@ class LDPMissingLogisticRegression(
             self, X, y, dtype=np.float64, ensure_all_finite="allow-nan"
         )
         y01 = (check_sign_labels(y_arr, name="y") + 1.0) / 2.0
-        eps = check_nonnegative_vector(
-            sample_epsilon, name="sample_epsilon", n_samples=X_arr.shape[0]
+        eps = check_sample_epsilon(
+            sample_epsilon, n_samples=X_arr.shape[0], require_positive=True
         )
         complete = ~np.isnan(X_arr).any(axis=1)
         R_x = self._x_bound(X_arr.shape[1])
@@ -264,15 +264,28 @@ class LDPMissingLogisticRegression(
         sample_epsilon: ArrayLike,
         groups: ArrayLike | None = None,
     ) -> Self:
-        """Run DS or TP with per-record budgets ``sample_epsilon`` (``ε_i ≥ 0``).
+        """Run DS or TP with per-record budgets ``sample_epsilon`` (``ε_i ≥ 0``; a
+        scalar: the same ε for every record).
 
         Raises
         ------
         ValueError
             Infinite covariates, a complete row above ``x_norm_bound``, a label outside
-            ``{−1, +1}``, or an ``ε_i`` that is negative or not finite (index named).
+            ``{−1, +1}``, an ``ε_i`` that is negative or not finite (index named), every
+            ``ε_i = 0`` (``sample_epsilon``: nothing to fit), or no complete record
+            among those with ``ε_i > 0`` (``X``: every report would be a dummy, spec §5
+            and §6, so the model would be fitted on noise alone). That last check reads
+            the records' missingness pattern, which the curator running the
+            randomizers holds anyway; it is a refusal to fit, not part of the LDP
+            release.
         """
         X_arr, y01, eps = self._check_fit_inputs(X, y, sample_epsilon)
+        if not (~np.isnan(X_arr).any(axis=1) & (eps > 0)).any():
+            # every report would be a dummy (spec §5-§6): the model would be noise
+            raise ValueError(
+                "X: no record with sample_epsilon > 0 is complete (each would report a "
+                "dummy; nothing to fit)"
+            )
         check_groups(groups, n_samples=X_arr.shape[0], one_per_group=True)
         k = X_arr.shape[1]
         if self.round_size is not None:

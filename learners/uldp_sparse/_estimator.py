@@ -19,6 +19,7 @@ from learners.local_protocol import Custody, run_in_process, seller_generators
 from learners.registry import ReleaseContext
 from learners.spec import LearnerSpec
 from learners.uldp_sparse._checks import check_user_epsilon
+from learners.uldp_sparse._defaults import DefaultSettings, default_settings
 from learners.uldp_sparse._heavy_hitter import tree_depth
 from learners.uldp_sparse._ledger import PrivacyLedger
 from learners.uldp_sparse._pipeline import PipelineConfig, fit_pipeline
@@ -58,21 +59,23 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Local set size; None is ``⌈k/2⌉``.
     k_screen : int, default=None
         PostLasso screening size; None is ``max(2·k_sel, k²/4)`` capped at ``d``.
-    n_bins : int, default=8
-        ``N_b`` bins of the localization round.
-    bound : float, default=1.0
+    n_bins : int or None, default=None
+        ``N_b`` bins of the localization round. None: by the default rule (below).
+    bound : float or None, default=None
         ``B``: public coefficient range ``[−B, B]`` (2-SLR), in units of ``x_scale·X``.
-    hh_alpha : float, default=0.0
+        None: by the default rule.
+    hh_alpha : float or None, default=None
         Heavy-hitter pruning share ``α`` (0: top-k per level; the reference uses 0.1).
+        None: by the default rule.
     hh_oracle : {"direct", "hashed"}, default="direct"
         Heavy-hitter frequency oracle: direct Hadamard response per level (spec A2
         default) or the hashed TreeHist variant (``t`` hash pairs into ``M`` buckets,
         median over hash cells; spec §4.2), for trees too deep for the direct one.
-    hh_levels : {"all", "pruned"}, default="all"
+    hh_levels : {"all", "pruned"} or None, default=None
         Tree levels the selection users are dealt to: all ``L`` (spec §4.1) or, an
         option **not in the spec**, only those where the pruning can drop a candidate
         (with ``α = 0`` the levels ``2^ℓ ≤ k`` keep all their candidates whatever the
-        bits say, so their users' bits are wasted).
+        bits say, so their users' bits are wasted). None: by the default rule.
     batch_size : int, default=40
         M-SLR users per step ``b``; ``T = ⌊|G_est|/b⌋`` steps, every user in one.
     small_batch_fallback : bool, default=True
@@ -101,6 +104,18 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Seeds both the public randomness and the users' private coins (tests); None
         draws from OS entropy.
 
+    Default rule
+    ------------
+    The settings left at None are chosen in ``fit`` from public quantities only (the
+    number of users with ``ε_i > 0``, their median ``ε``, ``d`` and ``k``;
+    :mod:`learners.uldp_sparse._defaults`, ``docs/uldp-sparse-defaults.md``): with
+    ``ρ = √(n₁/L)/(2k·c_ε) ≥ 1`` top-k pruning on the pruning levels, else the
+    reference ``α = 0.1``; ``n_bins = 4`` below ``u = 100`` users per coordinate, else
+    8; ``bound = min(B_max, ε√u/56)`` with ``B_max = 0.5`` below ``u = 100``, else 1.
+    At the paper's default size (n = 400, m = 100, d = 256, ε = 4) that is
+    ``α = 0.1``, ``N_b = 4``, ``B = 0.253``; at n = 20,000 users and ε = 4 it is the
+    spec's ``α = 0``, ``N_b = 8``, ``B = 1`` (with ``hh_levels = "pruned"``).
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
@@ -116,6 +131,9 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     algorithm_ : {"two_round", "multi_round"}
         The estimation stage that ran (``"two_round"`` when M-SLR fell back).
     n_users_ : int
+    settings_ : DefaultSettings
+        What the default rule read and chose (``hh_alpha``, ``hh_levels``,
+        ``n_bins``, ``bound``; a value given to the constructor wins over it).
     empty_coordinates_ : int
         ULDPMean coordinates that had no users (estimated as 0).
 
@@ -147,11 +165,11 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         "selector": [StrOptions({"screening", "post_lasso", "screening_signed"})],
         "k_sel": [Interval(Integral, 1, None, closed="left"), None],
         "k_screen": [Interval(Integral, 1, None, closed="left"), None],
-        "n_bins": [Interval(Integral, 2, None, closed="left")],
-        "bound": [Interval(Real, 0, None, closed="neither")],
-        "hh_alpha": [Interval(Real, 0, 1, closed="left")],
+        "n_bins": [Interval(Integral, 2, None, closed="left"), None],
+        "bound": [Interval(Real, 0, None, closed="neither"), None],
+        "hh_alpha": [Interval(Real, 0, 1, closed="left"), None],
         "hh_oracle": [StrOptions({"direct", "hashed"})],
-        "hh_levels": [StrOptions({"all", "pruned"})],
+        "hh_levels": [StrOptions({"all", "pruned"}), None],
         "batch_size": [Interval(Integral, 2, None, closed="left")],
         "small_batch_fallback": ["boolean"],
         "gradient_bound": [Interval(Real, 0, None, closed="neither")],
@@ -174,11 +192,11 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         selector: str = "screening",
         k_sel: int | None = None,
         k_screen: int | None = None,
-        n_bins: int = 8,
-        bound: float = 1.0,
-        hh_alpha: float = 0.0,
+        n_bins: int | None = None,
+        bound: float | None = None,
+        hh_alpha: float | None = None,
         hh_oracle: str = "direct",
-        hh_levels: str = "all",
+        hh_levels: str | None = None,
         batch_size: int = 40,
         small_batch_fallback: bool = True,
         gradient_bound: float = 3.0,
@@ -230,8 +248,17 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
 
     # ---- fit ----
 
-    def _config(self, d: int) -> PipelineConfig:
+    def _config(self, d: int, eps_user: FloatArray) -> PipelineConfig:
         k = min(int(self.sparsity), d)
+        rule = default_settings(eps_user, d=d, k=k, intercept=bool(self.fit_intercept))
+        self.settings_: DefaultSettings = replace(
+            rule,
+            hh_alpha=rule.hh_alpha if self.hh_alpha is None else float(self.hh_alpha),
+            hh_levels=rule.hh_levels if self.hh_levels is None else str(self.hh_levels),
+            n_bins=rule.n_bins if self.n_bins is None else int(self.n_bins),
+            bound=rule.bound if self.bound is None else float(self.bound),
+        )
+        chosen = self.settings_
         k_sel = min(d, int(self.k_sel) if self.k_sel is not None else math.ceil(k / 2))
         k_screen = (
             int(self.k_screen)
@@ -244,14 +271,14 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             selector=str(self.selector),
             k_sel=k_sel,
             k_screen=max(k_sel, min(d, k_screen)),
-            alpha=float(self.hh_alpha),
-            n_bins=int(self.n_bins),
-            bound=float(self.bound),
+            alpha=chosen.hh_alpha,
+            n_bins=chosen.n_bins,
+            bound=chosen.bound,
             gradient_bound=float(self.gradient_bound),
             batch_size=int(self.batch_size),
             small_batch_fallback=bool(self.small_batch_fallback),
             oracle=str(self.hh_oracle),
-            levels=str(self.hh_levels),
+            levels=chosen.hh_levels,
             step_c0=float(self.step_c0),
             step_power=float(self.step_power),
             update=str(self.update),
@@ -298,7 +325,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         rngs = tuple(np.random.default_rng(self.random_state).spawn(2))
         ledger = PrivacyLedger(budgets)
         fit = fit_pipeline(
-            X_arr, y_arr, user, budgets, self._config(d),
+            X_arr, y_arr, user, budgets, self._config(d, eps_user),
             (rngs[0], rngs[1]), ledger,
         )  # fmt: skip
         self.coef_ = fit.coef

@@ -279,9 +279,16 @@ class ULDPSparseProtocol(LocalProtocol):
         self.ledger_stages: dict[str, list[float]] = {}
 
     def _cfg(self) -> Any:
+        """The pipeline's configuration: the order's params with the public default
+        rule applied to the sellers' allocated ε (as the library fit does)."""
+        return self._configured()[0]
+
+    def _configured(self) -> tuple[Any, Any]:
         from learners.uldp_sparse._estimator import ULDPSparseLinearRegression
 
-        return ULDPSparseLinearRegression(**self.params)._config(self.d)
+        est = ULDPSparseLinearRegression(**self.params)
+        cfg = est._config(self.d, np.asarray(self.epsilon, dtype=float))
+        return cfg, est.settings_
 
     # --- requests -------------------------------------------------------------
 
@@ -518,7 +525,7 @@ class ULDPSparseProtocol(LocalProtocol):
     def _finish(self, est: Any) -> None:
         if self.error:
             raise ValueError(f"too few sellers delivered: {self.error}")
-        cfg = self._cfg()
+        cfg, est.settings_ = self._configured()
         from learners.uldp_sparse._heavy_hitter import HeavyHitterResult
 
         coef = np.zeros(self.d)

@@ -64,30 +64,37 @@ ULDP_SPARSE_SPEC = LearnerSpec(
         ParamSpec(
             name="n_bins",
             kind="int",
-            default=8,
+            default=None,
+            nullable=True,
             low=2,
             high=64,
-            doc="N_b: histogram bins of the localization round",
+            doc="N_b: histogram bins of the localization round; null: 4 below 100 "
+            "sellers per coordinate, else 8 (default rule)",
         ),
         ParamSpec(
             name="bound",
             kind="float",
-            default=1.0,
+            default=None,
+            nullable=True,
             low=0.0,
             high=100.0,
             exclusive_low=True,
             doc="B: public range [-B, B] of a coefficient (features scaled to [-1, 1] "
-            "by their public bounds, target to [-1, 1])",
+            "by their public bounds, target to [-1, 1]); null: min(B_max, "
+            "eps*sqrt(u)/56) with u sellers per coordinate, B_max = 0.5 below u = 100, "
+            "else 1 (default rule)",
         ),
         ParamSpec(
             name="hh_alpha",
             kind="float",
-            default=0.0,
+            default=None,
+            nullable=True,
             low=0.0,
             high=1.0,
             exclusive_high=True,
             doc="heavy-hitter pruning share; 0: keep the top k per level (spec "
-            "default), > 0: the reference rule",
+            "default), > 0: the reference rule; null: 0 when the selection half is "
+            "large enough to follow single features, else 0.1 (default rule)",
         ),
         ParamSpec(
             name="batch_size",

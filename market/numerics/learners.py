@@ -195,32 +195,43 @@ class LearnerRelease:
     """The ordered learner as the tuning code's ``release(X, y, allocation, rng)``.
 
     ``mechanisms.tuning`` scores a ``(λ, μ, σ, γ)`` grid point by the validation error
-    of the model released at its allocation (spec ``mechanism.md`` §4.3). Left to its
-    default it releases objective-perturbation logistic regression (or, for other
-    losses, scores the noise-free ``w``), which is not what the buyer ordered. This
-    adapter fits the registry learner instead, exactly as the order will: on the raw
-    records ``X``/``y`` with ``groups`` (the priced rows the tuning code passes are
-    ignored), each record spending its seller's allocated ``ε_i``, the learner bound
-    to the grid point's ``λ``; its noise comes from the tuning code's ``rng``. The
-    fitted learner's ``predict`` takes the market's scaled records, so the validation
-    rows given with it are the scaled records, not the priced rows.
+    of the model released at its allocation (spec ``mechanism.md`` §4.3) on a **public
+    proxy** of the sellers' records: rows drawn from the market's public validation
+    set (``mechanisms.tuning.public_validation_error``). Left to its default it
+    releases objective-perturbation logistic regression, which is not what the buyer
+    ordered. This adapter fits the registry learner instead, as the order will, on the
+    proxy rows it is given: proxy record ``j`` belongs to seller ``groups[j]`` and
+    spends that seller's allocated ``ε``, the learner bound to the grid point's ``λ``;
+    its noise comes from the tuning code's ``rng``. It holds no record: ``groups``
+    (how many records each seller offers) is the order's public shape, the one a
+    seller-custody protocol publishes. The fitted learner's ``predict`` takes the
+    market's scaled records, so the validation rows given with it are the scaled
+    records, not the priced rows.
     """
 
     name: str
     params: Mapping[str, Any]
     context: ReleaseContext
-    X: FloatArray
-    y: FloatArray
     groups: NDArray[np.int64]
+
+    @property
+    def n_rows(self) -> int:
+        """Proxy rows per release: one per record of the order."""
+        return int(self.groups.size)
 
     def __call__(
         self, X: FloatArray, y: FloatArray, allocation: Any, rng: np.random.Generator, /
     ) -> Any:
+        if np.asarray(X).shape[0] != self.groups.size:
+            raise ValueError(
+                f"X: the release takes {self.groups.size} proxy rows (one per record), "
+                f"got {np.asarray(X).shape[0]}"
+            )
         ctx = dataclasses.replace(self.context, lam=float(allocation.config.lam))
         learner = LEARNERS[self.name].for_order(self.params, context=ctx)
         learner.set_params(random_state=rng)  # type: ignore[attr-defined]
         eps = np.asarray(allocation.epsilon, dtype=float)[self.groups]
-        return learner.fit(self.X, self.y, sample_epsilon=eps, groups=self.groups)
+        return learner.fit(X, y, sample_epsilon=eps, groups=self.groups)
 
 
 def learner_release(
@@ -230,13 +241,12 @@ def learner_release(
     config: Any,
     task: str,
     schema: Mapping[str, Any] | None,
-    X: FloatArray,
-    y: FloatArray,
     groups: NDArray[np.int64],
 ) -> LearnerRelease:
-    """:class:`LearnerRelease` for an order's learner on its raw records."""
+    """:class:`LearnerRelease` for an order's learner and the order's seller shape
+    (``groups[j]``: the seller of record ``j``); it is given public proxy rows only."""
     ctx = _release_context(config, task=task, schema=schema)
-    return LearnerRelease(name, dict(params), ctx, X, y, groups)
+    return LearnerRelease(name, dict(params), ctx, np.asarray(groups, dtype=np.int64))
 
 
 def release_vertical(

@@ -69,9 +69,8 @@ def price_custody_order(
             "a seller-custody order needs gamma: choosing it for the budget would fit "
             "the learner on records the platform never holds"
         )
-    alloc, pay, gamma, source = _allocate_and_pay(
-        run, public_rows(run), rep, checkpoint
-    )
+    priced = _allocate_and_pay(run, public_rows(run), rep, checkpoint)
+    alloc, pay, gamma, source = priced.alloc, priced.pay, priced.gamma, priced.source
     minor = _payments_within_budget(run, pay, gamma)
     eps = np.asarray(alloc.epsilon_total, dtype=float)
     if int(np.sum(eps > 0)) < numerics.SMALLEST_ORDER:

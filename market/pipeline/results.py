@@ -47,6 +47,8 @@ class Outcome:
     on uploaded records) or ``seller`` (only randomized reports reached the platform)."""
     delivery: dict[str, int] | None = None
     """Seller custody: sellers allocated / delivered, reports expected / received."""
+    gamma_note: str | None = None
+    """Why a ``γ`` chosen for the budget leaves part of it unspent (else ``None``)."""
 
 
 def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
@@ -115,6 +117,8 @@ SUMMARY_FIELDS = {
     "validation_error": "the released model's error on the public validation set",
     "gamma": "the γ the order ran with (fixed or chosen for the budget)",
     "gamma_source": '"order" (the buyer gave γ) or "chosen" (chosen for the budget)',
+    "gamma_note": "why a γ chosen for the budget leaves part of it unspent (caps, "
+    "the ε average cap, too few sellers, no accuracy gain), else null",
     "parameters_version": "the market settings version the order ran with",
     "guarantee": "the guarantee label of the release (privacy mode)",
     "learner": "the learner of the order",
@@ -149,6 +153,7 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "validation_error": out.validation_error,
         "gamma": out.gamma,
         "gamma_source": out.gamma_source,
+        "gamma_note": out.gamma_note,
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
         "learner": inp.learner,

@@ -263,7 +263,7 @@ function showSummary(order) {
     ["sellers used", `${s.sellers_used ?? "—"}`],
     ["ε min / median / max", `${PM.fmt(eps.min)} / ${PM.fmt(eps.median)} / ${PM.fmt(eps.max)}`],
     ["validation error", PM.fmt(s.validation_error)],
-  ]);
+  ].concat(s.gamma_note ? [["why budget is left", s.gamma_note]] : []));
   PM.byId("summary-box").hidden = false;
 }
 
