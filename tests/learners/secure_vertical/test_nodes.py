@@ -361,5 +361,9 @@ def test_tls_session_runs_and_a_party_without_the_ca_is_refused(
             with pytest.raises(SessionFailed) as info:
                 f.result()
             errors.append(info.value.reason)
-    assert "did not connect within 8 s" in errors[0]
-    assert "party 2 (compute)" in errors[0]
+    # The first data party to time out names the refused party; the other may instead
+    # see that party drop out first (which one wins is a matter of scheduling).
+    assert any(
+        "did not connect within 8 s" in e and "party 2 (compute)" in e for e in errors[:2]
+    ), errors
+    assert all("dropped out" in e or "did not connect" in e for e in errors[:2]), errors
