@@ -595,3 +595,53 @@ def _record_failed(
         items = _seller_spends(sellers, spent, [0] * n, [None] * n)
         ledgers.settle_order(session, order=order, market=market, spends=items)
     log.info("order %s: collection failed (%s)", order_id, reason)
+
+
+def end_collection(engine: Engine, order_id: int, *, owner: str) -> None:
+    """A collecting order is failing for another reason (time budget, an internal
+    error): end its collection, recording the ε of the reports received (they were
+    disclosed) and moving no money. A no-op for other orders or lost leases."""
+    with db.session_scope(engine) as session:
+        crun = session.get(CustodyRun, order_id)
+        if crun is None or crun.status != CollectionStatus.COLLECTING:
+            return
+        sellers = list(
+            session.exec(
+                select(CustodySeller).where(CustodySeller.order_id == order_id)
+            ).all()
+        )
+        answered = session.exec(
+            select(ReportRequest.seller_id, ReportRequest.epsilon).where(
+                ReportRequest.order_id == order_id,
+                ReportRequest.status == RequestStatus.ANSWERED,
+            )
+        ).all()
+        session.expunge_all()
+    by_seller: dict[int, float] = {}
+    for seller_id, eps in answered:
+        by_seller[int(seller_id)] = by_seller.get(int(seller_id), 0.0) + float(eps)
+    spent = [0.0] * len(sellers)
+    for s in sellers:
+        spent[s.seller_index] = by_seller.get(s.seller_id, 0.0)
+    try:
+        with db.write_session(engine) as session:
+            order = _fenced_order(session, order_id, owner)
+            crun = session.get(CustodyRun, order_id)
+            market = session.get(Market, order.market_id)
+            assert crun is not None
+            assert market is not None
+            for s in session.exec(
+                select(CustodySeller).where(CustodySeller.order_id == order_id)
+            ).all():
+                s.delivered = False
+                s.epsilon_spent = spent[s.seller_index]
+                session.add(s)
+            crun.status = CollectionStatus.FAILED
+            crun.updated_at = utcnow()
+            session.add(crun)
+            session.flush()
+            n = len(sellers)
+            items = _seller_spends(sellers, spent, [0] * n, [None] * n)
+            ledgers.settle_order(session, order=order, market=market, spends=items)
+    except LeaseLost:
+        return

@@ -78,8 +78,15 @@ def _run(
         oid = int(r.json()["id"])
         start_sellers(server, mid, sellers, until_idle=until_idle)
         status = wait_order(server, oid, buyer)
+        if status["status"] != "succeeded":
+            for s in sellers:
+                if s.proc is not None and s.proc.poll() is None:
+                    s.proc.kill()
+            outputs = [
+                f"{s.name}: {s.proc.communicate()[0]}" for s in sellers if s.proc
+            ]
+            raise AssertionError(f"{status}\n" + "\n".join(outputs))
         wait_sellers(sellers)
-        assert status["status"] == "succeeded", status
         model = server.call("GET", f"/v1/orders/{oid}/model", buyer).json()
         server.call("GET", f"/v1/orders/{oid}/collection", buyer)
         server.call("GET", f"/v1/orders/{oid}/allocations", server.admin_key)
