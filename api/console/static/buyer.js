@@ -158,6 +158,16 @@ function showSummary(order) {
   PM.byId("summary-box").hidden = false;
 }
 
+// Seller-custody orders: the round being collected, its deadline, reports received/expected.
+async function showCollection(orderId) {
+  const c = await PM.api(`/v1/orders/${orderId}/collection`);
+  const box = PM.byId("collection");
+  box.textContent =
+    `Collecting round ${c.round}: ${c.round_reports_received} of ${c.round_reports_expected} ` +
+    `reports received (deadline ${c.deadline}); ${c.reports_received} of ${c.reports_expected} in all.`;
+  box.hidden = false;
+}
+
 PM.pages.order = async function (data) {
   const orderId = Number(data.orderId);
   const stages = [];
@@ -171,6 +181,7 @@ PM.pages.order = async function (data) {
         stages.push(o.progress.stage);
         PM.byId("stages").append(PM.el("li", {}, o.progress.stage));
       }
+      if (o.progress.stage === "collecting") showCollection(orderId);
       return o.status === "succeeded" || o.status === "failed";
     },
     { interval: 300 },
