@@ -1,6 +1,7 @@
-"""The ``privmarket`` command line: ``serve``, ``admin create-key``, ``db upgrade``.
+"""The ``privmarket`` command line: ``serve``, ``worker``, ``demo``, ``audit``,
+``admin create-key``, ``db upgrade``.
 
-The order pipeline adds ``worker`` and ``demo`` below (see the marked section).
+Help texts are plain text (no reStructuredText markup): they are what a user reads.
 """
 
 from typing import Annotated
@@ -28,7 +29,12 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
 ) -> None:
-    """Upgrade the database to head and serve the API with uvicorn."""
+    """Serve the API, the web console (/console) and the API docs (/docs, /redoc).
+
+    Upgrades the database to the newest schema first. Settings come from PRIVMARKET_*
+    environment variables (database URL, workers, rate limits, Dask scheduler); see
+    docs/operator.md.
+    """
     import uvicorn
 
     from api.main import create_app
@@ -36,6 +42,11 @@ def serve(
 
     settings = get_settings()
     upgrade_to_head(settings.database_url)
+    print(
+        f"privmarket: console http://{host}:{port}/console, API docs "
+        f"http://{host}:{port}/docs, in-process workers: {settings.workers}",
+        flush=True,
+    )
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
@@ -44,7 +55,7 @@ def create_key(
     name: Annotated[str, typer.Option(help="Account name.")] = "admin",
 ) -> None:
     """Create an admin account and print only its new API key."""
-    from market.access import accounts
+    from market import access
     from market.store import Role, make_engine, session_scope, upgrade_to_head
 
     settings = get_settings()
@@ -52,7 +63,7 @@ def create_key(
     engine = make_engine(settings.database_url)
     try:
         with session_scope(engine, write=True) as session:
-            _, key = accounts.create_account(
+            _, key = access.create_account(
                 session, role=Role.ADMIN, name=name, settings=settings
             )
     finally:
@@ -64,15 +75,12 @@ def create_key(
 def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
-    """Apply migrations up to ``revision`` (default: head)."""
+    """Apply database migrations up to REVISION (default: head)."""
     from alembic import command
 
     from market.store import alembic_config
 
     command.upgrade(alembic_config(get_settings().database_url), revision)
-
-
-# ---- order pipeline commands (`worker`, `demo`) are added below this line ----
 
 
 @app.command()
@@ -82,7 +90,7 @@ def worker(
     ] = False,
     threads: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 1,
 ) -> None:
-    """Run orders and jobs from the database (``PRIVMARKET_DATABASE_URL``) until
+    """Run orders and jobs from the database (PRIVMARKET_DATABASE_URL) until
     interrupted; start as many processes as you like (claims never collide)."""
     from api.pipeline_cli import run_worker
 
@@ -109,7 +117,7 @@ def demo(
         ),
     ] = True,
 ) -> None:
-    """The README's main job: a Wisconsin market end to end over the real HTTP API."""
+    """Run a Wisconsin breast-cancer market end to end over the real HTTP API."""
     from api.demo import run_demo
 
     run_demo(

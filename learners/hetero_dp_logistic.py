@@ -81,8 +81,9 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         ``array([-1, 1])``.
     n_features_in_ : int
     privacy_report_ : PrivacyReport
-        Per-record ``sample_epsilon`` (``a_i·η``), ``sample_epsilon_total``, the achieved
-        gradient norm, the guarantee type and ``lam_effective``.
+        Per-record ``sample_epsilon`` (``a_i·η``), ``sample_epsilon_total``, the public
+        solver certificate (``gtol``, or ``inf`` if it was not met), the guarantee type
+        and ``lam_effective``.
     lam_effective_ : float
         The ridge the release used (``lam``, or raised by the remedy of
         ``fit(..., sample_epsilon_total=...)``).
@@ -174,7 +175,8 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         ------
         ValueError
             Non-finite input, a row with ``‖x_i‖ > 1`` or a label outside ``{−1, +1}``
-            (first index named), or an invalid privacy request (see
+            (the message names the input, never a row or a value), or an invalid
+            privacy request (see
             :func:`learners._validation.resolve_privacy_weights`).
         """
         X_arr, y_arr = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
@@ -218,10 +220,9 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
             gtol=self.gtol,
         )
         if not res.converged:
-            warnings.warn(
-                f"argmin reached gradient norm {res.grad_norm:.3g} > gtol={self.gtol:g} "
-                f"after {res.n_iter} Newton iterations; the privacy proof assumes the exact "
-                "minimiser",
+            warnings.warn(  # no achieved norm or iteration count: both are data-dependent
+                f"argmin did not reach gtol={self.gtol:g}; the privacy proof assumes the "
+                "exact minimiser",
                 ConvergenceWarning,
                 stacklevel=2,
             )

@@ -44,7 +44,7 @@ GUARANTEES: tuple[str, ...] = (
     "user_level_local",
     "mpc_plus_dp",
 )
-"""Guarantee labels (the README says what each promises):
+"""Guarantee labels (``docs/mathematics.md``, Part III, says what each promises):
 
 - ``conditional_on_allocation``: central DP of the released model given the allocation
   ``(a, η)``, which itself was chosen with the sellers' data (spec ``mechanism.md`` §4.4);
@@ -179,9 +179,10 @@ class PrivacyReport:
     epsilon_max : float
         ``max_i ε_i^total``.
     grad_norm : float
-        ``‖∇F(ŵ)‖₂`` achieved at the released point (the proof assumes the exact
-        argmin). A solver diagnostic that depends on the data: keep it inside the
-        market, do not publish it to buyers.
+        The public certificate of the argmin (the proof assumes the exact one): the
+        solver's tolerance ``gtol`` when the achieved ``‖∇F(ŵ)‖₂`` met it, ``inf`` when
+        it did not (:func:`certified_grad_bound`). The achieved norm itself is a
+        statistic of the records and is never stored.
     gtol : float
         Tolerance the solver was asked for.
     delta : float
@@ -340,6 +341,14 @@ def ridge_remedy(
     return a, eta, lam_eff
 
 
+def certified_grad_bound(grad_norm: float, gtol: float) -> float:
+    """What a report may state about the solver: ``gtol`` if ``‖∇F(ŵ)‖ ≤ gtol``, else
+    ``inf``. The achieved norm is a function of the records outside any DP release,
+    so only this public bound (one bit: whether the tolerance was met) leaves the fit.
+    """
+    return float(gtol) if float(grad_norm) <= float(gtol) else math.inf
+
+
 def objective_perturbation_report(
     a: NDArray[np.float64],
     *,
@@ -362,7 +371,7 @@ def objective_perturbation_report(
         sample_epsilon=tuple(float(e) for e in noise),
         sample_epsilon_total=tuple(float(e) for e in total),
         epsilon_max=float(total[worst]),
-        grad_norm=float(grad_norm),
+        grad_norm=certified_grad_bound(grad_norm, gtol),
         gtol=float(gtol),
         spends=(
             PrivacySpend("noise term a_i*eta (worst record)", float(noise[worst])),

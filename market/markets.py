@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import numerics
+from market import numerics, store
 from market.errors import ConflictError, InvalidInputError, NotFoundError
 from market.offers import records, vertical
 from market.schemas import (
@@ -23,7 +23,7 @@ from market.schemas import (
     MechanismSettings,
     Page,
 )
-from market.store import Account, Market, MarketParameters, db
+from market.store import Account, Market, MarketParameters
 
 CAP_MARGIN = 1e-3
 """ε a cap must leave above the release overhead to count as usable (far above the
@@ -276,7 +276,7 @@ def update_market(
 
 def list_markets(session: Session, *, limit: int, offset: int) -> Page[MarketPublic]:
     """Return a page of markets, oldest first."""
-    return db.paginate(
+    return store.paginate(
         session,
         select(Market).order_by(col(Market.id)),
         limit=limit,

@@ -149,7 +149,7 @@ class MechanismSettings(_In):
     ``k`` caps weights at ``k/m``, ``u`` is the seller disutility ``ε`` or ``ε^p``;
     ``lam``, ``mu``, ``sigma`` are the ridge, spread and noise weights. ``grids`` holds
     optional hyperparameter grids (e.g. ``{"gamma": [...]}`` for the trade-off job).
-    ``mode`` defaults to ``"strict"`` (issue 14): the allocation sees only costs and
+    ``mode`` defaults to ``"strict"``: the allocation sees only costs and
     public data, so the released model's guarantee is end to end; measured on
     Wisconsin at the demo's settings it costs +0.0003 test error against
     ``"default"`` (95 % CI ± 0.0027; ``benchmarks/privacy_mode_cost.py``).

@@ -1,23 +1,22 @@
-"""The learner catalogue: what a buyer can order."""
+"""The learner catalogue: what a buyer can order (public: no key needed to browse)."""
 
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import MAX_ID, CurrentAccount, SessionDep
+from api.deps import MAX_ID, SessionDep
 from api.errors import ERROR_RESPONSES
 from market import markets, orders
 from market.schemas import LearnersPublic
 
 router = APIRouter(
-    tags=["learners"], responses={k: ERROR_RESPONSES[k] for k in (401, 404, 422)}
+    tags=["learners"], responses={k: ERROR_RESPONSES[k] for k in (404, 422)}
 )
 
 
 @router.get("/learners")
 def list_learners(
     session: SessionDep,
-    _account: CurrentAccount,
     market_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> LearnersPublic:
     """List every orderable learner: tasks, privacy model, whether it can run with

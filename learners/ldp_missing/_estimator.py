@@ -242,14 +242,14 @@ class LDPMissingLogisticRegression(
             sample_epsilon, name="sample_epsilon", n_samples=X_arr.shape[0]
         )
         complete = ~np.isnan(X_arr).any(axis=1)
-        norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
         R_x = self._x_bound(X_arr.shape[1])
-        over = np.flatnonzero(complete & (norms > R_x * (1.0 + 1e-12)))
-        if over.size:
-            i = int(over[0])
+        with np.errstate(over="ignore"):  # an overflowing norm is out of range too
+            norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
+            over = complete & ~(norms <= R_x * (1.0 + 1e-12))
+        if over.any():  # says that, never which row or what norm
             raise ValueError(
                 f"X rows must have norm <= x_norm_bound = {R_x:g} (public bounds; "
-                f"the privacy proof needs it); row {i} has norm {norms[i]:.6g}"
+                "the privacy proof needs it); some complete row does not"
             )
         return X_arr, y01, eps
 
@@ -303,7 +303,6 @@ class LDPMissingLogisticRegression(
         if self.algorithm == "dummy":
             ds = dummy_submission(X_arr, y01, eps, **common)
             beta, self.alpha_, self.p_min_ = ds.beta, None, None
-            self.n_guarded_ = ds.phase.n_guarded
         else:
             tp = two_phase(
                 X_arr,
@@ -315,8 +314,6 @@ class LDPMissingLogisticRegression(
                 **common,
             )
             beta, self.alpha_, self.p_min_ = tp.beta, tp.alpha, tp.p_min
-            assert tp.phase1 is not None
-            self.n_guarded_ = tp.phase1.n_guarded + tp.phase2.n_guarded
         self.intercept_ = float(beta[0])
         self.coef_ = np.asarray(beta[1:], dtype=float)
         self.classes_ = np.array([-1, 1])

@@ -434,12 +434,6 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             noise = joint_noise(2.0 / eta, sum(sizes) + 1, drawers, rng,
                                 seeded=self.random_state is not None)  # fmt: skip
             weights = a
-        design = np.hstack(party_blocks)
-        self.max_row_norm_ = float(np.max(np.linalg.norm(design, axis=1)))
-        self.max_block_norms_ = [
-            float(np.max(np.linalg.norm(b[:, 1:] if k == 0 else b, axis=1)))
-            for k, b in enumerate(party_blocks)
-        ]
         y_fit = np.where(labelled, y01, 0.0)[rows]
         trace = self._run(party_blocks, y_fit, weights=weights, lam=lam, noise=noise,
                           reveal=reveal, dp=dp, ledger=ledger,

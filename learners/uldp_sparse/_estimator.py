@@ -225,7 +225,7 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
 
     def design_matrix(self, X: ArrayLike) -> FloatArray:
         """The scaled records themselves (``‖row‖₂ ≤ 1``); the market prices one
-        summary row per seller built from these (README)."""
+        summary row per seller built from these (``docs/mathematics.md`` §7)."""
         return np.asarray(X, dtype=float)
 
     # ---- fit ----

@@ -11,7 +11,7 @@ from learners.spec import LearnerSpec, ParamSpec
 
 MIN_RECORDS_PER_SELLER = 5
 """Records a seller needs: each seller fits a local selector and a local estimator on
-its own records (spec §3, §5); the issue caps this default at 10."""
+its own records (spec §3, §5); the default is kept at most 10."""
 
 
 def _build_protocol(params: Mapping[str, Any], **kwargs: Any) -> Any:

@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import numerics, offers
-from market.access import accounts, resolve_key_secret
+from market import access, numerics, offers
+from market.access import resolve_key_secret
 from market.config import Settings
 from market.errors import ConflictError, InvalidInputError
 from market.offers import records
@@ -221,7 +221,7 @@ def _new_sellers(
     now = utcnow()
     keys, values = [], []
     for name in names:
-        key, prefix, key_hash = accounts.issue_key(secret)
+        key, prefix, key_hash = access.issue_key(secret)
         keys.append(key)
         values.append(
             {
@@ -283,7 +283,7 @@ def create_offers(
     """
     assert market.id is not None
     names = [
-        accounts.clean_name(row.seller_name, f"offers[{i}].seller_name")
+        access.clean_name(row.seller_name, f"offers[{i}].seller_name")
         for i, row in enumerate(rows)
         if row.seller_name is not None
     ]

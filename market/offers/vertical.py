@@ -1,4 +1,4 @@
-"""Vertical markets: parties hold column blocks of the same records (issue 13).
+"""Vertical markets: parties hold column blocks of the same records.
 
 A market declared ``partition: "vertical"`` names a public ``record_key`` and its
 ``parties``, each with the features it holds (every feature in exactly one party; the
@@ -11,7 +11,7 @@ Scaling: party ``k``'s values are mapped with the public bounds to ``[-1, 1]`` a
 divided by ``√d`` with ``d`` the market's total number of features, so the
 concatenated row of a record has ``‖x‖₂ ≤ 1`` whatever parties hold it.
 
-Pricing rule (README "Vertical markets"): each party is one seller whose ε applies to
+Pricing rule (``docs/mathematics.md`` §7, "Other losses"): each party is one seller whose ε applies to
 all its records; the mechanism prices one public row per party (its coverage of the
 record universe, from the key lists only) with the weight cap ``k = 1`` (so every party,
 being needed for the fit, gets weight ``1/K``: without the cap the allocation puts all

@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -39,6 +40,7 @@ from market.store import (
     Role,
     RunStatus,
     db,
+    utcnow,
 )
 
 
@@ -82,9 +84,35 @@ def _check_offers_fit_learner(
     counts = [
         o.n_records for o in offers.list_active_offers(session, market_id=market_id)
     ]
+    if len(counts) < numerics.SMALLEST_ORDER:
+        raise InvalidInputError(
+            "offers",
+            f"the market has {len(counts)} active offer(s); an order needs at least "
+            f"{numerics.SMALLEST_ORDER}",
+        )
     reason = numerics.records_per_seller_shortfall(learner, counts)
     if reason is not None:
         raise InvalidInputError("learner", reason)
+
+
+def _check_gamma_choosable(market: Market, body: OrderCreate) -> None:
+    """Refuse ``gamma: null`` (choose ``γ`` for the budget) where it cannot run: it
+    scores candidates on the market's public validation set, which vertical markets
+    never have and a horizontal market may lack."""
+    if body.gamma is not None:
+        return
+    if market.partition == "vertical":
+        raise InvalidInputError(
+            "gamma",
+            "vertical markets have no public validation set to choose gamma on; "
+            "give gamma in the order",
+        )
+    if not market.validation:
+        raise InvalidInputError(
+            "gamma",
+            "choosing gamma for the budget needs the market's public validation set; "
+            "give gamma in the order or ask an admin to add one",
+        )
 
 
 def _existing(
@@ -125,6 +153,7 @@ def place_order(
         if found is not None:
             return found, False
     budget_minor, learner_params = _validate(market, body)
+    _check_gamma_choosable(market, body)
     _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
     if market.custody == "seller":
@@ -186,6 +215,62 @@ def public_status(order: Order) -> str:
     if order.status == RunStatus.QUEUED and order.progress_stage == "collecting":
         return RunStatus.RUNNING
     return order.status
+
+
+def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
+    """Cancel an order of ``account`` (its buyer or an admin); return it.
+
+    A queued order is cancelled at once. A running one is asked to stop: its worker
+    ends it ``cancelled`` at the next stage boundary, and settlement refuses it, so
+    nothing is charged and nothing is paid. Cancelling a cancelled order is a no-op.
+
+    Raises
+    ------
+    NotFoundError
+        No such order visible to ``account``.
+    ConflictError
+        The order already finished (``succeeded`` or ``failed``).
+    """
+    order = get_order_or_raise(session, order_id=order_id, account=account)
+    now = utcnow()
+    collecting = sa.and_(
+        Order.status == RunStatus.QUEUED,  # type: ignore[arg-type]
+        Order.progress_stage == "collecting",  # type: ignore[arg-type]
+    )  # a seller-custody order between its looks: its worker ends the collection
+    queued = (
+        sa.update(Order)
+        .where(Order.id == order_id, Order.status == RunStatus.QUEUED, ~collecting)  # type: ignore[arg-type]
+        .values(status=RunStatus.CANCELLED, finished_at=now, cancel_requested_at=now,
+                progress_stage="cancelled", error="cancelled before it ran; nothing was charged")
+    )  # fmt: skip
+    running = (
+        sa.update(Order)
+        .where(
+            Order.id == order_id,  # type: ignore[arg-type]
+            Order.status == RunStatus.RUNNING,  # type: ignore[arg-type]
+            Order.cancel_requested_at.is_(None),  # type: ignore[union-attr]
+        )
+        .values(cancel_requested_at=now)
+    )
+    waiting = (
+        sa.update(Order)
+        .where(
+            Order.id == order_id,  # type: ignore[arg-type]
+            collecting,
+            Order.cancel_requested_at.is_(None),  # type: ignore[union-attr]
+        )
+        .values(cancel_requested_at=now, lease_expires_at=now)  # claimable now
+    )
+    for stmt in (queued, running, waiting):
+        if session.execute(stmt).rowcount:  # type: ignore[attr-defined]
+            break
+    session.commit()
+    session.refresh(order)
+    if order.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+        raise ConflictError(
+            f"order {order_id} already {order.status}; it cannot be cancelled"
+        )
+    return order
 
 
 def to_public(session: Session, order: Order) -> OrderPublic:

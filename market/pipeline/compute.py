@@ -79,8 +79,8 @@ class PricedRows:
 def seller_summary_rows(
     Z: np.ndarray, y: np.ndarray, groups: np.ndarray, n_sellers: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each seller's mean priced row and mean target (README: "How ε_i is chosen and
-    paid for a user-level learner").
+    """Each seller's mean priced row and mean target (``docs/mathematics.md`` §7,
+    "Other losses": user-level learners).
 
     ``Z`` holds the learner's priced rows of the records, already scaled with the
     market's public bounds and clipped to ``‖z‖₂ ≤ 1``; ``y`` the targets scaled with
@@ -246,7 +246,7 @@ def _outcome(
 def compute_vertical_order(
     run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
 ) -> Outcome:
-    """A vertical market's order (README "Vertical markets"): each party is one seller.
+    """A vertical market's order (``docs/mathematics.md`` §7): each party is one seller.
 
     The mechanism prices one public row per party (``learner.design_matrix`` of the
     blocks), allocates each party an ``ε_k`` and pays its Myerson threshold payment;

@@ -123,8 +123,8 @@ SUMMARY_FIELDS = {
     "delivery": "seller custody: sellers allocated and delivered, reports expected "
     "and received (null on platform-custody markets)",
 }
-"""Every field of the buyer's order summary (documented in the README, "What a buyer
-sees"). Deliberately absent: how many sellers offered or were eligible (eligibility
+"""Every field of the buyer's order summary (documented in ``docs/buyer.md``, "What a buyer
+sees of an order"). Deliberately absent: how many sellers offered or were eligible (eligibility
 depends on sellers' remaining budgets, hence on earlier orders' data-dependent
 allocations), per-stage timings (a timing side channel on the records), settlement
 retries (other orders' activity)."""

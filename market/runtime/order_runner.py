@@ -5,7 +5,7 @@ release) → settle, with progress persisted by stage and every write fenced by 
 Stages: ``loading``, ``allocating`` | ``choosing_gamma``, ``payments`` (fraction from
 the payments' progress callback), ``releasing``, ``settling``, ``done``.
 
-Settlement is one transaction (``db.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
+Settlement is one transaction (``store.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
 row locks on PostgreSQL): fence on the lease, lock the sellers, re-check the remaining
 budgets against ``ε_total``; if another order used a seller's budget meanwhile nothing
 is written and the order goes **back to the queue** with a jittered backoff that grows
@@ -33,7 +33,7 @@ from dataclasses import replace
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from market import ledgers
+from market import ledgers, store
 from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
@@ -46,7 +46,7 @@ from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
 from market.runtime import custody_runner, leases
 from market.runtime.custody_runner import CustodyTiming
-from market.store import Market, Order, RunStatus, db, utcnow
+from market.store import Market, Order, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
 BACKOFF_MIN, BACKOFF_MAX = 0.05, 5.0
@@ -59,6 +59,16 @@ SLEEP_ENV = "PRIVMARKET_TEST_STAGE_SLEEP"
 
 class LeaseLostError(Exception):
     """Another worker took the order over; stop without writing."""
+
+
+class OrderCancelledError(Exception):
+    """The order's buyer or an admin cancelled it while it ran."""
+
+
+def _cancel_requested(db_engine: Engine, order_id: int) -> bool:
+    with store.session_scope(db_engine) as session:
+        order = session.get(Order, order_id)
+        return order is not None and order.cancel_requested_at is not None
 
 
 class Reporter:
@@ -103,6 +113,8 @@ class Reporter:
         self._write(name, 0.0)
         if self.lost.is_set():
             raise LeaseLostError(f"order {self.order_id}: lease lost")
+        if _cancel_requested(self.db_engine, self.order_id):
+            raise OrderCancelledError(self.order_id)
         for hook in STAGE_HOOKS:
             hook(self.order_id, name)
         spec = os.environ.get(SLEEP_ENV, "")
@@ -147,11 +159,13 @@ def _settle(db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str) -> No
     PrivacyBudgetExhaustedError
         A seller's remaining budget shrank meanwhile (nothing written).
     """
-    with db.write_session(db_engine) as session:
+    with store.write_session(db_engine) as session:
         stmt = select(Order).where(Order.id == run.order_id).with_for_update()
         order = session.exec(stmt).one()
         if order.status != RunStatus.RUNNING or order.lease_owner != owner:
             raise LeaseLostError(f"order {run.order_id}: lease lost before settlement")
+        if order.cancel_requested_at is not None:
+            raise OrderCancelledError(run.order_id)
         market = session.get(Market, run.instance.market_id)
         assert market is not None
         items = results.spends(run.instance, out)
@@ -169,7 +183,7 @@ def _settle(db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str) -> No
 
 
 def _load(db_engine: Engine, order_id: int, *, owner: str) -> OrderRun:
-    with db.session_scope(db_engine) as session:
+    with store.session_scope(db_engine) as session:
         order = session.get(Order, order_id)
         if order is None or order.lease_owner != owner:
             raise LeaseLostError(f"order {order_id}: not ours")
@@ -237,7 +251,7 @@ def requeue(
 
 def _waited(db_engine: Engine, order_id: int) -> float:
     """Seconds since the order first started running."""
-    with db.session_scope(db_engine) as session:
+    with store.session_scope(db_engine) as session:
         order = session.get(Order, order_id)
         started = None if order is None else order.started_at
     if started is None:
@@ -295,6 +309,9 @@ def run_order(
     try:
         if custody_runner.has_run(db_engine, order_id):
             deadline.check()
+            if _cancel_requested(db_engine, order_id):
+                custody_runner.end_collection(db_engine, order_id, owner=owner)
+                raise OrderCancelledError(order_id)
             return custody_runner.advance(
                 db_engine, order_id, owner=owner, timing=timing
             )
@@ -318,6 +335,20 @@ def run_order(
         return RunStatus.SUCCEEDED
     except (LeaseLostError, custody_runner.LeaseLost):
         return "lost"
+    except OrderCancelledError:
+        ok = leases.touch(
+            db_engine,
+            Order,
+            order_id,
+            owner=owner,
+            lease_seconds=0.0,
+            status=RunStatus.CANCELLED,
+            error=f"cancelled in stage {rep._stage}; nothing was charged or paid",
+            progress_stage="cancelled",
+            finished_at=utcnow(),
+            lease_owner=None,
+        )
+        return RunStatus.CANCELLED if ok else "lost"
     except WorkerStoppingError:
         ok = requeue(db_engine, order_id, owner=owner, delay=0.0, reason="worker stop")
         return RunStatus.QUEUED if ok else "lost"

@@ -31,11 +31,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, or_, select
 
+from market import store
 from market.config import Settings
 from market.pipeline import deadline
 from market.runtime import job_runner, leases, order_runner
 from market.runtime.custody_runner import CustodyTiming
-from market.store import Job, Order, RunStatus, db, utcnow
+from market.store import Job, Order, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
@@ -76,7 +77,7 @@ def claim(
 ) -> int | None:
     """Claim the oldest claimable row of ``table``; return its id (``None``: none)."""
     while True:
-        with db.write_session(engine) as session:
+        with store.write_session(engine) as session:
             row = session.exec(_claimable(table)).first()
             if row is None:
                 return None
@@ -117,7 +118,7 @@ def recover(engine: Engine) -> list[tuple[str, int, str]]:
     done: list[tuple[str, int, str]] = []
     now = utcnow()
     for table in (Order, Job):
-        with db.write_session(engine) as session:
+        with store.write_session(engine) as session:
             stmt = (
                 select(table)
                 .where(col(table.status) == RunStatus.RUNNING)

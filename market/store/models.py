@@ -54,12 +54,14 @@ class OfferStatus(StrEnum):
 
 
 class RunStatus(StrEnum):
-    """Status of orders and jobs: ``queued → running → succeeded | failed``."""
+    """Status of orders and jobs: ``queued → running → succeeded | failed``; an order
+    can also end ``cancelled`` (by its buyer or an admin, before it settled)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class LedgerKind(StrEnum):
@@ -195,6 +197,7 @@ class Order(SQLModel, table=True):
     heartbeat_at: datetime | None = _ts(nullable=True)
     started_at: datetime | None = _ts(nullable=True)
     finished_at: datetime | None = _ts(nullable=True)
+    cancel_requested_at: datetime | None = _ts(nullable=True)
     created_at: datetime = _ts()
 
 

@@ -285,8 +285,8 @@ def test_gamma_null_needs_a_validation_set(
 ) -> None:
     monkeypatch.setattr(numerics, "choose_gamma", _fake_choice("ok"))
     mid = env.market(n_sellers=12, n_val=0)
-    oid = env.order(mid, gamma=None)
-    env.drain()
-    st = env.status(oid)
-    assert st["status"] == "failed"
-    assert "validation set" in st["error"]
+    payload = {"learner": "hetero_dp_logistic", "budget": 100.0, "gamma": None}
+    r = env.client.post(f"/v1/markets/{mid}/orders", headers=env.buyer, json=payload)
+    assert r.status_code == 422, r.text  # refused at placement, never queued
+    assert r.json()["field"] == "gamma"
+    assert "validation set" in r.json()["detail"]
