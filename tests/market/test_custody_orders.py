@@ -482,6 +482,7 @@ def test_features_sent_in_the_clear_must_be_declared_public(world: World) -> Non
         {"name": "temp", "low": -5.0, "high": 5.0, "public": True},
     ]
     mid = world.market(features=features)
+    _quantile_holders(world, mid, 3, np.random.default_rng(17))
     url = f"/v1/markets/{mid}/orders"
     body = {"learner": "onebit_quantile", "budget": 10.0, "gamma": 0.001}
     r = world.client.post(url, headers=world.buyer, json=body)
