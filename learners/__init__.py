@@ -46,7 +46,16 @@ from learners.registry import (
     ReleaseContext,
     register_learner,
 )
-from learners.secure_vertical import SecureVerticalLogisticRegression, align_by_key
+from learners.secure_vertical import (
+    SecureVerticalLogisticRegression,
+    SessionFailed,
+    SessionPlan,
+    TLSFiles,
+    align_by_key,
+    finish_session,
+    plan_session,
+    run_party,
+)
 from learners.spec import LearnerSpec, ParamError, ParamSpec
 from learners.uldp_sparse import ULDPSparseLinearRegression
 
@@ -76,15 +85,21 @@ __all__ = [
     "ReleaseContext",
     "ReportRequest",
     "SecureVerticalLogisticRegression",
+    "SessionFailed",
+    "SessionPlan",
     "SquaredLoss",
     "StageSpend",
+    "TLSFiles",
     "ULDPSparseLinearRegression",
     "align_by_key",
     "answer_request",
     "curvature_slack",
+    "finish_session",
     "make_loss",
+    "plan_session",
     "register_learner",
     "ridge_remedy",
+    "run_party",
     "seller_generators",
     "total_epsilon",
     "validate_report",

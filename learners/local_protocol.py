@@ -38,10 +38,12 @@ turns that into a protocol the platform can run without ever holding a record:
   privacy report whose per-record ε is exactly what the randomizers were called with
   (sequential composition over the rounds a seller answered) and ``custody`` set.
 
-The library's ``fit`` of each local learner runs the same protocol in process,
-answering with one generator per seller spawned from ``random_state``
+The library's ``fit`` of each local learner runs the same protocol in process. With an
+integer ``random_state`` it answers with one generator per seller spawned from it
 (:func:`seller_generators`), so the seller-custody result equals the library fit on
-the same reports bit for bit (tests). Protocols are JSON-able between rounds
+the same reports bit for bit (tests); with a Generator or None, ``onebit_quantile`` and
+``ldp_missing_logistic`` draw a round's answers at once from that one stream
+(:func:`run_vectorized`; same randomizer functions, same law, much faster). Protocols are JSON-able between rounds
 (:meth:`LocalProtocol.to_state` / :meth:`LocalProtocol.from_state`).
 
 Units. Learners fit in the market's scaled units (``market/records.py``: feature

@@ -26,6 +26,15 @@ class Settings(BaseSettings):
         CORS origins (empty: no cross-origin access).
     job_lease_seconds : float
         How long a worker's claim on an order or job lasts without a heartbeat.
+    node_compute_host : str
+        Address the worker's compute party listens on in fits between party nodes
+        (seller-custody vertical markets); the nodes must reach it (default
+        127.0.0.1: nodes on the same host only).
+    node_tls_cert, node_tls_key, node_tls_ca : path or None
+        The compute party's TLS certificate (common name ``MPyC party K`` for ``K``
+        data parties), its key and the CA every party trusts; when set, every fit
+        between party nodes runs over mutually authenticated TLS and the nodes must
+        have their own certificates (``docs/secure-vertical.md``).
     order_time_limit_seconds : float
         Time budget of one run of an order (default 900 s): over it the order fails
         with that reason, nothing charged; also how long an order keeps retrying a
@@ -89,6 +98,10 @@ class Settings(BaseSettings):
     custody_round_seconds: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     custody_poll_seconds: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     custody_protocol_seed: int | None = None
+    node_compute_host: str = "127.0.0.1"
+    node_tls_cert: Path | None = None
+    node_tls_key: Path | None = None
+    node_tls_ca: Path | None = None
 
 
 @lru_cache

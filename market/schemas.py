@@ -282,6 +282,11 @@ class OfferCreate(_In):
         | None
     ) = None
     n_records: Annotated[int, Field(ge=1, le=RECORDS_MAX)] | None = None
+    keys: Annotated[list[Name], Field(min_length=1, max_length=RECORDS_MAX)] | None = (
+        None
+    )
+    """Seller-custody vertical markets: the party's pseudonymous record keys (the one
+    thing parties learn about each other); its values stay on its node."""
     party: Name | None = None
     reported_cost: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     max_epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
@@ -550,3 +555,58 @@ class CollectionPublic(BaseModel):
     reports_expected: int
     reports_received: int
     sellers: list[CollectionSeller] | None = None
+
+
+# --- party nodes (seller-custody vertical markets) -------------------------------
+
+
+class NodeRegister(_In):
+    """Where a party's node listens for the other MPyC parties and which features its
+    block holds (no values)."""
+
+    party: Name
+    host: Annotated[str, Field(min_length=1, max_length=253)]
+    port: int
+    features: Annotated[list[Name], Field(min_length=1, max_length=10_000)]
+
+
+class NodePublic(BaseModel):
+    """A party's node as its owner sees it."""
+
+    id: int
+    market_id: int
+    party: str
+    host: str
+    port: int
+    features: list[str]
+    status: str
+    last_seen_at: UtcDatetime
+    last_session_id: int | None = None
+    last_session_status: str | None = None
+
+
+class SessionPublic(BaseModel):
+    """An open fit session as a node sees it: the public plan, every MPyC party's
+    ``host:port`` (index order), this node's ``index`` and the deadline."""
+
+    id: int
+    order_id: int
+    status: str
+    addresses: list[str]
+    tls: bool = False
+    deadline_at: UtcDatetime
+    error: str | None = None
+    index: int | None = None
+    plan: dict[str, Any] | None = None
+
+
+class SessionList(BaseModel):
+    items: list[SessionPublic]
+
+
+class SessionReport(_In):
+    """How a node's side of a session ended."""
+
+    party: Name
+    status: Literal["succeeded", "failed"]
+    reason: Annotated[str, Field(max_length=2000)] | None = None

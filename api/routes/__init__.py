@@ -8,13 +8,24 @@ from api.routes import (
     jobs,
     learners,
     markets,
+    nodes,
     offers,
     orders,
     sellers,
 )
 
 api_router = APIRouter()
-for _module in (accounts, sellers, markets, offers, orders, jobs, learners, custody):
+for _module in (
+    accounts,
+    sellers,
+    markets,
+    offers,
+    nodes,
+    orders,
+    jobs,
+    learners,
+    custody,
+):
     api_router.include_router(_module.router)
 
 intake_router = APIRouter()

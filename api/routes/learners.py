@@ -9,9 +9,7 @@ from api.errors import ERROR_RESPONSES
 from market import markets, orders
 from market.schemas import LearnersPublic
 
-router = APIRouter(
-    tags=["learners"], responses={k: ERROR_RESPONSES[k] for k in (404, 422)}
-)
+router = APIRouter(tags=["learners"], responses={k: ERROR_RESPONSES[k] for k in (404, 422)})
 
 
 @router.get("/learners")

@@ -87,8 +87,10 @@ class LDPMissingLogisticRegression(
         An integer: the seller-custody variant, rounds of about ``round_size``
         reports all computed at the iterate of the round's start
         (:mod:`learners.ldp_missing._protocol`; ``1`` is the spec's SGD again). The
-        fit then runs that protocol in process, one generator per record spawned
-        from ``random_state``.
+        fit then runs that protocol in process: with an int ``random_state`` record
+        ``i`` answers with the ``i``-th generator of ``seller_generators(seed, n)``
+        (equal to the sellers' own answers bit for bit); with a Generator or None a
+        round's answers are drawn at once from that one stream (same law).
     random_state : int, numpy.random.Generator or None, default=None
         Order and randomizer noise; None draws from OS entropy (the service).
 
@@ -275,8 +277,9 @@ class LDPMissingLogisticRegression(
         k = X_arr.shape[1]
         if self.round_size is not None:
             n = X_arr.shape[0]
-            seeded = self.random_state is not None
-            public_rng, rngs = seller_generators(self.random_state, n if seeded else 0)
+            seeded = isinstance(self.random_state, Integral)
+            stream = np.random.default_rng(self.random_state)
+            public_rng, rngs = seller_generators(stream, n if seeded else 0)
             proto = self.protocol(
                 epsilon=eps,
                 n_records=np.ones(n, dtype=np.int64),
@@ -287,8 +290,8 @@ class LDPMissingLogisticRegression(
             )
             if seeded:  # one generator per record: equal to the sellers' answers
                 run_in_process(proto, X_arr, 2.0 * y01 - 1.0, rngs)
-            else:  # OS entropy: a round's answers at once, same functions and law
-                run_vectorized(proto, X_arr, 2.0 * y01 - 1.0, np.random.default_rng())
+            else:  # one stream: a round's answers at once, same functions and law
+                run_vectorized(proto, X_arr, 2.0 * y01 - 1.0, stream)
             proto.finish_into(self)
             return self
         rng = np.random.default_rng(self.random_state)

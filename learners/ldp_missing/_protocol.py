@@ -100,10 +100,9 @@ def _answer(
     pub = request.public
     coef = np.asarray(pub["coef"], dtype=float)
     phase = str(pub["phase"])
-    if phase == "outcome" and coef.size != X.shape[1] + 1:
-        raise ValueError(
-            f"X: the request is for {coef.size - 1} features, got {X.shape[1]}"
-        )
+    k = int(pub.get("n_features", coef.size - 1))
+    if X.shape[1] != k:
+        raise ValueError(f"X: the request is for {k} features, got {X.shape[1]}")
     if np.isinf(X).any():
         raise ValueError("X must not contain infinity (np.nan marks a missing cell)")
     r_hat = None if pub.get("r_hat") is None else np.asarray(pub["r_hat"], dtype=float)
@@ -261,6 +260,7 @@ class LDPMissingProtocol(LocalProtocol):
         sellers = self.schedule[self.next_in_phase]
         eps = self._phase_eps(self.phase)
         pub = {
+            "n_features": self.k,
             "phase": self.phases[self.phase],
             "coef": self.coef.tolist(),
             "bound": self._bound(),
@@ -321,7 +321,6 @@ class LDPMissingProtocol(LocalProtocol):
         est.n_features_in_ = self.k
         est.alpha_ = None if self.alpha is None else self.alpha.copy()
         est.p_min_ = None if self.r_hat is None else float(self.r_hat.min())
-        est.n_guarded_ = 0
         est.privacy_report_ = self._report()
 
     def _report(self) -> PrivacyReport:

@@ -85,7 +85,12 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         A market's public schema (``features`` bounds, ``target`` bounds); when set,
         :meth:`export_model` publishes standard errors and intervals in its raw units.
     random_state : int, numpy.random.Generator or None, default=None
-        Source of the randomizers' coins (simulating the users' devices).
+        Source of the randomizers' coins (simulating the users' devices). An int
+        seed runs the seller-custody protocol in process, record ``i`` answering with
+        the ``i``-th generator of ``seller_generators(seed, n)``: the fit equals the
+        sellers' own answers with those generators bit for bit (slower: one generator
+        per record). A Generator or None (OS entropy) draws every record's answer at
+        once from that one stream with the same randomizer functions (same law).
 
     Attributes
     ----------
@@ -224,17 +229,21 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         eps = check_sample_epsilon(sample_epsilon, n)
         params = self._protocol_params()
         plan = BitPlan.from_params(params, p)
-        if self.random_state is None:
-            # OS entropy: every record's answer drawn at once by the same randomizer
-            # functions (independent reports with the same law as per-seller answers)
+        if not isinstance(self.random_state, Integral):
+            # one stream (a Generator, or OS entropy): every record's answer drawn at
+            # once by the same randomizer functions (the law of per-seller answers)
             used = eps > 0
             arrays = randomize(
-                plan, X_arr[used], y_arr[used], eps[used], np.random.default_rng()
+                plan,
+                X_arr[used],
+                y_arr[used],
+                eps[used],
+                np.random.default_rng(self.random_state),
             )
             result = estimate(plan, arrays, eps[used], params)
             self.finish_fit(result, p, eps, plan)
             return self
-        # seeded: the seller-custody protocol in process, one generator per record
+        # an int seed: the seller-custody protocol in process, one generator per record
         public_rng, rngs = seller_generators(self.random_state, n)
         proto = self.protocol(
             epsilon=eps,

@@ -33,6 +33,7 @@ from market.numerics.learners import (
     build_learner,
     check_order_learner,
     default_learner,
+    finish_vertical_session,
     has_missable,
     learner_release,
     learner_spec,
@@ -40,6 +41,10 @@ from market.numerics.learners import (
     records_per_seller_shortfall,
     release,
     release_vertical,
+    replace_report,
+    run_compute_party,
+    vertical_session_plan,
+    vertical_session_processes,
 )
 from market.numerics.mechanism import (
     allocate,
@@ -89,6 +94,7 @@ __all__ = [
     "custody",
     "dask_executor",
     "default_learner",
+    "finish_vertical_session",
     "has_missable",
     "learner_config",
     "learner_release",
@@ -103,7 +109,11 @@ __all__ = [
     "release",
     "release_overhead_floor",
     "release_vertical",
+    "replace_report",
+    "run_compute_party",
     "to_major",
     "to_minor",
     "tradeoff",
+    "vertical_session_plan",
+    "vertical_session_processes",
 ]

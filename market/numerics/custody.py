@@ -24,17 +24,23 @@ CUSTODY_PRIVACY_MODELS: tuple[str, ...] = ("local", "user_level_local")
 every seller's records) is randomized by its owner, so the curator needs no record."""
 
 
-def takes_custody(name: str, custody: str) -> bool:
+def takes_custody(name: str, custody: str, partition: str = "horizontal") -> bool:
     """Whether learner ``name`` can be ordered on a market of ``custody``: any learner
     on a platform-custody market; on a seller-custody one only a learner whose privacy
-    model is local (``local``, ``user_level_local``) and that runs as a local protocol."""
+    model is local (``local``, ``user_level_local``) and that runs as a local protocol,
+    or, on a vertical market, a vertical learner computed in MPC between the parties'
+    own nodes (``privacy_model="mpc"``: the platform holds no block)."""
     if custody != "seller":
         return True
     spec = learner_spec(name)
+    if partition == "vertical":
+        return spec.partition == "vertical" and spec.privacy_model == "mpc"
     return spec.privacy_model in CUSTODY_PRIVACY_MODELS and spec.seller_custody
 
 
-def check_custody_learner(name: str, custody: str) -> None:
+def check_custody_learner(
+    name: str, custody: str, partition: str = "horizontal"
+) -> None:
     """Refuse a learner a market of ``custody`` cannot take.
 
     Raises
@@ -42,10 +48,12 @@ def check_custody_learner(name: str, custody: str) -> None:
     InvalidInputError
         Field ``learner``, naming the learner's privacy model.
     """
-    if takes_custody(name, custody):
+    if takes_custody(name, custody, partition):
         return
     spec = learner_spec(name)
-    able = sorted(s.name for s in LEARNERS.specs() if takes_custody(s.name, custody))
+    able = sorted(
+        s.name for s in LEARNERS.specs() if takes_custody(s.name, custody, partition)
+    )
     raise InvalidInputError(
         "learner",
         f"{name} (privacy model {spec.privacy_model}) needs the records on the "

@@ -12,7 +12,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from learners import LEARNERS, LearnerSpec, ParamError, ReleaseContext, align_by_key
+from learners import (
+    LEARNERS,
+    LearnerSpec,
+    ParamError,
+    ReleaseContext,
+    SessionPlan,
+    TLSFiles,
+    align_by_key,
+    finish_session,
+    plan_session,
+    run_party,
+)
 from market.errors import InvalidInputError
 
 FloatArray = NDArray[np.float64]
@@ -214,6 +225,79 @@ def release_vertical(
     """Fit a vertical learner on the parties' aligned blocks, each party's ``ε``
     applying to all its records (noise from OS entropy)."""
     return learner.fit(blocks, y, party_epsilon=party_epsilon)
+
+
+SESSION_PARAMS = (
+    "lam", "reveal", "max_iter", "dp_iterations", "imputation", "n_components",
+    "covariance", "em_max_iter", "em_reveal",
+)  # fmt: skip
+
+
+def vertical_session_plan(
+    learner: Any,
+    *,
+    parties: Sequence[str],
+    keys: Sequence[Sequence[str]],
+    widths: Sequence[int],
+    party_epsilon: Sequence[float] | None,
+) -> dict[str, Any]:
+    """The public plan of a fit between party nodes
+    (``learners.secure_vertical.plan_session``), from the order's built learner and
+    the parties' key lists; ``party_epsilon`` None releases without DP (tests only).
+
+    Raises
+    ------
+    ValueError
+        ``params.backend``: the learner does not run in MPC (the parties' blocks never
+        reach the platform, so only ``"mpc"`` can fit them); a plan the learner refuses
+        (the message names the parameter).
+    """
+    if getattr(learner, "backend", None) != "mpc":
+        raise ValueError(
+            "params.backend: a market whose parties keep their blocks fits with "
+            "backend 'mpc' between the party nodes"
+        )
+    params = {k: getattr(learner, k) for k in SESSION_PARAMS}
+    params["tol"] = float(learner.tol) if learner.tol is not None else 1e-6
+    plan = plan_session(parties, keys, widths, params=params,
+                        party_epsilon=party_epsilon, labels="pm")  # fmt: skip
+    plan.derive()  # refuse now what every party would refuse
+    return plan.to_json()
+
+
+def vertical_session_processes(plan: Mapping[str, Any]) -> int:
+    """MPyC parties of a plan: the ``K`` data parties and the platform's compute party
+    (the last index)."""
+    return len(plan["parties"]) + 1
+
+
+def run_compute_party(
+    plan: Mapping[str, Any], index: int, addresses: Sequence[str], *,
+    connect_timeout: float, timeout: float, tls: Sequence[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Run the platform's compute party (no data) of a session; its opened outputs.
+
+    Raises
+    ------
+    RuntimeError
+        ``learners.secure_vertical.SessionFailed``: a node dropped out or never
+        connected, or the deadline passed (the message names the party).
+    """
+    sp = SessionPlan.from_json(plan)
+    listen = addresses[index].rsplit(":", 1)[0]
+    files = None if tls is None else TLSFiles(*[str(f) for f in tls])
+    return run_party(sp, index, list(addresses), None, listen_host=listen, tls=files,
+                     connect_timeout=connect_timeout, timeout=timeout)  # fmt: skip
+
+
+def replace_report(report: Any, **changes: Any) -> Any:
+    """``report`` (a ``PrivacyReport``, or None) with ``changes`` (e.g. ``custody``)."""
+    return None if report is None else dataclasses.replace(report, **changes)
+
+
+def finish_vertical_session(plan: Mapping[str, Any], output: Mapping[str, Any]) -> Any:
+    """The fitted learner of a session from its opened outputs only."""
+    return finish_session(SessionPlan.from_json(plan), output)
 
 
 def align_blocks(

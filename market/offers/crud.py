@@ -56,6 +56,14 @@ def validate_offer(
     InvalidInputError
         A record or the reported cost does not fit the market (field and index named).
     """
+    if market.custody == "seller" and vertical.is_vertical(market):
+        keyed = vertical.validate_custody_offer(market, body)
+        _check_cost(market, body.reported_cost, check_cost)
+        return keyed, keyed
+    if body.keys is not None:
+        raise InvalidInputError(
+            "keys", "only offers of seller-custody vertical markets list record keys"
+        )
     if market.custody == "seller":
         _check_custody_offer(market, body)
         _check_cost(market, body.reported_cost, check_cost)
@@ -134,6 +142,8 @@ def _check_custody_offer(market: Market, body: OfferCreate) -> None:
 
 def offer_size(market: Market, body: OfferCreate, raw: list[dict[str, Any]]) -> int:
     """The offer's ``n_records``: declared (seller custody) or counted (uploaded)."""
+    if market.custody == "seller" and vertical.is_vertical(market):
+        return len(raw)
     if market.custody == "seller" and body.n_records is not None:
         return body.n_records
     return len(raw)

@@ -33,6 +33,8 @@ from market.schemas import (
 from market.store import (
     Account,
     Allocation,
+    CollectionStatus,
+    CustodyRun,
     Market,
     MarketParameters,
     Offer,
@@ -55,7 +57,9 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
     Learner params come from the learner's schema (never a noise seed: a buyer who knew
     the noise could remove it).
     """
-    numerics.custody.check_custody_learner(body.learner, market.custody)
+    numerics.custody.check_custody_learner(
+        body.learner, market.custody, market.partition
+    )
     params = numerics.check_order_learner(
         body.learner,
         body.params,
@@ -154,9 +158,8 @@ def place_order(
             return found, False
     budget_minor, learner_params = _validate(market, body)
     _check_gamma_choosable(market, body)
-    _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     params = markets.current_parameters(session, market_id)
-    if market.custody == "seller":
+    if market.custody == "seller" and market.partition != "vertical":
         numerics.custody.check_clear_features(
             body.learner,
             learner_params,
@@ -170,6 +173,7 @@ def place_order(
                 "target": market.target,
             },
         )
+    _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     order = Order(
         market_id=market_id,
         buyer_id=buyer.id,  # type: ignore[arg-type]
@@ -209,14 +213,6 @@ def get_order_or_raise(session: Session, *, order_id: int, account: Account) -> 
     return order
 
 
-def public_status(order: Order) -> str:
-    """The order's status as shown: a seller-custody order collecting reports is
-    ``running`` (it waits in the queue between looks at its round)."""
-    if order.status == RunStatus.QUEUED and order.progress_stage == "collecting":
-        return RunStatus.RUNNING
-    return order.status
-
-
 def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
     """Cancel an order of ``account`` (its buyer or an admin); return it.
 
@@ -229,17 +225,23 @@ def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
     NotFoundError
         No such order visible to ``account``.
     ConflictError
-        The order already finished (``succeeded`` or ``failed``).
+        The order already finished (``succeeded`` or ``failed``), or it is a
+        seller-custody order collecting reports.
     """
     order = get_order_or_raise(session, order_id=order_id, account=account)
+    custody = session.get(CustodyRun, order_id)
+    if custody is not None and custody.status == CollectionStatus.COLLECTING:
+        # Sellers may already have disclosed reports, whose ε must be accounted:
+        # the collection runs to its end (sellers who did not answer are neither
+        # paid nor charged).
+        raise ConflictError(
+            f"order {order_id} is collecting reports from its sellers; a collecting "
+            "order cannot be cancelled"
+        )
     now = utcnow()
-    collecting = sa.and_(
-        Order.status == RunStatus.QUEUED,  # type: ignore[arg-type]
-        Order.progress_stage == "collecting",  # type: ignore[arg-type]
-    )  # a seller-custody order between its looks: its worker ends the collection
     queued = (
         sa.update(Order)
-        .where(Order.id == order_id, Order.status == RunStatus.QUEUED, ~collecting)  # type: ignore[arg-type]
+        .where(Order.id == order_id, Order.status == RunStatus.QUEUED)  # type: ignore[arg-type]
         .values(status=RunStatus.CANCELLED, finished_at=now, cancel_requested_at=now,
                 progress_stage="cancelled", error="cancelled before it ran; nothing was charged")
     )  # fmt: skip
@@ -252,25 +254,22 @@ def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
         )
         .values(cancel_requested_at=now)
     )
-    waiting = (
-        sa.update(Order)
-        .where(
-            Order.id == order_id,  # type: ignore[arg-type]
-            collecting,
-            Order.cancel_requested_at.is_(None),  # type: ignore[union-attr]
-        )
-        .values(cancel_requested_at=now, lease_expires_at=now)  # claimable now
-    )
-    for stmt in (queued, running, waiting):
+    for stmt in (queued, running):
         if session.execute(stmt).rowcount:  # type: ignore[attr-defined]
             break
     session.commit()
     session.refresh(order)
     if order.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
-        raise ConflictError(
-            f"order {order_id} already {order.status}; it cannot be cancelled"
-        )
+        raise ConflictError(f"order {order_id} already {order.status}; it cannot be cancelled")
     return order
+
+
+def public_status(order: Order) -> str:
+    """The order's status as shown: a seller-custody order collecting reports is
+    ``running`` (it waits in the queue between looks at its round)."""
+    if order.status == RunStatus.QUEUED and order.progress_stage == "collecting":
+        return RunStatus.RUNNING
+    return order.status
 
 
 def to_public(session: Session, order: Order) -> OrderPublic:
@@ -372,6 +371,8 @@ def list_learners(market: Market | None = None) -> LearnersPublic:
             for item in items
             if market.task in item.tasks
             and item.partition == market.partition
-            and numerics.custody.takes_custody(item.name, market.custody)
+            and numerics.custody.takes_custody(
+                item.name, market.custody, market.partition
+            )
         ]
     return LearnersPublic(items=items)

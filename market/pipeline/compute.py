@@ -243,16 +243,28 @@ def _outcome(
     )
 
 
+class SecureSession(Protocol):
+    """Runs the fit between the party nodes of a seller-custody vertical market (the
+    runtime's, with database access): returns the fitted learner, or raises
+    :class:`OrderFailedError` with the reason (e.g. a node that dropped out)."""
+
+    def __call__(self, run: OrderRun, learner: Any, party_epsilon: np.ndarray) -> Any:
+        """Fit with ``party_epsilon`` per party; the learner built for the order."""
+
+
 def compute_vertical_order(
-    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
-) -> Outcome:
+    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None,
+    secure_session: SecureSession | None = None,
+) -> Outcome:  # fmt: skip
     """A vertical market's order (``docs/mathematics.md`` §7): each party is one seller.
 
     The mechanism prices one public row per party (``learner.design_matrix`` of the
     blocks), allocates each party an ``ε_k`` and pays its Myerson threshold payment;
     the learner fits with ``ε_k`` applying to all of party ``k``'s records (record
     ``i`` at ``min_k ε_k`` over its holders); each party's ledger is charged the
-    largest ε any of its records spent (never more than ``ε_k``).
+    largest ε any of its records spent (never more than ``ε_k``). When the parties
+    keep their blocks (``inst.party_keys``), ``secure_session`` runs the fit between
+    their nodes and the platform receives only the opened outputs.
     """
     inst = run.instance
     assert inst.party_sizes is not None
@@ -276,7 +288,12 @@ def compute_vertical_order(
             "every party (raise the budget or gamma)"
         )
     rep.stage("releasing")
-    numerics.release_vertical(learner, blocks, inst.y, party_epsilon=eps)
+    if inst.party_keys is not None:
+        if secure_session is None:
+            raise OrderFailedError("this worker cannot run fits between party nodes")
+        learner = secure_session(run, learner, eps)
+    else:
+        numerics.release_vertical(learner, blocks, inst.y, party_epsilon=eps)
     report = learner.privacy_report_
     held = ~np.isnan(inst.X[:, edges[:-1]])
     per_record = np.asarray(report.sample_epsilon_total, dtype=float)
@@ -290,8 +307,9 @@ def compute_vertical_order(
 
 
 def compute_order(
-    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
-) -> Outcome:
+    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None,
+    secure_session: SecureSession | None = None,
+) -> Outcome:  # fmt: skip
     """Run the numerics for one order (no database writes except progress).
 
     ``checkpoint`` is called before every payment re-solve; what it raises stops the
@@ -299,7 +317,9 @@ def compute_order(
     """
     inst = run.instance
     if inst.party_sizes is not None:
-        return compute_vertical_order(run, rep, checkpoint=checkpoint)
+        return compute_vertical_order(
+            run, rep, checkpoint=checkpoint, secure_session=secure_session
+        )
     learner = build_learner(inst)
     rows = priced_rows(inst, learner)
     alloc, pay, gamma, source = _allocate_and_pay(run, rows, rep, checkpoint)

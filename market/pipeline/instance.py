@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from sqlmodel import Session
 
 from market import ledgers, markets, numerics, offers
-from market.offers import records, vertical
+from market.offers import nodes, records, vertical
 from market.store import Job, Market, MarketParameters, Order
 
 FloatArray = NDArray[np.float64]
@@ -69,6 +69,11 @@ class OrderInstance:
     """``seller``: the market holds no records (``X``/``y``/``groups`` are empty) and
     ``n_records`` says how many each included seller keeps (public)."""
     n_records: list[int] | None = None
+    party_keys: list[list[str]] | None = None
+    """Vertical markets whose parties keep their blocks (custody ``seller``): each
+    party's record keys, label holder first. ``X`` then holds no value: 0 where a
+    party holds a record, NaN where not (the pattern the mechanism prices), and ``y``
+    is NaN; the fit runs between the party nodes."""
 
     def schema(self) -> dict[str, Any]:
         """The market's public schema a learner may read (features with their public
@@ -325,11 +330,20 @@ def _vertical_instance(
             "vertical fit needs every party"
         )
     ordered = [by_party[p][0] for p in names]
-    keys, blocks_raw, label_keys, labels = vertical.blocks_of(
-        market, {p: by_party[p][0] for p in names}
-    )
-    universe, blocks = numerics.align_blocks(keys, blocks_raw)
-    y = vertical.aligned_labels(universe, label_keys, labels)
+    party_keys: list[list[str]] | None = None
+    if nodes.seller_custody(market):
+        # keys only: the values stay with the parties (the pattern is all we price)
+        party_keys = [[str(r["key"]) for r in o.records_scaled] for o in ordered]
+        widths = [len(vertical.party_features(market, p)) for p in names]
+        zeros = [np.zeros((len(k), w)) for k, w in zip(party_keys, widths, strict=True)]
+        universe, blocks = numerics.align_blocks(party_keys, zeros)
+        y = np.full(len(universe), np.nan)
+    else:
+        keys, blocks_raw, label_keys, labels = vertical.blocks_of(
+            market, {p: by_party[p][0] for p in names}
+        )
+        universe, blocks = numerics.align_blocks(keys, blocks_raw)
+        y = vertical.aligned_labels(universe, label_keys, labels)
     return OrderInstance(
         **_shared_fields(market, ordered, values, parameters_version, learner, params),
         features=vertical.ordered_features(market),
@@ -342,6 +356,7 @@ def _vertical_instance(
         X_val=None,
         y_val=None,
         party_sizes=[b.shape[1] for b in blocks],
+        party_keys=party_keys,
     )
 
 

@@ -34,6 +34,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import select
 
 from market import ledgers, store
+from market.config import get_settings
 from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
@@ -46,6 +47,7 @@ from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
 from market.runtime import custody_runner, leases
 from market.runtime.custody_runner import CustodyTiming
+from market.runtime.party_sessions import NodeSessions
 from market.store import Market, Order, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
@@ -144,8 +146,17 @@ class Reporter:
 
 
 def compute(run: OrderRun, rep: Reporter) -> Outcome:
-    """The run's numerics (``market.pipeline.compute``) with the stage timings."""
-    out = compute_order(run, rep, checkpoint=rep.deadline.checkpoint())
+    """The run's numerics (``market.pipeline.compute``) with the stage timings; a fit
+    between party nodes runs through :class:`~market.runtime.party_sessions.NodeSessions`."""
+    settings = get_settings()
+    cert, key, ca = settings.node_tls_cert, settings.node_tls_key, settings.node_tls_ca
+    tls = (str(cert), str(key), str(ca)) if cert and key and ca else None
+    sessions = NodeSessions(
+        rep.db_engine, compute_host=settings.node_compute_host, tls=tls
+    )
+    out = compute_order(
+        run, rep, checkpoint=rep.deadline.checkpoint(), secure_session=sessions
+    )
     return replace(out, timings=dict(rep.timings))
 
 
@@ -309,9 +320,6 @@ def run_order(
     try:
         if custody_runner.has_run(db_engine, order_id):
             deadline.check()
-            if _cancel_requested(db_engine, order_id):
-                custody_runner.end_collection(db_engine, order_id, owner=owner)
-                raise OrderCancelledError(order_id)
             return custody_runner.advance(
                 db_engine, order_id, owner=owner, timing=timing
             )

@@ -361,3 +361,48 @@ class ReportRequest(SQLModel, table=True):
     report: dict[str, Any] | None = _json(nullable=True)
     answered_at: datetime | None = _ts(nullable=True)
     created_at: datetime = _ts()
+
+
+class PartyNode(SQLModel, table=True):
+    """A data party's node in a seller-custody vertical market: where its MPyC party
+    listens and the features it declares (no data). One row per market and party;
+    a new registration by the party's seller replaces the address."""
+
+    __tablename__ = "party_node"
+    __table_args__ = (sa.UniqueConstraint("market_id", "party"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    market_id: int = Field(foreign_key="market.id", index=True)
+    seller_id: int = Field(foreign_key="account.id", index=True)
+    party: str = Field(max_length=200)
+    host: str = Field(max_length=255)
+    port: int
+    features: list[str] = _json()
+    last_seen_at: datetime = _ts()
+    last_session_id: int | None = None
+    last_session_status: str | None = Field(default=None, max_length=16)
+    created_at: datetime = _ts()
+
+
+class FitSession(SQLModel, table=True):
+    """One secure fit between the party nodes and the platform's compute party.
+
+    ``plan`` holds the public parameters every party receives (party names, key
+    lists, widths, settings, ε per party); ``addresses`` the ``host:port`` of every
+    MPyC party in index order. ``status``: ``open`` (nodes join) → ``succeeded`` |
+    ``failed`` (``error`` says why)."""
+
+    __tablename__ = "fit_session"
+
+    id: int | None = Field(default=None, primary_key=True)
+    order_id: int = Field(foreign_key="order.id", index=True)
+    market_id: int = Field(foreign_key="market.id", index=True)
+    status: str = Field(default="open", max_length=16, index=True)
+    plan: dict[str, Any] = _json()
+    addresses: list[str] = _json()
+    tls: bool = False
+    """Whether the parties connect over TLS (every party needs its certificate)."""
+    deadline_at: datetime = _ts()
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    created_at: datetime = _ts()
+    finished_at: datetime | None = _ts(nullable=True)

@@ -1,7 +1,7 @@
 """Seller custody: who holds a market's records (``platform`` or ``seller``).
 
 Revision ID: 0005_custody
-Revises: 0006_cancel
+Revises: 0004_issue13
 Create Date: 2026-11-26 10:00:00
 """
 
@@ -12,7 +12,7 @@ import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision: str = '0005_custody'
-down_revision: str | None = '0006_cancel'
+down_revision: str | None = '0004_issue13'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

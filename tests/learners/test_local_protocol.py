@@ -255,6 +255,11 @@ def test_market_scaling_is_applied_on_the_sellers_side() -> None:
 
 
 def test_the_spec_says_which_learners_run_with_seller_custody() -> None:
+    assert LEARNERS.seller_custody() == [
+        "ldp_missing_logistic",
+        "onebit_quantile",
+        "uldp_sparse_linear",
+    ]
     assert LEARNERS.spec("onebit_quantile").seller_custody
     assert LEARNERS.spec("onebit_quantile").to_dict()["seller_custody"] is True
     for name in ("hetero_dp_logistic", "secure_vertical_logistic"):

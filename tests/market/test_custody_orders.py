@@ -492,6 +492,7 @@ def test_features_sent_in_the_clear_must_be_declared_public(world: World) -> Non
     assert "temp" not in r.json()["detail"]
     with Session(world.engine) as s:
         assert int(s.exec(select(func.count()).select_from(Order)).one()) == 0
+    _quantile_holders(world, mid, 2, np.random.default_rng(3))  # an order needs two
     body["params"] = {"private_x": True}
     r = world.client.post(url, headers=world.buyer, json=body)
     assert r.status_code == 202, r.text
@@ -535,3 +536,25 @@ def test_an_internal_error_ends_the_collection_and_releases_the_held_epsilon(
     ledger = _ledger(world, oid)
     assert all(v == 0 for (_, kind), v in ledger.items() if kind == "money")
     assert sum(v for (_, kind), v in ledger.items() if kind == "epsilon") > 0
+
+
+def test_a_collecting_order_cannot_be_cancelled_but_a_queued_one_can(
+    world: World, tmp_path: Any
+) -> None:
+    from market.runtime.custody_runner import CustodyTiming
+
+    rng = np.random.default_rng(21)
+    mid = world.market()
+    _quantile_holders(world, mid, 6, rng)
+    queued = world.order(mid)
+    r = world.client.post(f"/v1/orders/{queued}:cancel", headers=world.buyer)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "cancelled"
+    oid = world.order(mid)
+    run_worker(world.engine, CustodyTiming(round_seconds=60.0, poll_seconds=0.05))
+    with Session(world.engine) as s:
+        assert s.get(CustodyRun, oid) is not None  # requests are out
+        assert s.get(CustodyRun, queued) is None  # the cancelled one never ran
+    r = world.client.post(f"/v1/orders/{oid}:cancel", headers=world.buyer)
+    assert r.status_code == 409
+    assert "collecting" in r.json()["detail"]

@@ -32,6 +32,28 @@ PM.pages.seller = async function () {
     earnings.items.map((e) => [`#${e.order_id}`, market(e.market_id), PM.fmt(e.epsilon), PM.money(e.payment)]),
     "No order has used your data yet.",
   );
+  const custodyVertical = new Set(
+    markets.items.filter((m) => m.partition === "vertical" && m.custody === "seller").map((m) => m.id),
+  );
+  const nodeRows = [];
+  for (const o of offers.items) {
+    if (o.status !== "active" || !custodyVertical.has(o.market_id)) continue;
+    const offer = await PM.api(`/v1/offers/${o.id}`);
+    let node = null;
+    try {
+      node = await PM.api(`/v1/markets/${o.market_id}/nodes/${encodeURIComponent(offer.party)}`);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+    }
+    nodeRows.push([
+      market(o.market_id),
+      String(offer.party),
+      node ? node.status : "not registered",
+      node ? String(node.last_seen_at).replace("T", " ").slice(0, 19) : "",
+      node && node.last_session_id !== null ? `#${node.last_session_id} ${node.last_session_status}` : "none yet",
+    ]);
+  }
+  PM.fillTable(PM.byId("nodes"), nodeRows, "You run no party node.");
   PM.fillTable(
     PM.byId("report-requests"),
     requests.items
@@ -77,7 +99,13 @@ PM.pages.offer = async function (data) {
   ]);
   PM.fillTable(
     PM.byId("records"),
-    offer.records.slice(0, 50).map((r, i) => [String(i), r.x.map((v) => PM.fmt(v)).join(", "), PM.fmt(r.y)]),
+    offer.records
+      .slice(0, 50)
+      .map((r, i) => [
+        String(i),
+        Array.isArray(r.x) ? r.x.map((v) => PM.fmt(v)).join(", ") : `key ${r.key}`,
+        r.y === undefined || r.y === null ? "" : PM.fmt(r.y),
+      ]),
     "No records.",
   );
 };
