@@ -147,10 +147,12 @@ def epsilon_reserved(
     stmt = (
         select(CustodySeller.seller_id, func.sum(CustodySeller.epsilon))
         .join(CustodyRun, col(CustodyRun.order_id) == col(CustodySeller.order_id))
+        .join(Order, col(Order.id) == col(CustodySeller.order_id))
         .where(
             CustodySeller.market_id == market_id,
             col(CustodySeller.seller_id).in_(ids),
             CustodyRun.status == CollectionStatus.COLLECTING,
+            col(Order.status).in_(("queued", "running")),
         )
         .group_by(col(CustodySeller.seller_id))
     )

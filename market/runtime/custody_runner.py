@@ -54,8 +54,10 @@ from market.store import (
     ReportRequest,
     RequestStatus,
     RunStatus,
-    db,
+    lock_rows,
+    session_scope,
     utcnow,
+    write_session,
 )
 
 log = logging.getLogger(__name__)
@@ -86,7 +88,7 @@ class LeaseLost(Exception):
 
 def has_run(engine: Engine, order_id: int) -> bool:
     """Whether the order is a seller-custody order past its pricing."""
-    with db.session_scope(engine) as session:
+    with session_scope(engine) as session:
         return session.get(CustodyRun, order_id) is not None
 
 
@@ -172,7 +174,7 @@ def start(
     if planned is None:
         raise OrderFailedError("the learner's protocol has no round to run")
     state = numerics.custody.protocol_state(protocol)
-    with db.write_session(engine) as session:
+    with write_session(engine) as session:
         order = _fenced_order(session, run.order_id, owner)
         market = session.get(Market, inst.market_id)
         assert market is not None
@@ -222,7 +224,7 @@ def _check_reservable(
 ) -> None:
     """Every seller's allocated ε still fits its remaining budget (net of other
     collecting orders' reservations), checked under the write lock."""
-    db.lock_rows(session, account_ids=seller_ids)
+    lock_rows(session, account_ids=seller_ids)
     remaining = ledgers.remaining_epsilon(session, market=market, seller_ids=seller_ids)
     cap = market.lifetime_epsilon_cap
     for seller_id, eps in zip(seller_ids, pricing.epsilon, strict=True):
@@ -249,7 +251,7 @@ def _close_round(engine: Engine, order_id: int, *, owner: str) -> bool:
     """Close the current round if it is complete or past its deadline (open requests
     become ``missed``; the answered set is then fixed). Returns whether it is closed;
     if not, the order goes back to the queue until the deadline or the next poll."""
-    with db.write_session(engine) as session:
+    with write_session(engine) as session:
         _fenced_order(session, order_id, owner)
         crun = session.get(CustodyRun, order_id)
         assert crun is not None
@@ -267,7 +269,7 @@ def _close_round(engine: Engine, order_id: int, *, owner: str) -> bool:
 
 
 def _requeue_waiting(engine: Engine, order_id: int, *, owner: str, poll: float) -> str:
-    with db.write_session(engine) as session:
+    with write_session(engine) as session:
         order = _fenced_order(session, order_id, owner)
         crun = session.get(CustodyRun, order_id)
         assert crun is not None
@@ -290,7 +292,7 @@ def advance(engine: Engine, order_id: int, *, owner: str, timing: CustodyTiming)
     """
     if not _close_round(engine, order_id, owner=owner):
         return _requeue_waiting(engine, order_id, owner=owner, poll=timing.poll_seconds)
-    with db.session_scope(engine) as session:
+    with session_scope(engine) as session:
         crun = session.get(CustodyRun, order_id)
         assert crun is not None
         if crun.status != CollectionStatus.COLLECTING:
@@ -340,7 +342,7 @@ def _publish(
 ) -> str:
     """Store the protocol after a closed round and publish the next round."""
     state = numerics.custody.protocol_state(protocol)
-    with db.write_session(engine) as session:
+    with write_session(engine) as session:
         order = _fenced_order(session, order_id, owner)
         crun = session.get(CustodyRun, order_id)
         assert crun is not None
@@ -378,7 +380,7 @@ def _finish(
     reports: dict[int, Any],
 ) -> str:
     """Fit from the reports and settle (or record the ε received and fail)."""
-    with db.session_scope(engine) as session:
+    with session_scope(engine) as session:
         order = session.get(Order, order_id)
         assert order is not None
         run = _settlement_run(session, order)
@@ -450,7 +452,7 @@ def _settlement_run(session: Session, order: Order) -> OrderRun:
 def _pricing_of(
     engine: Engine, order_id: int, sellers: list[CustodySeller]
 ) -> CustodyPricing:
-    with db.session_scope(engine) as session:
+    with session_scope(engine) as session:
         crun = session.get(CustodyRun, order_id)
         assert crun is not None
         ordered = sorted(sellers, key=lambda s: s.seller_index)
@@ -467,7 +469,7 @@ def _pricing_of(
 def _report_counts(
     engine: Engine, order_id: int, reports: dict[int, Any]
 ) -> tuple[int, int]:
-    with db.session_scope(engine) as session:
+    with session_scope(engine) as session:
         rows = session.exec(
             select(ReportRequest.status).where(ReportRequest.order_id == order_id)
         ).all()
@@ -538,7 +540,7 @@ def _settle(
     spent: list[float],
     reports: dict[int, Any],
 ) -> None:
-    with db.write_session(engine) as session:
+    with write_session(engine) as session:
         order = _fenced_order(session, order_id, owner)
         crun = session.get(CustodyRun, order_id)
         market = session.get(Market, order.market_id)
@@ -580,7 +582,7 @@ def _record_failed(
 ) -> None:
     """The fit failed: record the ε of the reports received (no money moves), end the
     collection; the caller fails the order with the reason."""
-    with db.write_session(engine) as session:
+    with write_session(engine) as session:
         order = _fenced_order(session, order_id, owner)
         crun = session.get(CustodyRun, order_id)
         market = session.get(Market, order.market_id)
@@ -595,3 +597,53 @@ def _record_failed(
         items = _seller_spends(sellers, spent, [0] * n, [None] * n)
         ledgers.settle_order(session, order=order, market=market, spends=items)
     log.info("order %s: collection failed (%s)", order_id, reason)
+
+
+def end_collection(engine: Engine, order_id: int, *, owner: str) -> None:
+    """A collecting order is failing for another reason (time budget, an internal
+    error): end its collection, recording the ε of the reports received (they were
+    disclosed) and moving no money. A no-op for other orders or lost leases."""
+    with session_scope(engine) as session:
+        crun = session.get(CustodyRun, order_id)
+        if crun is None or crun.status != CollectionStatus.COLLECTING:
+            return
+        sellers = list(
+            session.exec(
+                select(CustodySeller).where(CustodySeller.order_id == order_id)
+            ).all()
+        )
+        answered = session.exec(
+            select(ReportRequest.seller_id, ReportRequest.epsilon).where(
+                ReportRequest.order_id == order_id,
+                ReportRequest.status == RequestStatus.ANSWERED,
+            )
+        ).all()
+        session.expunge_all()
+    by_seller: dict[int, float] = {}
+    for seller_id, eps in answered:
+        by_seller[int(seller_id)] = by_seller.get(int(seller_id), 0.0) + float(eps)
+    spent = [0.0] * len(sellers)
+    for s in sellers:
+        spent[s.seller_index] = by_seller.get(s.seller_id, 0.0)
+    try:
+        with write_session(engine) as session:
+            order = _fenced_order(session, order_id, owner)
+            crun = session.get(CustodyRun, order_id)
+            market = session.get(Market, order.market_id)
+            assert crun is not None
+            assert market is not None
+            for s in session.exec(
+                select(CustodySeller).where(CustodySeller.order_id == order_id)
+            ).all():
+                s.delivered = False
+                s.epsilon_spent = spent[s.seller_index]
+                session.add(s)
+            crun.status = CollectionStatus.FAILED
+            crun.updated_at = utcnow()
+            session.add(crun)
+            session.flush()
+            n = len(sellers)
+            items = _seller_spends(sellers, spent, [0] * n, [None] * n)
+            ledgers.settle_order(session, order=order, market=market, spends=items)
+    except LeaseLost:
+        return

@@ -370,5 +370,9 @@ def run_order(
     except Exception as exc:  # recorded on the order, details only in the log
         log.exception("order %s failed in stage %s", order_id, rep._stage)
         reason = f"internal error in stage {rep._stage} ({type(exc).__name__})"
+    try:
+        custody_runner.end_collection(db_engine, order_id, owner=owner)
+    except Exception:  # the failure is recorded below whatever happens here
+        log.exception("order %s: ending its report collection failed", order_id)
     fail(db_engine, order_id, owner=owner, reason=reason)
     return RunStatus.FAILED

@@ -54,7 +54,7 @@ def _env(db: Path, **extra: str) -> dict[str, str]:
         "PRIVMARKET_RATE_LIMIT_REGISTRATIONS": "0",
         "PRIVMARKET_WORKERS": "1",
         "PRIVMARKET_CUSTODY_POLL_SECONDS": "0.2",
-        "PRIVMARKET_CUSTODY_ROUND_SECONDS": "60",
+        "PRIVMARKET_CUSTODY_ROUND_SECONDS": "180",
     }
     env.update(extra)
     return env
@@ -197,16 +197,23 @@ def start_sellers(
             stderr=subprocess.STDOUT,
             text=True,
         )
+    for s in sellers:  # each has read its file and is polling for requests
+        assert s.proc is not None
+        assert s.proc.stdout is not None
+        first = s.proc.stdout.readline()
+        s.output += first
+        assert first.startswith("serving market"), first + s.proc.stdout.read()
 
 
 def wait_sellers(sellers: list[SellerProc], timeout: float = 300) -> None:
     for s in sellers:
         assert s.proc is not None
         try:
-            s.output, _ = s.proc.communicate(timeout=timeout)
+            rest, _ = s.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             s.proc.kill()
-            s.output, _ = s.proc.communicate()
+            rest, _ = s.proc.communicate()
+        s.output += rest
         assert s.proc.returncode == 0, s.output
 
 

@@ -62,7 +62,7 @@ def _run(
     order: dict[str, Any],
     data: list[tuple[np.ndarray, np.ndarray]],
     secret: list[float],
-    until_idle: float = 6.0,
+    until_idle: float = 20.0,
 ) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
     """Run one seller-custody order end to end; return its status, its model and
     the sellers (with their CLI output). Asserts no canary leaked."""
@@ -73,13 +73,20 @@ def _run(
         costs = [0.1 + 0.01 * (i % 7) for i in range(len(data))]
         sellers = register_sellers(server, mid, data, names, tmp_path, costs)
         buyer = _buyer(server)
+        start_sellers(server, mid, sellers, until_idle=until_idle)
         r = server.call("POST", f"/v1/markets/{mid}/orders", buyer, json=order)
         assert r.status_code == 202, r.text
         oid = int(r.json()["id"])
-        start_sellers(server, mid, sellers, until_idle=until_idle)
         status = wait_order(server, oid, buyer)
+        if status["status"] != "succeeded":
+            for s in sellers:
+                if s.proc is not None and s.proc.poll() is None:
+                    s.proc.kill()
+            outputs = [
+                f"{s.name}: {s.proc.communicate()[0]}" for s in sellers if s.proc
+            ]
+            raise AssertionError(f"{status}\n" + "\n".join(outputs))
         wait_sellers(sellers)
-        assert status["status"] == "succeeded", status
         model = server.call("GET", f"/v1/orders/{oid}/model", buyer).json()
         server.call("GET", f"/v1/orders/{oid}/collection", buyer)
         server.call("GET", f"/v1/orders/{oid}/allocations", server.admin_key)
@@ -189,7 +196,7 @@ def test_ldp_missing_logistic_records_stay_with_their_sellers(tmp_path: Path) ->
         },
         data=data,
         secret=secret,
-        until_idle=10.0,
+        until_idle=45.0,
     )
     _check_seller_custody(status, model)
     assert model["privacy"]["guarantee"] == "local"
@@ -220,7 +227,7 @@ def test_uldp_sparse_linear_records_stay_with_their_sellers(tmp_path: Path) -> N
         },
         data=data,
         secret=secret,
-        until_idle=10.0,
+        until_idle=45.0,
     )
     _check_seller_custody(status, model)
     assert model["privacy"]["guarantee"] == "user_level_local"

@@ -482,6 +482,7 @@ def test_features_sent_in_the_clear_must_be_declared_public(world: World) -> Non
         {"name": "temp", "low": -5.0, "high": 5.0, "public": True},
     ]
     mid = world.market(features=features)
+    _quantile_holders(world, mid, 3, np.random.default_rng(17))
     url = f"/v1/markets/{mid}/orders"
     body = {"learner": "onebit_quantile", "budget": 10.0, "gamma": 0.001}
     r = world.client.post(url, headers=world.buyer, json=body)
@@ -495,6 +496,46 @@ def test_features_sent_in_the_clear_must_be_declared_public(world: World) -> Non
     body["params"] = {"private_x": True}
     r = world.client.post(url, headers=world.buyer, json=body)
     assert r.status_code == 202, r.text
+
+
+def test_an_internal_error_ends_the_collection_and_releases_the_held_epsilon(
+    world: World, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from market import ledgers, numerics
+    from market.store import CollectionStatus, Market
+
+    rng = np.random.default_rng(16)
+    mid = world.market()
+    holders = _quantile_holders(world, mid, 6, rng)
+    oid = world.order(mid)
+    run_worker(world.engine)
+    ids = [_seller_id(world, h) for h in holders]
+    with Session(world.engine) as s:
+        market = s.get(Market, mid)
+        assert market is not None
+        held = ledgers.epsilon_reserved(s, market_id=mid, seller_ids=ids)
+    assert sum(held.values()) > 0
+    for h in holders:
+        with world.seller_client(h, log_path=tmp_path / f"{h.name}.jsonl") as sc:
+            sc.answer_requests(mid, h.X, h.y, wait=0.0)
+
+    def broken(protocol: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(numerics.custody, "result", broken)
+    run_worker(world.engine)
+    status = world.client.get(f"/v1/orders/{oid}", headers=world.buyer).json()
+    assert status["status"] == "failed"
+    assert "internal error" in status["error"]
+    with Session(world.engine) as s:
+        crun = s.get(CustodyRun, oid)
+        assert crun is not None
+        assert crun.status == CollectionStatus.FAILED
+        held = ledgers.epsilon_reserved(s, market_id=mid, seller_ids=ids)
+    assert sum(held.values()) == 0
+    ledger = _ledger(world, oid)
+    assert all(v == 0 for (_, kind), v in ledger.items() if kind == "money")
+    assert sum(v for (_, kind), v in ledger.items() if kind == "epsilon") > 0
 
 
 def test_a_collecting_order_cannot_be_cancelled_but_a_queued_one_can(

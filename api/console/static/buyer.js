@@ -2,7 +2,7 @@
 // one order to its model. Admins see the order page too, without the model.
 "use strict";
 
-// One sentence per guarantee label (README, "what their guarantees promise").
+// One sentence per guarantee label (docs/guarantees.md says what each promises).
 const GUARANTEES = {
   conditional_on_allocation:
     "The released model is ε_i-differentially private for each seller's data given the " +
@@ -301,6 +301,16 @@ function downloadJson(filename, value) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
+// Seller-custody orders: the round being collected, its deadline, reports received/expected.
+async function showCollection(orderId) {
+  const c = await PM.api(`/v1/orders/${orderId}/collection`);
+  const box = PM.byId("collection");
+  box.textContent =
+    `Collecting round ${c.round}: ${c.round_reports_received} of ${c.round_reports_expected} ` +
+    `reports received (deadline ${c.deadline}); ${c.reports_received} of ${c.reports_expected} in all.`;
+  box.hidden = false;
+}
+
 PM.pages.order = async function (data) {
   const orderId = Number(data.orderId);
   const first = await PM.load(`/v1/orders/${orderId}`, `order ${orderId}`);
@@ -351,6 +361,7 @@ PM.pages.order = async function (data) {
         stages.push(o.progress.stage);
         PM.byId("stages").append(PM.el("li", { title: o.progress.stage }, PM.stageWords(o.progress.stage)));
       }
+      if (o.progress.stage === "collecting") showCollection(orderId);
       return done;
     },
     { interval: 300 },

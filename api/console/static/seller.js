@@ -3,11 +3,12 @@
 "use strict";
 
 PM.pages.seller = async function () {
-  const [privacy, earnings, offers, markets] = await Promise.all([
+  const [privacy, earnings, offers, markets, requests] = await Promise.all([
     PM.api("/v1/sellers/me/privacy"),
     PM.api("/v1/sellers/me/earnings"),
     PM.api("/v1/sellers/me/offers"),
     PM.api("/v1/markets?limit=100"),
+    PM.api("/v1/sellers/me/report-requests?status=all"),
   ]);
   const names = new Map(markets.items.map((m) => [m.id, m.name]));
   const market = (id) => (names.has(id) ? `${names.get(id)} (#${id})` : `market ${id}`);
@@ -53,6 +54,23 @@ PM.pages.seller = async function () {
     ]);
   }
   PM.fillTable(PM.byId("nodes"), nodeRows, "You run no party node.");
+  PM.fillTable(
+    PM.byId("report-requests"),
+    requests.items
+      .slice()
+      .reverse()
+      .map((r) => [
+        `#${r.id}`,
+        `#${r.order_id}`,
+        market(r.market_id),
+        String(r.round),
+        r.randomizer,
+        PM.fmt(r.epsilon),
+        r.deadline,
+        r.status,
+      ]),
+    "No report request (only seller-custody markets send them).",
+  );
   PM.fillTable(
     PM.byId("offers"),
     offers.items.map((o) => [
