@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from api.cli_mechanism import audit as audit_command
+from api.cli_seller import seller_app
 from market.config import get_settings
 
 app = typer.Typer(
@@ -19,6 +20,7 @@ admin_app = typer.Typer(help="Administration.", no_args_is_help=True)
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(admin_app, name="admin")
 app.add_typer(db_app, name="db")
+app.add_typer(seller_app, name="seller")
 app.command("audit")(audit_command)
 
 
@@ -36,6 +38,7 @@ def serve(
     import uvicorn
 
     from api.main import create_app
+    from market import numerics
     from market.store import upgrade_to_head
 
     settings = get_settings()
@@ -45,6 +48,8 @@ def serve(
         f"http://{host}:{port}/docs, in-process workers: {settings.workers}",
         flush=True,
     )
+    if not numerics.kernels_compiled():
+        print(f"privmarket: {numerics.FIRST_RUN_NOTE}", flush=True)
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
@@ -125,3 +130,68 @@ def demo(
         gamma=None if choose_gamma else gamma,
         serve=serve,
     )
+
+
+# --- a data party's node (seller-custody vertical markets) ----------------------
+
+party_app = typer.Typer(
+    help="A data party's node in a vertical market.", no_args_is_help=True
+)
+app.add_typer(party_app, name="party")
+
+
+@party_app.command("serve")
+def party_serve(
+    server: Annotated[str, typer.Option(help="The platform's URL.")],
+    key: Annotated[
+        str, typer.Option(help="Your seller API key (holds the party's offer).")
+    ],
+    market: Annotated[int, typer.Option(help="Market id.")],
+    party: Annotated[str, typer.Option(help="Your party's name in the market.")],
+    data: Annotated[
+        str,
+        typer.Option(
+            help="CSV: a 'key' column, your features in the market's order and, at the "
+            "label holder only, 'y' (-1/+1). It never leaves this machine."
+        ),
+    ],
+    until_idle: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop after this many seconds without a session (default: never)."
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address the other parties reach this node at.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int | None, typer.Option(help="TCP port (default: a free one).")
+    ] = None,
+    listen: Annotated[
+        str | None, typer.Option(help="Interface to listen on (default: --host).")
+    ] = None,
+    tls_cert: Annotated[str | None, typer.Option(help="TLS certificate (PEM).")] = None,
+    tls_key: Annotated[str | None, typer.Option(help="TLS private key (PEM).")] = None,
+    tls_ca: Annotated[
+        str | None, typer.Option(help="CA certificate all parties trust.")
+    ] = None,
+) -> None:
+    """Take part in every secure fit of the market as your party, from this process:
+    register the node, poll for fit sessions and run each; only secret shares of
+    your values leave this machine."""
+    from api.client.party import PartyNode
+
+    tls = None
+    if tls_cert or tls_key or tls_ca:
+        if not (tls_cert and tls_key and tls_ca):
+            raise typer.BadParameter("give --tls-cert, --tls-key and --tls-ca together")
+        tls = (tls_cert, tls_key, tls_ca)
+    node = PartyNode.from_csv(server, key, market, party, data, host=host, port=port,
+                              listen_host=listen, tls=tls)  # fmt: skip
+    for result in node.serve(until_idle=until_idle):
+        typer.echo(f"session {result['session']}: {result['status']}"
+                   + (f" ({result['reason']})" if result.get("reason") else ""))  # fmt: skip
+
+
+if __name__ == "__main__":  # python -m api.cli, as the privmarket script
+    app()

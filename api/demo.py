@@ -267,7 +267,7 @@ def run_demo(
     """Run the demo (module docstring) and print its report; with ``serve``, keep the
     service (and its console) up until Ctrl-C."""
     from api.main import create_app
-    from market import access
+    from market import access, numerics
     from market.config import Settings
     from market.store import Role, session_scope, upgrade_to_head
 
@@ -285,6 +285,8 @@ def run_demo(
             )
         with LocalServer(app) as base, httpx.Client(base_url=base, timeout=30) as c:
             echo(f"service: {base} (uvicorn in-process, 1 worker thread)")
+            if not numerics.kernels_compiled():
+                echo(numerics.FIRST_RUN_NOTE)
             admin = {"Authorization": f"Bearer {admin_key}"}
             t_seed = time.perf_counter()
             mid, d, costs, _ = seed_market(c, admin, n_sellers=n_sellers, rng=rng)

@@ -21,7 +21,7 @@ from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
     RANDOM_STATE_CONSTRAINT,
     check_groups,
-    check_nonnegative_vector,
+    check_sample_epsilon,
     check_sign_labels,
     check_unit_rows,
     resolve_privacy_weights,
@@ -165,7 +165,8 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         """Release the perturbed argmin for per-record privacy ``sample_epsilon`` or ``(weights, eta)``.
 
         ``sample_epsilon`` is the noise part ``a_i·η`` (the curvature term ``Δ_i`` is
-        added on top, see ``privacy_report_``). ``sample_epsilon_total`` instead caps
+        added on top, see ``privacy_report_``); one per record, or a scalar for the
+        same ε on every record (likewise ``sample_epsilon_total``). ``sample_epsilon_total`` instead caps
         each record's **total** guarantee: weights proportional to it, and when a
         target is at or below its curvature term the ridge is raised ([CMS11]_'s
         remedy, :func:`learners.privacy.ridge_remedy`); the ridge used is
@@ -194,7 +195,7 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
                     "sample_epsilon_total: give it alone (no sample_epsilon, weights "
                     "or eta)"
                 )
-            target = check_nonnegative_vector(
+            target = check_sample_epsilon(
                 sample_epsilon_total,
                 name="sample_epsilon_total",
                 n_samples=X_arr.shape[0],

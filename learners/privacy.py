@@ -35,6 +35,7 @@ Guarantee = Literal[
     "mpc_plus_dp",
 ]
 Neighbouring = Literal["add_remove", "replace_one"]
+Custody = Literal["platform", "seller"]
 CENTRAL_GUARANTEES: tuple[str, ...] = ("conditional_on_allocation", "end_to_end")
 GUARANTEES: tuple[str, ...] = (
     "conditional_on_allocation",
@@ -53,7 +54,15 @@ GUARANTEES: tuple[str, ...] = (
   curator used it;
 - ``user_level_local``: as ``local``, with all of a seller's records as the unit;
 - ``mpc_plus_dp``: computed in secure multi-party computation, the output released with
-  DP noise."""
+  DP noise.
+
+A learner whose DP release may also run in the clear (``secure_vertical_logistic`` with
+``backend="plain"``) labels that release with a central label, never ``mpc_plus_dp``."""
+
+
+class NonPrivateFitWarning(UserWarning):
+    """A learner that can fit without differential privacy did so (no ε was given):
+    the fitted model carries no privacy guarantee and ``privacy_report_`` is None."""
 
 
 def _as_weights(a: ArrayLike) -> NDArray[np.float64]:
@@ -196,6 +205,11 @@ class PrivacyReport:
         The ridge ``λ`` the release actually used (``None`` in reports from before
         it was recorded). Larger than the constructor's ``lam`` only when the ridge
         remedy (:func:`ridge_remedy`) raised it.
+    custody : {"platform", "seller"}
+        Who held the raw records when the randomizers ran: ``"platform"`` when the
+        fit ran them itself (the library's ``fit``, a platform-custody market), or
+        ``"seller"`` when the result was built from reports randomized on the
+        sellers' own machines (:mod:`learners.local_protocol`).
     """
 
     mechanism: str
@@ -210,6 +224,7 @@ class PrivacyReport:
     spends: tuple[PrivacySpend, ...] = field(default=())
     stages: tuple[StageSpend, ...] = field(default=())
     lam_effective: float | None = None
+    custody: Custody = "platform"
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:
@@ -219,6 +234,10 @@ class PrivacyReport:
         if self.neighbouring not in ("replace_one", "add_remove"):
             raise ValueError(
                 f"neighbouring must be 'replace_one' or 'add_remove', got {self.neighbouring!r}"
+            )
+        if self.custody not in ("platform", "seller"):
+            raise ValueError(
+                f"custody must be 'platform' or 'seller', got {self.custody!r}"
             )
         if len(self.sample_epsilon) != len(self.sample_epsilon_total):
             raise ValueError(
@@ -256,6 +275,7 @@ class PrivacyReport:
             "lam_effective": (
                 None if self.lam_effective is None else float(self.lam_effective)
             ),
+            "custody": self.custody,
         }
 
     def stage_summary(self) -> list[dict[str, Any]]:
@@ -286,6 +306,7 @@ class PrivacyReport:
                 if data.get("lam_effective") is None
                 else float(data["lam_effective"])
             ),
+            custody=data.get("custody", "platform"),
         )
 
 

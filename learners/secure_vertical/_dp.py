@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from learners._noise import sample_gamma_direction_noise
 from learners.privacy import (
+    Guarantee,
     PrivacyReport,
     PrivacySpend,
     StageSpend,
@@ -230,9 +231,11 @@ def mpc_dp_report(
     labelled: NDArray[np.bool_],
     grad_norm: float,
     gtol: float,
+    guarantee: Guarantee = "mpc_plus_dp",
 ) -> PrivacyReport:
     """The :class:`PrivacyReport` with the stages ``ε_θ`` and ``ε_β`` (noise and
-    curvature terms) per record, labelled ``mpc_plus_dp`` (§7.3, V10)."""
+    curvature terms) per record (§7.3, V10), labelled ``guarantee``: ``mpc_plus_dp``
+    when the fit ran in MPC, a central label when it ran in the clear."""
     n = labelled.size
     noise = np.zeros(n)
     slack = np.zeros(n)
@@ -241,10 +244,11 @@ def mpc_dp_report(
     beta = noise + slack
     total = eps_theta + beta
     worst = int(np.argmax(total))
+    where = "computed in MPC" if guarantee == "mpc_plus_dp" else "computed in the clear"
     return PrivacyReport(
         mechanism="secure vertical logistic: DP imputation moments + heterogeneous "
-        "objective perturbation computed in MPC",
-        guarantee="mpc_plus_dp",
+        f"objective perturbation {where}",
+        guarantee=guarantee,
         neighbouring="replace_one",
         sample_epsilon=tuple(float(e) for e in eps_theta + noise),
         sample_epsilon_total=tuple(float(e) for e in total),

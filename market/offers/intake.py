@@ -226,7 +226,7 @@ def prepare(
         "seller_id": None,
         "records": orjson.dumps(raw).decode(),
         "records_scaled": orjson.dumps(scaled).decode(),
-        "n_records": len(raw),
+        "n_records": offers.offer_size(market, body, raw),
         "reported_cost": body.reported_cost,
         "max_epsilon": body.max_epsilon,
         "status": OfferStatus.ACTIVE.value,

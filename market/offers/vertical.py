@@ -152,7 +152,7 @@ def validate_offer(
     labelled = body.party == names[0]
     keys: set[str] = set()
     raw: list[dict[str, Any]] = []
-    for i, rec in enumerate(body.records):
+    for i, rec in enumerate(body.records or ()):
         if not isinstance(rec, KeyedRecordIn):
             raise InvalidInputError(
                 f"records[{i}].key", "vertical records need the record key"
@@ -182,6 +182,43 @@ def validate_offer(
         for r, row, label in zip(raw, X, y, strict=True)
     ]
     return raw, scaled
+
+
+def validate_custody_offer(market: Market, body: OfferCreate) -> list[dict[str, str]]:
+    """A seller-custody vertical offer: ``party`` and its record ``keys``, no records
+    (the values and labels stay on the party's node); returns ``[{"key": k}]``.
+
+    Raises
+    ------
+    InvalidInputError
+        ``records`` given; ``party`` missing or unknown; ``keys`` missing or a key
+        repeated; ``n_records`` not the number of keys.
+    """
+    if body.records is not None:
+        raise InvalidInputError(
+            "records",
+            "this market's parties keep their blocks: an offer carries party, keys, "
+            "reported_cost and max_epsilon; the values stay on the party's node",
+        )
+    if body.party is None:
+        raise InvalidInputError("party", "a vertical market's offer names its party")
+    names = party_names(market)
+    if body.party not in names:
+        raise InvalidInputError(
+            "party", f"unknown party {body.party!r}; parties: {names}"
+        )
+    if body.keys is None:
+        raise InvalidInputError("keys", "required: the party's record keys")
+    seen: set[str] = set()
+    for i, k in enumerate(body.keys):
+        if k in seen:
+            raise InvalidInputError(f"keys[{i}]", f"duplicate record key {k!r}")
+        seen.add(k)
+    if body.n_records is not None and body.n_records != len(body.keys):
+        raise InvalidInputError(
+            "n_records", f"{body.n_records} declared, {len(body.keys)} keys listed"
+        )
+    return [{"key": k} for k in body.keys]
 
 
 def blocks_of(

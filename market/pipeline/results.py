@@ -42,6 +42,13 @@ class Outcome:
     timings: dict[str, float]
     certificates: list[dict[str, Any] | None] | None = None
     """Per-seller payment certificates (JSON), in the instance's seller order."""
+    custody: str = "platform"
+    """Who held the records when the randomizers ran: ``platform`` (the release ran
+    on uploaded records) or ``seller`` (only randomized reports reached the platform)."""
+    delivery: dict[str, int] | None = None
+    """Seller custody: sellers allocated / delivered, reports expected / received."""
+    gamma_note: str | None = None
+    """Why a ``γ`` chosen for the budget leaves part of it unspent (else ``None``)."""
 
 
 def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
@@ -110,9 +117,15 @@ SUMMARY_FIELDS = {
     "validation_error": "the released model's error on the public validation set",
     "gamma": "the γ the order ran with (fixed or chosen for the budget)",
     "gamma_source": '"order" (the buyer gave γ) or "chosen" (chosen for the budget)',
+    "gamma_note": "why a γ chosen for the budget leaves part of it unspent (caps, "
+    "the ε average cap, too few sellers, no accuracy gain), else null",
     "parameters_version": "the market settings version the order ran with",
     "guarantee": "the guarantee label of the release (privacy mode)",
     "learner": "the learner of the order",
+    "custody": '"platform" (the randomizers ran on uploaded records) or "seller" '
+    "(the records never left their sellers; only randomized reports were received)",
+    "delivery": "seller custody: sellers allocated and delivered, reports expected "
+    "and received (null on platform-custody markets)",
 }
 """Every field of the buyer's order summary (documented in ``docs/buyer.md``, "What a buyer
 sees of an order"). Deliberately absent: how many sellers offered or were eligible (eligibility
@@ -140,9 +153,12 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "validation_error": out.validation_error,
         "gamma": out.gamma,
         "gamma_source": out.gamma_source,
+        "gamma_note": out.gamma_note,
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
         "learner": inp.learner,
+        "custody": out.custody,
+        "delivery": out.delivery,
     }
 
 
@@ -175,6 +191,7 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
         },
         "privacy": {
             "guarantee": out.guarantee,
+            "custody": out.custody,
             "epsilon": eps_stats(out.epsilon_total),
             "stages": out.stages,
             "sellers_used": int(np.sum(out.epsilon_total > 0)),

@@ -34,6 +34,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import select
 
 from market import ledgers, store
+from market.config import get_settings
 from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
@@ -44,7 +45,9 @@ from market.pipeline.deadline import (
 )
 from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
-from market.runtime import leases
+from market.runtime import custody_runner, leases
+from market.runtime.custody_runner import CustodyTiming
+from market.runtime.party_sessions import NodeSessions
 from market.store import Market, Order, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
@@ -143,8 +146,17 @@ class Reporter:
 
 
 def compute(run: OrderRun, rep: Reporter) -> Outcome:
-    """The run's numerics (``market.pipeline.compute``) with the stage timings."""
-    out = compute_order(run, rep, checkpoint=rep.deadline.checkpoint())
+    """The run's numerics (``market.pipeline.compute``) with the stage timings; a fit
+    between party nodes runs through :class:`~market.runtime.party_sessions.NodeSessions`."""
+    settings = get_settings()
+    cert, key, ca = settings.node_tls_cert, settings.node_tls_key, settings.node_tls_ca
+    tls = (str(cert), str(key), str(ca)) if cert and key and ca else None
+    sessions = NodeSessions(
+        rep.db_engine, compute_host=settings.node_compute_host, tls=tls
+    )
+    out = compute_order(
+        run, rep, checkpoint=rep.deadline.checkpoint(), secure_session=sessions
+    )
     return replace(out, timings=dict(rep.timings))
 
 
@@ -288,12 +300,15 @@ def run_order(
     owner: str,
     lease_seconds: float,
     time_limit: float = math.inf,
+    custody: CustodyTiming | None = None,
 ) -> str:
     """Run a claimed order to ``succeeded`` or ``failed``, or hand it back to the queue
     (``queued``: settlement contention or the worker stopping); return that status
     (``"lost"`` when another worker took it over).
 
-    ``time_limit`` is the run's time budget in seconds (module docstring). Failures
+    ``time_limit`` is the run's time budget in seconds (module docstring); ``custody``
+    the round timing of seller-custody orders (``market.runtime.custody_runner``, which
+    runs them: priced, then collecting reports round by round). Failures
     are recorded with a buyer-safe reason; unexpected errors are logged with their
     details and recorded as an internal error of the stage.
     """
@@ -301,10 +316,23 @@ def run_order(
     rep = Reporter(
         db_engine, order_id, owner=owner, lease_seconds=lease_seconds, deadline=deadline
     )
+    timing = custody or CustodyTiming()
     try:
+        if custody_runner.has_run(db_engine, order_id):
+            deadline.check()
+            return custody_runner.advance(
+                db_engine, order_id, owner=owner, timing=timing
+            )
         rep.stage("loading")
         run = _load(db_engine, order_id, owner=owner)
         _record_snapshot(rep, run)
+        if custody_runner.is_seller_custody(run):
+            try:
+                return custody_runner.start(
+                    db_engine, run, rep, owner=owner, timing=timing
+                )
+            except PrivacyBudgetExhaustedError:
+                return _contended(db_engine, order_id, owner=owner, patience=time_limit)
         out = compute(run, rep)
         rep.stage("settling")
         try:
@@ -313,7 +341,7 @@ def run_order(
             return _contended(db_engine, order_id, owner=owner, patience=time_limit)
         log.info("order %s: stage seconds %s", order_id, out.timings)
         return RunStatus.SUCCEEDED
-    except LeaseLostError:
+    except (LeaseLostError, custody_runner.LeaseLost):
         return "lost"
     except OrderCancelledError:
         ok = leases.touch(
@@ -342,5 +370,9 @@ def run_order(
     except Exception as exc:  # recorded on the order, details only in the log
         log.exception("order %s failed in stage %s", order_id, rep._stage)
         reason = f"internal error in stage {rep._stage} ({type(exc).__name__})"
+    try:
+        custody_runner.end_collection(db_engine, order_id, owner=owner)
+    except Exception:  # the failure is recorded below whatever happens here
+        log.exception("order %s: ending its report collection failed", order_id)
     fail(db_engine, order_id, owner=owner, reason=reason)
     return RunStatus.FAILED

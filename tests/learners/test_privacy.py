@@ -103,6 +103,7 @@ def test_report_is_json_safe_and_round_trips(rng: np.random.Generator) -> None:
         "spends",
         "stages",
         "lam_effective",
+        "custody",
     }
     per_record = np.sum([st["sample_epsilon"] for st in d["stages"]], axis=0)
     np.testing.assert_allclose(per_record, d["sample_epsilon_total"], rtol=1e-14)

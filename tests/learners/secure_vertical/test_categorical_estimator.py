@@ -119,7 +119,7 @@ def test_dp_categorical_fit_reports_both_stages(
     ).fit(blocks, y, party_epsilon=[2.0, 2.0, 2.0])  # fmt: skip
     rep = est.privacy_report_
     assert rep is not None
-    assert rep.guarantee == "mpc_plus_dp"
+    assert rep.guarantee == "conditional_on_allocation"  # plain: a central label
     theta, total = rep.stages[0].sample_epsilon, rep.sample_epsilon_total
     assert theta[0] == pytest.approx(0.2 * 2.0)
     assert max(total) <= 2.0 + 1e-9

@@ -1,7 +1,7 @@
 """Orders can be cancelled: the time a cancel was asked of a running order.
 
-Revision ID: 0006_cancel
-Revises: 0004_issue13
+Revision ID: 0008_cancel
+Revises: 0007_party_nodes
 Create Date: 2026-11-26 10:00:00
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0006_cancel'
-down_revision: str | None = '0004_issue13'
+revision: str = '0008_cancel'
+down_revision: str | None = '0007_party_nodes'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
