@@ -199,7 +199,7 @@ def _kkt_holds(
     slack = 1e-9 + 4.0 * 2.220446049250313e-16 * n * (3.0 * abs(A) + 2.0 * h)
     if not abs(tot - 1.0) <= slack:
         return False
-    return abs(np.sqrt(sq) - mu * s) <= 1e-9 * max(1.0, mu * s) + slack
+    return abs(math.sqrt(sq) - mu * s) <= 1e-9 * max(1.0, mu * s) + slack
 
 
 @_jit
