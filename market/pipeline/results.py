@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from market.ledgers import SellerSpend, to_major
 from market.pipeline.instance import OrderInstance, OrderRun
+from market.store import Order, RunStatus, utcnow
 
 FloatArray = NDArray[np.float64]
 
@@ -203,3 +204,13 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
         },
         "payments": {"total": to_major(total), "budget": to_major(run.budget_minor)},
     }
+
+
+def record_success(order: Order, run: OrderRun, out: "Outcome") -> None:
+    """Write a settled order's summary and model, mark it ``succeeded`` and release
+    its lease (inside the settlement's transaction)."""
+    order.summary = summary(run, out)
+    order.model = model_json(run, out)
+    order.status, order.error = RunStatus.SUCCEEDED, None
+    order.progress_stage, order.progress_fraction = "done", 1.0
+    order.finished_at, order.lease_owner, order.lease_expires_at = utcnow(), None, None
