@@ -74,6 +74,10 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     assert "Prices the learner hetero_dp_logistic" in note
     assert "misclassifies (0 to 1)" in note
     assert "currency units" in page.inner_text("#curve")
+    # Averaged over noise draws with a band: a shaded area and one whisker per γ.
+    assert page.locator("#curve polygon.band").count() == 1
+    assert page.locator("#curve line.band-whisker").count() == 3
+    assert "standard error" in note
     assert page.locator(
         "#gamma-choice"
     ).is_hidden()  # "Set γ" only once a point is chosen
@@ -85,6 +89,7 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     text = tip.inner_text()
     assert "γ = 0.1" in text
     assert "sellers used" in text
+    assert re.search(r"± \S+ standard error over \d+ draws", text)
     assert re.search(r"ε min .* median .* max", text)
     second.click()
     page.click("#set-gamma")
