@@ -144,6 +144,55 @@ def test_buyer_places_an_order_and_watches_it_succeed(page: Any, live: Live) -> 
     shot(page, live, "order")
 
 
+def test_the_estimate_follows_the_stages_progress_rate(page: Any, live: Live) -> None:
+    """The rule by hand: fraction 0.2 first seen at t0, 0.6 ten seconds later leaves
+    (1 − 0.6)·10/0.4 = 10 s; no estimate while the stage has not moved, within its
+    first second, in the queue or while collecting the sellers' reports."""
+    sign_in(page, live, live.buyer_key, "/console/buy")
+    left = "(s, dt, f) => PM.stageSecondsLeft({stage: s, t0: 0, f0: 0.2}, dt, f)"
+    assert page.evaluate(f"({left})('payments', 10000, 0.6)") == 10.0
+    assert page.evaluate(f"({left})('releasing', 30000, 0.5)") == 50.0
+    assert page.evaluate(f"({left})('payments', 10000, 0.2)") is None
+    assert page.evaluate(f"({left})('payments', 500, 0.6)") is None
+    assert page.evaluate(f"({left})('queued', 10000, 0.6)") is None
+    assert page.evaluate(f"({left})('collecting', 10000, 0.6)") is None
+    assert page.evaluate("PM.leftText(10.2)") == "about 10 s left in this stage"
+    assert page.evaluate("PM.leftText(600)") == "about 10 min left in this stage"
+
+
+def test_a_running_order_shows_about_how_long_its_stage_has_left(
+    page: Any, live: Live
+) -> None:
+    """A running order whose payments stage advances 5 % per poll (the order is served
+    by a stand-in route, so its pace is known): the page says "about N s left"."""
+    polls = {"n": 0}
+
+    def order(route: Any) -> None:
+        polls["n"] += 1
+        fraction = min(0.9, 0.05 * polls["n"])
+        route.fulfill(
+            json={
+                "id": 987654,
+                "market_id": live.market_id,
+                "learner": "hetero_dp_logistic",
+                "budget": BUDGET,
+                "gamma": GAMMA,
+                "status": "running",
+                "created_at": "2026-01-01T00:00:00Z",
+                "progress": {"stage": "payments", "fraction": fraction},
+                "error": None,
+            }
+        )
+
+    sign_in(page, live, live.buyer_key, "/console/buy")
+    page.route(re.compile(r".*/v1/orders/987654$"), order)
+    page.goto(live.base + "/console/orders/987654")
+    page.locator("#order-left", has_text="left").wait_for(timeout=20_000)
+    text = page.inner_text("#order-left")
+    assert re.fullmatch(r"about \d+ s left in this stage", text), text
+    assert "Computing the sellers' payments" in page.inner_text("#order-stage")
+
+
 def test_a_failed_order_shows_its_error(page: Any, live: Live) -> None:
     oid = live.place_order(budget=0.01)  # γ fixed: the payments exceed the budget
     sign_in(page, live, live.buyer_key, f"/console/orders/{oid}")
