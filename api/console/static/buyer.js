@@ -312,7 +312,10 @@ PM.leftText = function (seconds) {
 };
 
 function downloadJson(filename, value) {
-  const blob = new Blob([JSON.stringify(value, null, 2)], { type: "application/json" });
+  downloadBlob(filename, new Blob([JSON.stringify(value, null, 2)], { type: "application/json" }));
+}
+
+function downloadBlob(filename, blob) {
   const url = URL.createObjectURL(blob);
   const a = PM.el("a", { href: url, download: filename });
   document.body.append(a);
@@ -411,4 +414,13 @@ PM.pages.order = async function (data) {
   const download = PM.byId("download-model");
   download.hidden = false;
   download.addEventListener("click", () => downloadJson(`privmarket-order-${orderId}-model.json`, model));
+  const onnx = PM.byId("download-onnx");
+  onnx.hidden = false;
+  onnx.addEventListener("click", async () => {
+    try {
+      downloadBlob(`privmarket-order-${orderId}-model.onnx`, await PM.apiBlob(`/v1/orders/${orderId}/model.onnx`));
+    } catch (err) {
+      PM.say(PM.explain(err, "the ONNX model"));
+    }
+  });
 };
