@@ -335,9 +335,7 @@ def get_model(session: Session, *, order_id: int, buyer: Account) -> dict[str, A
     return order.model
 
 
-def get_model_onnx(
-    session: Session, *, order_id: int, buyer: Account
-) -> bytes:
+def get_model_onnx(session: Session, *, order_id: int, buyer: Account) -> bytes:
     """The buyer's model as ONNX (:func:`market.orders.onnx_model.model_to_onnx`).
 
     Raises
