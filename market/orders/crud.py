@@ -335,6 +335,25 @@ def get_model(session: Session, *, order_id: int, buyer: Account) -> dict[str, A
     return order.model
 
 
+def get_model_onnx(session: Session, *, order_id: int, buyer: Account) -> bytes:
+    """The buyer's model as ONNX (:func:`market.orders.onnx_model.model_to_onnx`).
+
+    Raises
+    ------
+    NotFoundError
+        Not the buyer's order.
+    InvalidTransitionError
+        The order has not succeeded (yet), or its model has no linear predictor.
+    """
+    from market.orders.onnx_model import model_to_onnx  # onnx loads only when asked
+
+    model = get_model(session, order_id=order_id, buyer=buyer)
+    try:
+        return model_to_onnx(model, name=f"privmarket_order_{order_id}")
+    except ValueError as err:
+        raise InvalidTransitionError(f"order {order_id}: {err}") from err
+
+
 def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
     """Return per-seller ``ε`` and payment of an order (admin view)."""
     if session.get(Order, order_id) is None:

@@ -68,7 +68,10 @@ function pointLabel(p) {
   const eps = p.epsilon || {};
   return [
     `γ = ${PM.fmt(p.gamma)}`,
-    `validation error ${PM.fmt(p.validation_error)}`,
+    `validation error ${PM.fmt(p.validation_error)}` +
+      (Array.isArray(p.validation_error_band)
+        ? ` (± ${PM.fmt(p.validation_error_se)} standard error over ${p.n_draws} draws)`
+        : ""),
     `total payment ${PM.money(p.total_payment)} (currency units)`,
     `sellers used ${p.sellers_used ?? "—"}`,
     `ε min ${PM.fmt(eps.min)} · median ${PM.fmt(eps.median)} · max ${PM.fmt(eps.max)}`,
@@ -98,13 +101,23 @@ function drawCurve(marketId, points, market, learner) {
   const metric = metricOf(market);
   PM.byId("curve-note").textContent =
     `Prices the learner ${learner || "(the market's default)"}. Vertical: ${metric.text}. ` +
-    "Horizontal: total payment to the sellers in currency units (Myerson payments). One point per γ.";
+    "Horizontal: total payment to the sellers in currency units (Myerson payments). One point per γ; " +
+    "each point is the mean over several noise draws of a model released on public validation data, " +
+    "and the shaded band is that mean ± one standard error.";
   PM.byId("curve-note").hidden = false;
   PM.charts.scatter(
     PM.byId("curve"),
-    usable.map((p) => ({ x: p.total_payment, y: p.validation_error, label: pointLabel(p), tag: `γ=${PM.fmt(p.gamma)}`, point: p })),
+    usable.map((p) => ({
+      x: p.total_payment,
+      y: p.validation_error,
+      band: p.validation_error_band || null,
+      label: pointLabel(p),
+      tag: `γ=${PM.fmt(p.gamma)}`,
+      point: p,
+    })),
     {
-      title: `${metric.axis} vs total payment, one point per γ`,
+      title: `${metric.axis} vs total payment, one point per γ (mean with ± one standard error band)`,
+      bandLabel: "mean ± one standard error over the noise draws",
       xLabel: "total payment (currency units)",
       yLabel: metric.axis,
       connect: true,
