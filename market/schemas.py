@@ -355,6 +355,10 @@ class AllocationPublic(BaseModel):
     epsilon: float
     payment: float
     payment_minor: int
+    privacy_cost: float
+    """``c·u(ε)``: the reported cost of the privacy given (the IR line)."""
+    individually_rational: bool
+    """``payment ≥ c·u(ε)`` in the whole minor units paid, without slack."""
     certificate: dict[str, Any] | None = None
 
 
@@ -362,6 +366,8 @@ class AllocationsPublic(BaseModel):
     order_id: int
     items: list[AllocationPublic]
     total_payment: float
+    individually_rational: int = 0
+    """How many sellers IR holds for (``items[*].individually_rational``)."""
 
 
 class TradeoffRequest(_In):

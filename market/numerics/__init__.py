@@ -47,7 +47,14 @@ from market.numerics.mechanism import (
     payment_certificates,
     tradeoff,
 )
-from market.numerics.money import MONEY_UNIT, payments_to_minor, to_major, to_minor
+from market.numerics.money import (
+    MONEY_UNIT,
+    individually_rational,
+    payments_to_minor,
+    privacy_cost,
+    to_major,
+    to_minor,
+)
 from market.numerics.pricing import (
     CONFIG_KEYS,
     LOSS_BY_TASK,
@@ -86,6 +93,7 @@ __all__ = [
     "dask_executor",
     "default_learner",
     "has_missable",
+    "individually_rational",
     "learner_config",
     "learner_release",
     "learner_spec",
@@ -95,6 +103,7 @@ __all__ = [
     "payment_certificates",
     "payments_executor",
     "payments_to_minor",
+    "privacy_cost",
     "records_per_seller_shortfall",
     "release",
     "release_overhead_floor",

@@ -5,7 +5,7 @@ An order: the learner from the registry says which rows the mechanism prices
 the learner fits with the allocated per-record ``ε`` → :class:`~market.pipeline.results.Outcome`.
 A trade-off job: the same priced rows, caps and prior → the curve over a ``γ`` grid.
 
-Money: payments are rounded down per seller to minor units (``numerics.payments_to_minor``,
+Money: payments are rounded up per seller to minor units (``numerics.payments_to_minor``,
 the one rule); with a fixed ``γ`` an order whose payments exceed its budget **fails** with
 the reason (``γ`` is never changed behind the buyer's back). The paper's ``Ψ·ε`` rule is
 never paid.
@@ -205,7 +205,7 @@ def _validation_error(learner: Any, X_val: Any, y_val: Any, task: str) -> float 
 
 
 def _payments_within_budget(run: OrderRun, pay: Any, gamma: float) -> list[int]:
-    minor = numerics.payments_to_minor(getattr(pay, "payments", pay))
+    minor = numerics.payments_to_minor(pay)
     if sum(minor) > run.budget_minor:
         raise OrderFailedError(
             f"the payments at gamma={gamma:g} total "

@@ -279,7 +279,15 @@ def _report(
         ir_violations=ir_viol,
         budget=budget,
         budget_total=pay.total,
-        budget_ok=None if budget is None else fits_budget(pay.payments, budget, unit),
+        budget_ok=None
+        if budget is None
+        else fits_budget(
+            pay.payments,
+            budget,
+            unit,
+            privacy_costs=pay.privacy_costs,
+            epsilon=pay.epsilon,
+        ),
         monotonicity_max_violation=mono,
         max_payment=float(pay.payments.max()),
         payments=pay,

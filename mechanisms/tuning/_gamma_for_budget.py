@@ -2,7 +2,11 @@
 
 The most accurate ``γ`` (validation error of the released model,
 :func:`mechanisms.tuning.released_validation_error`) whose total **Myerson** payment,
-rounded down to the ledger unit, fits the budget ``B``. Payments are typically
+as paid (each seller's payment rounded **up** to the ledger unit by
+:func:`mechanisms.money.payment_units`), fits the budget ``B``: the allocation at a
+``γ`` is not budget-constrained in real numbers, so the search keeps only the ``γ``
+whose rounded-up total ``Σ_i n_i`` is at most ``⌊B/unit⌋`` — ``Σ paid ≤ B`` holds
+exactly in whole units, with no slack for rounding. Payments are typically
 decreasing in ``γ`` but this is not assumed: every candidate's total is computed, the
 search path is checked for non-monotonicity (reported), and affordability is decided
 point by point. The search: a log grid over ``gamma_range``, then bisection in
@@ -21,12 +25,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mechanisms.config import MechanismConfig
+from mechanisms.money import to_minor
 from mechanisms.payments._executors import default_workers
 from mechanisms.payments._payments import (
     PaymentResult,
     myerson_payments,
-    round_down,
-    to_minor_units,
 )
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
@@ -37,7 +40,7 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True, eq=False)
 class GammaPoint:
-    """One evaluated ``γ``: Myerson total (raw and rounded down), the expected-payment
+    """One evaluated ``γ``: Myerson total (raw and as paid, rounded up), the expected-payment
     diagnostic ``Σ Ψ_i u(ε_i)``, validation error, and affordability."""
 
     gamma: float
@@ -55,7 +58,7 @@ class GammaChoice:
 
     ``status`` is ``"ok"`` or ``"nothing_affordable"`` (then ``gamma``, ``allocation``
     and ``payments`` are ``None`` and ``total_payment`` is the cheapest rounded total
-    seen). ``payments`` are rounded down to ``unit``; ``path`` lists
+    seen). ``payments`` are the amounts paid (rounded up to ``unit``); ``path`` lists
     ``(γ, Myerson total, validation error, expected payment)`` in increasing ``γ``;
     ``non_monotone`` the neighbouring pairs ``(γ₁, γ₂, total₁, total₂)`` with
     ``γ₁ < γ₂`` but ``total₁ < total₂``.
@@ -100,7 +103,8 @@ def choose_gamma(
     Parameters
     ----------
     budget : float
-        ``B ≥ 0``; a point is affordable iff ``Σ_i ⌊t_i/unit⌋ ≤ ⌊B/unit⌋``.
+        ``B ≥ 0``; a point is affordable iff ``Σ_i n_i ≤ ⌊B/unit⌋``, ``n_i`` the
+        units paid (``t_i`` rounded up, :func:`mechanisms.money.payment_units`).
     X_val, y_val : array-like
         Public validation data.
     gamma_range : (float, float)
@@ -109,7 +113,7 @@ def choose_gamma(
     n_draws : int
         Noise draws per validation error (common random numbers across ``γ``).
     unit : float or str
-        The ledger unit payments are rounded **down** to.
+        The ledger unit payments are rounded **up** to.
     executor, progress
         Where sellers' payments run; ``progress(done, total)`` counts ``γ`` points.
     release : callable, optional
@@ -134,9 +138,10 @@ def choose_gamma(
             random_state=seed,
             release=release,
         )
-        n_paid = int(to_minor_units(pay.payments, unit).sum())
-        paid = float(round_down(pay.payments, unit).sum())
-        cap = int(to_minor_units(np.array([float(budget)]), unit)[0])
+        # Affordability on the amounts paid: rounded up (mechanisms.money).
+        n_paid = int(pay.units(unit).sum())
+        paid = float(pay.paid(unit).sum())
+        cap = to_minor(float(budget), unit)
         return GammaPoint(
             float(g),
             pay.total,
@@ -213,7 +218,7 @@ def _choose(points: list[GammaPoint], budget: float, unit: float | str) -> Gamma
         status="ok",
         gamma=best.gamma,
         allocation=best.payments.allocation,
-        payments=round_down(best.payments.payments, unit),
+        payments=best.payments.paid(unit),
         validation_error=best.validation_error,
         total_payment=best.total_paid,
         path=path,
