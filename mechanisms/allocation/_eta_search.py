@@ -436,9 +436,10 @@ def kkt_residuals(
     upsi = prob.psi * utility_derivative(eta * a, cfg)
     g = losses + cfg.gamma * eta * upsi + (cfg.mu * a / norm_a if norm_a > 0 else 0.0)
     caps = prob.caps(eta)
-    at_zero = a <= 1e-12
-    at_cap = a >= caps * (1.0 - 1e-9)
-    free = ~at_zero & ~at_cap
+    pinned = caps <= 0.0  # a_i = 0 is the only feasible value: no condition on g_i
+    at_zero = (a <= 1e-12) & ~pinned
+    at_cap = (a >= caps * (1.0 - 1e-9)) & ~pinned
+    free = ~at_zero & ~at_cap & ~pinned
     if free.any():
         tau = float(np.median(g[free]))
     else:

@@ -159,9 +159,8 @@ def _deviation_chunk(
     for i, r in tries:
         reports = job.reports.copy()
         reports[i] = r
-        psi = job.prob.psi.copy()
-        psi[i] = float(np.asarray(job.prior.virtual_cost(np.array([r])))[0])
-        prob = dataclasses.replace(job.prob, psi=psi)
+        psi_i = float(np.asarray(job.prior.virtual_cost(np.array([r])))[0])
+        prob = job.prob.with_seller_psi(i, psi_i)
         base = audit.solver(prob, warm_start=None)
         # The truthful base's stale nodes bound problems with Ψ at least the truthful
         # one's; a downward misreport lowers Ψ_i, so the deviated base gets its own.

@@ -210,7 +210,9 @@ def payment_job(
     )
     if base is None:
         base = solver(prob, warm_start=None)
-    elif base.weights.shape != (prob.m,) or not np.allclose(base.virtual_costs, psi):
+    elif base.weights.shape != (prob.m,) or not np.allclose(
+        base.virtual_costs, prob.psi
+    ):
         raise ValueError(
             "base: not an allocation of these reports (virtual costs differ)"
         )
