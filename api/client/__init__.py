@@ -23,7 +23,14 @@ _LAZY = {
     "AdminClient": "api.client.admin",
 }
 
-__all__ = ["AdminClient", "ApiClient", "ApiError", "BuyerClient", "PartyNode", "SellerClient"]
+__all__ = [
+    "AdminClient",
+    "ApiClient",
+    "ApiError",
+    "BuyerClient",
+    "PartyNode",
+    "SellerClient",
+]
 
 
 def __getattr__(name: str) -> Any:
