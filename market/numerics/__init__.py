@@ -39,6 +39,7 @@ from market.numerics.learners import (
     release_vertical,
 )
 from market.numerics.mechanism import (
+    SolverError,
     allocate,
     audit_incentives,
     audit_on_pool,
@@ -58,6 +59,7 @@ from market.numerics.money import (
 from market.numerics.pricing import (
     CONFIG_KEYS,
     LOSS_BY_TASK,
+    SETTING_RANGES,
     SMALLEST_ORDER,
     build_prior,
     check_prior,
@@ -75,8 +77,10 @@ __all__ = [
     "LOSS_BY_TASK",
     "MONEY_UNIT",
     "SERIAL_PAYMENTS_MAX",
+    "SETTING_RANGES",
     "SMALLEST_ORDER",
     "LearnerRelease",
+    "SolverError",
     "align_blocks",
     "allocate",
     "audit_incentives",

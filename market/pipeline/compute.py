@@ -130,6 +130,22 @@ def _allocate_and_pay(
     rep: Progress,
     checkpoint: Callable[[], None] | None = None,
 ) -> tuple[Any, Any, float, str]:
+    """Allocate (or choose ``γ``) and pay; a solver that returns no point is the
+    order's failure, with its reason (never an internal error)."""
+    try:
+        return _solve_and_pay(run, rows, rep, checkpoint)
+    except numerics.SolverError as exc:
+        raise OrderFailedError(
+            f"the allocation did not solve at these settings: {exc}; nothing was paid"
+        ) from exc
+
+
+def _solve_and_pay(
+    run: OrderRun,
+    rows: PricedRows,
+    rep: Progress,
+    checkpoint: Callable[[], None] | None = None,
+) -> tuple[Any, Any, float, str]:
     inst = run.instance
     X, y, X_val = rows.X, rows.y, rows.X_val
     cfg = inst.config(gamma=run.gamma)
@@ -158,11 +174,21 @@ def _allocate_and_pay(
                 "no gamma on the search range fits the budget: the cheapest total "
                 f"payment found was {float(choice.total_payment):.2f}"
             )
+        chosen = next(
+            (
+                p.payments
+                for p in getattr(choice, "points", [])
+                if p.gamma == choice.gamma
+            ),
+            None,
+        )
+        check_certified(choice.allocation, chosen)
         return choice.allocation, choice.payments, float(choice.gamma), "chosen"
     rep.stage("allocating")
     alloc = numerics.allocate(X, y, inst.costs, config=cfg, **common)
     if not alloc.success:
         raise OrderFailedError(f"the allocation did not solve ({alloc.status})")
+    check_certified(alloc, None)
     rep.stage("payments")
     pay = numerics.myerson_payments(
         X,
@@ -174,7 +200,37 @@ def _allocate_and_pay(
         checkpoint=checkpoint,
         **common,
     )
+    check_certified(alloc, pay)
     return alloc, pay, float(cfg.gamma), "order"
+
+
+def check_certified(alloc: Any, pay: Any) -> None:
+    """Pay only on certified optima (``mechanism.md`` §5: the payments are truthful
+    for the rule only if every solve they rest on is its global optimum).
+
+    Raises
+    ------
+    OrderFailedError
+        The allocation's status is not ``optimal`` (e.g. ``optimal_inaccurate``: its
+        KKT residuals exceed the tolerance), or some re-solve of a seller's payment
+        sweep is not certified; raised before anything is paid.
+    """
+    if not getattr(alloc, "certified", True):
+        raise OrderFailedError(
+            f"the allocation at these settings is not certified (status "
+            f"{alloc.status}: {alloc.message}); its payments would not be truthful, "
+            "so nothing was paid"
+        )
+    if pay is not None and not getattr(pay, "rule_certified", True):
+        bad = [
+            s.index
+            for s in pay.sellers
+            if s.certificate is None or not s.certificate.rule_certified
+        ]
+        raise OrderFailedError(
+            f"the payments of {len(bad)} seller(s) rest on re-solves that are not "
+            "certified optima at these settings; nothing was paid"
+        )
 
 
 def _check_epsilon(alloc: Any, pay: Any, released: np.ndarray) -> None:
@@ -331,7 +387,30 @@ def compute_tradeoff(
     rows = priced_rows(inst, learner)
     if rows.X_val is None:
         raise OrderFailedError("the market has no public validation set")
-    points = numerics.tradeoff(
+    try:
+        points = _tradeoff_points(inst, rows, gammas, progress)
+    except numerics.SolverError as exc:
+        raise OrderFailedError(
+            f"the allocation did not solve at these settings: {exc}"
+        ) from exc
+    for point in points:
+        # What the admin sees per γ (api.md: admins see all): sellers used and the
+        # min/median/max ε of the allocation the point stands for.
+        eps = point.pop("epsilon_total", None)
+        if eps is not None:
+            eps = np.asarray(eps, dtype=float)
+            point["sellers_used"] = int(np.sum(eps > 0))
+            point["epsilon"] = eps_stats(eps)
+    return {"points": points, "learner": inst.learner, "sellers": len(inst.seller_ids)}
+
+
+def _tradeoff_points(
+    inst: OrderInstance,
+    rows: PricedRows,
+    gammas: Sequence[float],
+    progress: Callable[[int, int], None] | None,
+) -> list[dict[str, Any]]:
+    return numerics.tradeoff(  # type: ignore[no-any-return]
         rows.X,
         rows.y,
         inst.costs,
@@ -345,12 +424,3 @@ def compute_tradeoff(
         progress=progress,
         release=tuning_release(inst),
     )
-    for point in points:
-        # What the admin sees per γ (api.md: admins see all): sellers used and the
-        # min/median/max ε of the allocation the point stands for.
-        eps = point.pop("epsilon_total", None)
-        if eps is not None:
-            eps = np.asarray(eps, dtype=float)
-            point["sellers_used"] = int(np.sum(eps > 0))
-            point["epsilon"] = eps_stats(eps)
-    return {"points": points, "learner": inst.learner, "sellers": len(inst.seller_ids)}
