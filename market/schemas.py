@@ -15,7 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from market.numerics import SETTING_RANGES, list_learners
+from market.numerics import list_learners
+from market.numerics.pricing import SETTING_RANGES
 from market.prior_schemas import CostPriorSpec
 
 

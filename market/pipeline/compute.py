@@ -130,13 +130,19 @@ def _allocate_and_pay(
     rep: Progress,
     checkpoint: Callable[[], None] | None = None,
 ) -> tuple[Any, Any, float, str]:
-    """Allocate (or choose ``γ``) and pay; a solver that returns no point is the
-    order's failure, with its reason (never an internal error)."""
+    """Allocate (or choose ``γ``) and pay; a solver that returns no point, or inputs
+    the mechanism refuses (its ``ValueError`` names the parameter, e.g. ``γ = 0`` on
+    an unbounded prior, whose payments would be infinite), is the order's failure with
+    its reason (never an internal error)."""
     try:
         return _solve_and_pay(run, rows, rep, checkpoint)
     except numerics.SolverError as exc:
         raise OrderFailedError(
             f"the allocation did not solve at these settings: {exc}; nothing was paid"
+        ) from exc
+    except ValueError as exc:
+        raise OrderFailedError(
+            f"the mechanism cannot run at these settings: {exc}; nothing was paid"
         ) from exc
 
 
@@ -204,16 +210,23 @@ def _solve_and_pay(
     return alloc, pay, float(cfg.gamma), "order"
 
 
-def check_certified(alloc: Any, pay: Any) -> None:
-    """Pay only on certified optima (``mechanism.md`` §5: the payments are truthful
-    for the rule only if every solve they rest on is its global optimum).
+def check_certified(alloc: Any, pay: Any) -> int:
+    """Pay only on a certified allocation (``mechanism.md`` §5: the payments are
+    truthful for the rule only if the solves they rest on are its global optimum);
+    return how many sellers' payment sweeps rest on some uncertified re-solve.
+
+    Those are not refused: the re-solves of a sweep visit reports where the block
+    solves stop just short of their KKT tolerance (e.g. near the report where an ε cap
+    starts to bind), and refusing them would refuse ordinary orders. Each seller's
+    certificate (``rule_certified``, ``n_uncertified``, the worst KKT residual) is
+    stored with its allocation, and the order summary's ``payments_certified`` says
+    whether all of them are.
 
     Raises
     ------
     OrderFailedError
         The allocation's status is not ``optimal`` (e.g. ``optimal_inaccurate``: its
-        KKT residuals exceed the tolerance), or some re-solve of a seller's payment
-        sweep is not certified; raised before anything is paid.
+        KKT residuals exceed the tolerance); raised before anything is paid.
     """
     if not getattr(alloc, "certified", True):
         raise OrderFailedError(
@@ -221,16 +234,13 @@ def check_certified(alloc: Any, pay: Any) -> None:
             f"{alloc.status}: {alloc.message}); its payments would not be truthful, "
             "so nothing was paid"
         )
-    if pay is not None and not getattr(pay, "rule_certified", True):
-        bad = [
-            s.index
-            for s in pay.sellers
-            if s.certificate is None or not s.certificate.rule_certified
-        ]
-        raise OrderFailedError(
-            f"the payments of {len(bad)} seller(s) rest on re-solves that are not "
-            "certified optima at these settings; nothing was paid"
-        )
+    if pay is None or getattr(pay, "rule_certified", True):
+        return 0
+    return sum(
+        1
+        for s in pay.sellers
+        if s.certificate is None or not s.certificate.rule_certified
+    )
 
 
 def _check_epsilon(alloc: Any, pay: Any, released: np.ndarray) -> None:

@@ -113,6 +113,9 @@ SUMMARY_FIELDS = {
     "parameters_version": "the market settings version the order ran with",
     "guarantee": "the guarantee label of the release (privacy mode)",
     "learner": "the learner of the order",
+    "payments_certified": "whether every re-solve the payments rest on is a certified "
+    "optimum (the allocation itself always is: an order never pays on an uncertified "
+    "one); each seller's certificate is in the admin allocations view",
 }
 """Every field of the buyer's order summary (documented in the README, "What a buyer
 sees"). Deliberately absent: how many sellers offered or were eligible (eligibility
@@ -143,6 +146,9 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
         "learner": inp.learner,
+        "payments_certified": all(
+            bool(c.get("rule_certified", False)) for c in (out.certificates or []) if c
+        ),
     }
 
 
