@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from market.numerics import SETTING_RANGES
@@ -250,6 +250,9 @@ def _fuzz_one(world: World, mechanism: dict[str, Any], gamma: float | None) -> N
 @settings(
     max_examples=8,
     deadline=None,
+    # Each example places and runs an order (seconds): report the first failure as
+    # drawn instead of spending minutes shrinking it.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(mechanism=mechanisms_(), gamma=st.one_of(st.none(), _setting("gamma")))
@@ -263,6 +266,9 @@ def test_fuzz_accepted_settings_run_or_fail_with_a_domain_reason(
 @settings(
     max_examples=100,
     deadline=None,
+    # Each example places and runs an order (seconds): report the first failure as
+    # drawn instead of spending minutes shrinking it.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(mechanism=mechanisms_(), gamma=st.one_of(st.none(), _setting("gamma")))

@@ -100,7 +100,9 @@ def _order_end_to_end(
     oid = r.json()["id"]
     st = _poll(api, oid, buyer, timeout=timeout)
     assert st["status"] == "succeeded", st
-    model: dict[str, Any] = api.client.get(f"/v1/orders/{oid}/model", headers=buyer).json()
+    model: dict[str, Any] = api.client.get(
+        f"/v1/orders/{oid}/model", headers=buyer
+    ).json()
     assert model["privacy"]["guarantee"] == "mpc_plus_dp"
     assert model["feature_names"] == [f"x{j}" for j in range(1, 7)]
     assert len(model["coefficients"]) == 6

@@ -4,7 +4,8 @@ settings in the accepted ranges (``SETTING_RANGES``), reports at the edges, budg
 tight and loose. Promised: every seller's utility in whole units paid is ``≥ 0``,
 ``Σ paid ≤ budget`` in whole units whenever the budget check passes, and no exception.
 
-The default run draws ``N_FAST`` instances; the ``slow`` variant 10⁴. Settings are the
+The default run draws ``N_FAST`` instances (about a minute: extreme settings such as
+``λ = 10⁵`` take up to 40 s an instance); the ``slow`` variant 10⁴. Settings are the
 linear utility's (the power utility's allocations are not certified, so a market
 refuses to pay for them: ``tests/api/test_promises_api.py``).
 """
@@ -37,9 +38,9 @@ from mechanisms.payments._executors import SerialExecutor
 
 SERIAL = SerialExecutor()
 UNIT = "0.01"
-N_FAST = 200
+N_FAST = 60
 N_FULL = 10_000
-CHOOSE_EVERY = 40  # every so many instances also choose γ for a tight budget
+CHOOSE_EVERY = 30  # every so many instances also choose γ for a tight budget
 
 
 def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
