@@ -30,10 +30,10 @@ class SolveStatus(StrEnum):
     residuals (:class:`KKTResiduals`) exceed ``KKT_TOL = 10⁻⁶``
     (:mod:`mechanisms.allocation._eta_search`): the blocks did not reach their
     first-order tolerance, so the point is neither certified nor known to be a local
-    optimum; the message gives the residuals. Only ``OPTIMAL`` is certified: the
-    market pays only on certified allocations and re-solves
-    (:attr:`Allocation.certified`, ``PaymentResult.rule_certified``) and fails an
-    order otherwise, before anything is paid.
+    optimum; the message gives the residuals. Only ``OPTIMAL`` is certified
+    (:attr:`Allocation.certified`, ``PaymentResult.rule_certified``); the market
+    never pays on an ``OPTIMAL_INACCURATE`` allocation (the order fails before
+    payment) and reports any other uncertified status in the order's summary.
     """
 
     OPTIMAL = "optimal"

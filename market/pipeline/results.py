@@ -42,6 +42,8 @@ class Outcome:
     timings: dict[str, float]
     certificates: list[dict[str, Any] | None] | None = None
     """Per-seller payment certificates (JSON), in the instance's seller order."""
+    allocation_status: str = "optimal"
+    """The allocation's ``SolveStatus`` (only certified when ``"optimal"``)."""
 
 
 def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
@@ -113,9 +115,11 @@ SUMMARY_FIELDS = {
     "parameters_version": "the market settings version the order ran with",
     "guarantee": "the guarantee label of the release (privacy mode)",
     "learner": "the learner of the order",
+    "allocation_status": '"optimal" (certified global optimum), "uncertified" or '
+    '"local" (paid, but without that certificate); an "optimal_inaccurate" '
+    "allocation is never paid",
     "payments_certified": "whether every re-solve the payments rest on is a certified "
-    "optimum (the allocation itself always is: an order never pays on an uncertified "
-    "one); each seller's certificate is in the admin allocations view",
+    "optimum; each seller's certificate is in the admin allocations view",
 }
 """Every field of the buyer's order summary (documented in the README, "What a buyer
 sees"). Deliberately absent: how many sellers offered or were eligible (eligibility
@@ -146,6 +150,7 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
         "learner": inp.learner,
+        "allocation_status": out.allocation_status,
         "payments_certified": all(
             bool(c.get("rule_certified", False)) for c in (out.certificates or []) if c
         ),

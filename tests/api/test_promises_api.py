@@ -2,7 +2,7 @@
 numerics can run are ``422`` naming the field (on create and PATCH), integers too long
 for the JSON parser are ``422`` naming the field, sellers are paid at least their
 reported cost of privacy in whole cents (the allocations view counts IR without slack),
-an order never pays on an uncertified allocation, and a fuzz of accepted settings: every
+an order never pays on an allocation that misses its KKT tolerance, and a fuzz of accepted settings: every
 order succeeds or fails with a named domain reason, never an internal error."""
 
 from __future__ import annotations
@@ -152,16 +152,16 @@ def test_small_costs_are_paid_at_least_their_cost_in_whole_cents(world: World) -
     assert sum(a["payment_minor"] for a in items) <= 500
 
 
-# --- 4. an order never pays on an uncertified allocation ----------------------------
+# --- 4. an order never pays on an allocation that misses its KKT tolerance ---------
 
 
-def test_an_uncertified_allocation_fails_the_order_before_payment() -> None:
+def test_an_inaccurate_allocation_fails_the_order_before_payment() -> None:
     alloc = SimpleNamespace(
         certified=False, status="optimal_inaccurate", message="kkt=1e-3"
     )
-    with pytest.raises(OrderFailedError, match=r"not certified.*nothing was paid"):
+    with pytest.raises(OrderFailedError, match=r"KKT tolerance.*nothing was paid"):
         check_certified(alloc, None)
-    ok = SimpleNamespace(certified=True)
+    ok = SimpleNamespace(certified=False, status="uncertified")  # paid, and said so
     cert = SimpleNamespace(rule_certified=False)
     pay = SimpleNamespace(
         rule_certified=False, sellers=[SimpleNamespace(index=0, certificate=cert)]
