@@ -65,8 +65,8 @@ def audit(
 ) -> None:
     """Audit IC regret, IR, budget and monotonicity; print one JSON report.
 
-    ``monotonicity``: the first ``n_sellers`` sellers' ``ε_i(s)`` swept over
-    ``mono_points`` reports with cold re-solves (``mechanisms.audit_monotonicity``).
+    The monotonicity audit sweeps the allocated ε of each of the first N-SELLERS
+    sellers over MONO-POINTS reported costs, each a cold re-solve.
     """
     from tqdm import tqdm
 

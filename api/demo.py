@@ -267,7 +267,7 @@ def run_demo(
     """Run the demo (module docstring) and print its report; with ``serve``, keep the
     service (and its console) up until Ctrl-C."""
     from api.main import create_app
-    from market.access import accounts
+    from market import access, numerics
     from market.config import Settings
     from market.store import Role, session_scope, upgrade_to_head
 
@@ -280,11 +280,13 @@ def run_demo(
         settings = Settings(database_url=url, workers=1, job_lease_seconds=60)
         app = create_app(settings)
         with session_scope(app.state.engine, write=True) as s:
-            _, admin_key = accounts.create_account(
+            _, admin_key = access.create_account(
                 s, role=Role.ADMIN, name="demo-admin", settings=settings
             )
         with LocalServer(app) as base, httpx.Client(base_url=base, timeout=30) as c:
             echo(f"service: {base} (uvicorn in-process, 1 worker thread)")
+            if not numerics.kernels_compiled():
+                echo(numerics.FIRST_RUN_NOTE)
             admin = {"Authorization": f"Bearer {admin_key}"}
             t_seed = time.perf_counter()
             mid, d, costs, _ = seed_market(c, admin, n_sellers=n_sellers, rng=rng)

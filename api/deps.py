@@ -9,7 +9,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from market.access import accounts
+from market import access
 from market.config import Settings
 from market.store import Account, Role, session_scope
 
@@ -68,7 +68,7 @@ def request_account(request: Request, settings: Settings) -> Account | None:
     account = None
     if scheme.lower() == "bearer" and key:
         with session_scope(get_engine(request)) as reader:
-            account = accounts.authenticate(reader, key, settings=settings)
+            account = access.authenticate(reader, key, settings=settings)
     request.state.account = account
     return account
 

@@ -25,7 +25,8 @@ from fastapi.security.utils import get_authorization_scheme_param
 
 from api.deps import _unauthorized, bearer, get_engine, get_settings
 from api.rate_limit import client_identity, route_group
-from market.access import accounts, resolve_key_secret
+from market import access
+from market.access import resolve_key_secret
 from market.errors import RateLimitedError
 from market.offers.intake import Admission, admission_job
 from market.store import GroupCommitWriter, Job, Role, session_scope
@@ -63,7 +64,7 @@ def key_secret(request: Request) -> bytes:
 def _verify_legacy(request: Request, key: str) -> tuple[int, str] | None:
     """Verify (and migrate) a legacy Argon2 key in a worker thread: once per key."""
     with session_scope(get_engine(request)) as session:
-        account = accounts.authenticate(session, key, settings=get_settings(request))
+        account = access.authenticate(session, key, settings=get_settings(request))
     if account is None:
         return None
     return int(account.id), account.role  # type: ignore[arg-type]

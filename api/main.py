@@ -5,7 +5,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
+from fastapi_offline import FastAPIOffline
 
 from api import console, errors
 from api.middleware import BodySizeLimitMiddleware
@@ -47,14 +49,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app: ``/v1`` routers (rate-limited), probes, handlers, size limit, CORS."""
     settings = settings or get_settings()
     check_key_secret_configured(settings)  # no secret for PostgreSQL: refuse to start
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) from assets shipped in a package, so the
+    # API docs render on a machine without internet access.
+    app = FastAPIOffline(
         title="privmarket",
         summary="A data market buying heterogeneous differential privacy.",
         version="0.1.0",
         lifespan=_lifespan,
         generate_unique_id_function=_operation_id,
         docs_url="/docs" if settings.docs_enabled else None,
-        redoc_url=None,
+        redoc_url="/redoc" if settings.docs_enabled else None,
         openapi_url="/openapi.json" if settings.docs_enabled else None,
     )
     app.state.settings = settings
@@ -74,6 +78,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(health.router)  # probes are never rate-limited
     console.install(app)  # /console: pages that read /v1 with the user's key
+
+    @app.get("/", include_in_schema=False)
+    def home() -> RedirectResponse:
+        """The service's front door is the console."""
+        return RedirectResponse("/console")
+
     app.include_router(
         api_router,
         prefix="/v1",

@@ -21,8 +21,15 @@ def run_worker(settings: Settings, *, once: bool = False, threads: int = 1) -> N
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     engine = make_engine(settings.database_url)
+    log = logging.getLogger("privmarket.worker")
     try:
         recover(engine)
+        log.info(
+            "worker started: %s thread(s) on %s; Ctrl-C or SIGTERM hands a running "
+            "order back to the queue",
+            1 if once else threads,
+            engine.url.render_as_string(hide_password=True),
+        )
         if once:
             Worker.from_settings(engine, settings).run_once()
             return

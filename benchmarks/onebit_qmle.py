@@ -145,7 +145,8 @@ def vb8(pool: Any, reps: int, rng: np.random.Generator) -> list[float]:
 
 
 def speed(rng: np.random.Generator) -> dict[str, float]:
-    """Best of 3 fit times (randomizing included) for the two speed targets."""
+    """Best of 3 fit times (randomizing included) for the two speed targets, drawing
+    from OS entropy as the service does (a seeded fit answers record by record)."""
     out = {}
     n = 10**6
     u = rng.uniform(-1, 1, (n, 2))
@@ -153,7 +154,7 @@ def speed(rng: np.random.Generator) -> dict[str, float]:
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
-        OneBitQuantileRegression(alpha=0.3, interval=[-4, 6], random_state=rng).fit(
+        OneBitQuantileRegression(alpha=0.3, interval=[-4, 6]).fit(
             u, y, sample_epsilon=2.5
         )
         times.append(time.perf_counter() - t0)
@@ -170,7 +171,6 @@ def speed(rng: np.random.Generator) -> dict[str, float]:
             private_x=True,
             bounds_X=(-1.0, 1.0),
             fit_intercept=False,
-            random_state=rng,
         ).fit(X, y, sample_epsilon=10.0)
         times.append(time.perf_counter() - t0)
     out["private X, n = 10^5, k = 4"] = min(times)

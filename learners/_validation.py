@@ -30,22 +30,24 @@ Generator, or None for OS entropy)."""
 def check_unit_rows(X: NDArray[np.float64], *, name: str = "X") -> None:
     """Require finite entries and ``‖x_i‖₂ ≤ 1 + 1e-12`` for every row ``i``.
 
+    The norm is computed without overflow (rows are scaled by their largest entry
+    first), so a row of entries near ``1e300`` is refused, not passed as ``inf``/NaN.
+
     Raises
     ------
     ValueError
-        Naming ``name`` and the first offending row index.
+        Naming ``name`` only: the message says *that* some row is out of range,
+        never which row or what it holds (the records are private).
     """
-    finite = np.isfinite(X).all(axis=1)
-    if not finite.all():
-        i = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"{name} must be finite; row {i} contains NaN or inf")
-    norms = np.linalg.norm(X, axis=1)
-    bad = np.flatnonzero(norms > 1.0 + ROW_NORM_TOL)
-    if bad.size:
-        i = int(bad[0])
+    if not np.isfinite(X).all():
+        raise ValueError(f"{name} must be finite (some entry is NaN or inf)")
+    peak = np.abs(X).max(axis=1) if X.size else np.zeros(X.shape[0])
+    safe = np.where(peak > 0, peak, 1.0)
+    norms = np.linalg.norm(X / safe[:, None], axis=1) * safe
+    if not (norms <= 1.0 + ROW_NORM_TOL).all():
         raise ValueError(
             f"{name} rows must have Euclidean norm <= 1 (the privacy guarantee needs it; "
-            f"scale with public bounds first); row {i} has norm {norms[i]:.6g}"
+            "scale with public bounds first); some row does not"
         )
 
 
@@ -55,7 +57,7 @@ def check_sign_labels(y: NDArray[Any], *, name: str = "y") -> NDArray[np.float64
     Raises
     ------
     ValueError
-        Naming ``name`` and the first bad index (``{0, 1}`` labels are refused too).
+        Naming ``name`` (``{0, 1}`` labels are refused too); never a row or a value.
     """
     arr = np.asarray(y)
     if arr.ndim != 1:
@@ -66,8 +68,7 @@ def check_sign_labels(y: NDArray[Any], *, name: str = "y") -> NDArray[np.float64
         ok = np.zeros(arr.shape, dtype=bool)
     ok = np.asarray(ok, dtype=bool)
     if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-        raise ValueError(f"{name} labels must be -1 or +1; {name}[{i}] = {arr[i]!r}")
+        raise ValueError(f"{name} labels must be -1 or +1; some label is not")
     return arr.astype(float)
 
 
@@ -94,7 +95,7 @@ def resolve_privacy_weights(
 ) -> tuple[NDArray[np.float64], float]:
     """Turn the caller's privacy request into ``(a, η)`` with ``a ∈ Δ_n``, ``η > 0``.
 
-    Exactly one of: ``sample_epsilon`` (then ``η = Σ ε_i``, ``a = ε/η``, and the
+    Exactly one of: ``sample_epsilon`` (a scalar: the same ε for every record; then ``η = Σ ε_i``, ``a = ε/η``, and the
     constructor's ``eta`` must be None) or ``weights`` on the simplex together with
     ``eta > 0``.
 
@@ -115,9 +116,7 @@ def resolve_privacy_weights(
             raise ValueError(
                 "eta must be None when sample_epsilon is given (then eta = sum of sample_epsilon)"
             )
-        eps = check_nonnegative_vector(
-            sample_epsilon, name="sample_epsilon", n_samples=n_samples
-        )
+        eps = check_sample_epsilon(sample_epsilon, n_samples=n_samples)
         total = float(eps.sum())
         if not (total > 0 and math.isfinite(total)):
             raise ValueError("sample_epsilon must not be all zero")
@@ -169,3 +168,65 @@ def check_groups(
                 f"{int(out[first[i]])} holds {int(counts[i])} records"
             )
     return out
+
+
+def check_sample_epsilon(
+    sample_epsilon: Any,
+    *,
+    n_samples: int,
+    name: str = "sample_epsilon",
+    per: str = "record",
+    require_positive: bool = False,
+) -> NDArray[np.float64]:
+    """Every learner's per-record privacy budgets, as a float vector of length ``n_samples``.
+
+    ``sample_epsilon`` is either one number per record or a single scalar, which means
+    the same ``ε`` for every record (every seller, every party: ``per`` names the unit
+    in messages). The budgets must be real numbers (a string, even ``"1.0"``, is
+    refused rather than parsed), finite and ``≥ 0``.
+
+    Parameters
+    ----------
+    require_positive : bool, default=False
+        Also refuse budgets that are all zero (nothing would be fitted).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: not numbers, wrong length, an entry negative or not finite
+        (index named), or (``require_positive``) every entry zero.
+
+    Examples
+    --------
+    >>> check_sample_epsilon(2.0, n_samples=3).tolist()
+    [2.0, 2.0, 2.0]
+    >>> check_sample_epsilon(["1", "2"], n_samples=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: sample_epsilon must be numbers (one ε per record, or one for all), got text
+    """
+    try:
+        raw = np.asarray(sample_epsilon)
+    except (TypeError, ValueError):  # ragged nesting
+        raise ValueError(
+            f"{name} must be numbers (one ε per {per}, or one for all), got a ragged "
+            "nesting"
+        ) from None
+    if raw.dtype.kind not in "iuf":
+        kind = {"U": "text", "S": "bytes", "b": "booleans", "O": "objects"}.get(
+            raw.dtype.kind, f"dtype {raw.dtype}"
+        )
+        raise ValueError(
+            f"{name} must be numbers (one ε per {per}, or one for all), got {kind}"
+        )
+    if raw.ndim == 0:
+        raw = np.full(n_samples, float(raw))
+    if raw.ndim != 1 or raw.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} must have shape ({n_samples},) (one ε per {per}) or be a single "
+            f"ε for all, got shape {raw.shape}"
+        )
+    eps = check_nonnegative_vector(raw, name=name, n_samples=n_samples)
+    if require_positive and not (eps > 0).any():
+        raise ValueError(f"{name}: every ε is 0 (nothing to fit)")
+    return eps

@@ -21,7 +21,7 @@ from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
     RANDOM_STATE_CONSTRAINT,
     check_groups,
-    check_nonnegative_vector,
+    check_sample_epsilon,
     check_sign_labels,
     check_unit_rows,
     resolve_privacy_weights,
@@ -81,8 +81,9 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         ``array([-1, 1])``.
     n_features_in_ : int
     privacy_report_ : PrivacyReport
-        Per-record ``sample_epsilon`` (``a_i·η``), ``sample_epsilon_total``, the achieved
-        gradient norm, the guarantee type and ``lam_effective``.
+        Per-record ``sample_epsilon`` (``a_i·η``), ``sample_epsilon_total``, the public
+        solver certificate (``gtol``, or ``inf`` if it was not met), the guarantee type
+        and ``lam_effective``.
     lam_effective_ : float
         The ridge the release used (``lam``, or raised by the remedy of
         ``fit(..., sample_epsilon_total=...)``).
@@ -164,7 +165,8 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         """Release the perturbed argmin for per-record privacy ``sample_epsilon`` or ``(weights, eta)``.
 
         ``sample_epsilon`` is the noise part ``a_i·η`` (the curvature term ``Δ_i`` is
-        added on top, see ``privacy_report_``). ``sample_epsilon_total`` instead caps
+        added on top, see ``privacy_report_``); one per record, or a scalar for the
+        same ε on every record (likewise ``sample_epsilon_total``). ``sample_epsilon_total`` instead caps
         each record's **total** guarantee: weights proportional to it, and when a
         target is at or below its curvature term the ridge is raised ([CMS11]_'s
         remedy, :func:`learners.privacy.ridge_remedy`); the ridge used is
@@ -174,7 +176,8 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
         ------
         ValueError
             Non-finite input, a row with ``‖x_i‖ > 1`` or a label outside ``{−1, +1}``
-            (first index named), or an invalid privacy request (see
+            (the message names the input, never a row or a value), or an invalid
+            privacy request (see
             :func:`learners._validation.resolve_privacy_weights`).
         """
         X_arr, y_arr = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
@@ -192,7 +195,7 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
                     "sample_epsilon_total: give it alone (no sample_epsilon, weights "
                     "or eta)"
                 )
-            target = check_nonnegative_vector(
+            target = check_sample_epsilon(
                 sample_epsilon_total,
                 name="sample_epsilon_total",
                 n_samples=X_arr.shape[0],
@@ -218,10 +221,9 @@ class HeteroDPLogisticRegression(SignClassifierMixin, ClassifierMixin, BaseEstim
             gtol=self.gtol,
         )
         if not res.converged:
-            warnings.warn(
-                f"argmin reached gradient norm {res.grad_norm:.3g} > gtol={self.gtol:g} "
-                f"after {res.n_iter} Newton iterations; the privacy proof assumes the exact "
-                "minimiser",
+            warnings.warn(  # no achieved norm or iteration count: both are data-dependent
+                f"argmin did not reach gtol={self.gtol:g}; the privacy proof assumes the "
+                "exact minimiser",
                 ConvergenceWarning,
                 stacklevel=2,
             )

@@ -35,6 +35,7 @@ Guarantee = Literal[
     "mpc_plus_dp",
 ]
 Neighbouring = Literal["add_remove", "replace_one"]
+Custody = Literal["platform", "seller"]
 CENTRAL_GUARANTEES: tuple[str, ...] = ("conditional_on_allocation", "end_to_end")
 GUARANTEES: tuple[str, ...] = (
     "conditional_on_allocation",
@@ -43,7 +44,7 @@ GUARANTEES: tuple[str, ...] = (
     "user_level_local",
     "mpc_plus_dp",
 )
-"""Guarantee labels (the README says what each promises):
+"""Guarantee labels (``docs/mathematics.md``, Part III, says what each promises):
 
 - ``conditional_on_allocation``: central DP of the released model given the allocation
   ``(a, η)``, which itself was chosen with the sellers' data (spec ``mechanism.md`` §4.4);
@@ -53,7 +54,15 @@ GUARANTEES: tuple[str, ...] = (
   curator used it;
 - ``user_level_local``: as ``local``, with all of a seller's records as the unit;
 - ``mpc_plus_dp``: computed in secure multi-party computation, the output released with
-  DP noise."""
+  DP noise.
+
+A learner whose DP release may also run in the clear (``secure_vertical_logistic`` with
+``backend="plain"``) labels that release with a central label, never ``mpc_plus_dp``."""
+
+
+class NonPrivateFitWarning(UserWarning):
+    """A learner that can fit without differential privacy did so (no ε was given):
+    the fitted model carries no privacy guarantee and ``privacy_report_`` is None."""
 
 
 def _as_weights(a: ArrayLike) -> NDArray[np.float64]:
@@ -178,9 +187,10 @@ class PrivacyReport:
     epsilon_max : float
         ``max_i ε_i^total``.
     grad_norm : float
-        ``‖∇F(ŵ)‖₂`` achieved at the released point (the proof assumes the exact
-        argmin). A solver diagnostic that depends on the data: keep it inside the
-        market, do not publish it to buyers.
+        The public certificate of the argmin (the proof assumes the exact one): the
+        solver's tolerance ``gtol`` when the achieved ``‖∇F(ŵ)‖₂`` met it, ``inf`` when
+        it did not (:func:`certified_grad_bound`). The achieved norm itself is a
+        statistic of the records and is never stored.
     gtol : float
         Tolerance the solver was asked for.
     delta : float
@@ -195,6 +205,11 @@ class PrivacyReport:
         The ridge ``λ`` the release actually used (``None`` in reports from before
         it was recorded). Larger than the constructor's ``lam`` only when the ridge
         remedy (:func:`ridge_remedy`) raised it.
+    custody : {"platform", "seller"}
+        Who held the raw records when the randomizers ran: ``"platform"`` when the
+        fit ran them itself (the library's ``fit``, a platform-custody market), or
+        ``"seller"`` when the result was built from reports randomized on the
+        sellers' own machines (:mod:`learners.local_protocol`).
     """
 
     mechanism: str
@@ -209,6 +224,7 @@ class PrivacyReport:
     spends: tuple[PrivacySpend, ...] = field(default=())
     stages: tuple[StageSpend, ...] = field(default=())
     lam_effective: float | None = None
+    custody: Custody = "platform"
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:
@@ -218,6 +234,10 @@ class PrivacyReport:
         if self.neighbouring not in ("replace_one", "add_remove"):
             raise ValueError(
                 f"neighbouring must be 'replace_one' or 'add_remove', got {self.neighbouring!r}"
+            )
+        if self.custody not in ("platform", "seller"):
+            raise ValueError(
+                f"custody must be 'platform' or 'seller', got {self.custody!r}"
             )
         if len(self.sample_epsilon) != len(self.sample_epsilon_total):
             raise ValueError(
@@ -255,6 +275,7 @@ class PrivacyReport:
             "lam_effective": (
                 None if self.lam_effective is None else float(self.lam_effective)
             ),
+            "custody": self.custody,
         }
 
     def stage_summary(self) -> list[dict[str, Any]]:
@@ -285,6 +306,7 @@ class PrivacyReport:
                 if data.get("lam_effective") is None
                 else float(data["lam_effective"])
             ),
+            custody=data.get("custody", "platform"),
         )
 
 
@@ -327,6 +349,14 @@ def ridge_remedy(
     return a, eta, lam_eff
 
 
+def certified_grad_bound(grad_norm: float, gtol: float) -> float:
+    """What a report may state about the solver: ``gtol`` if ``‖∇F(ŵ)‖ ≤ gtol``, else
+    ``inf``. The achieved norm is a function of the records outside any DP release,
+    so only this public bound (one bit: whether the tolerance was met) leaves the fit.
+    """
+    return float(gtol) if float(grad_norm) <= float(gtol) else math.inf
+
+
 def objective_perturbation_report(
     a: NDArray[np.float64],
     *,
@@ -349,7 +379,7 @@ def objective_perturbation_report(
         sample_epsilon=tuple(float(e) for e in noise),
         sample_epsilon_total=tuple(float(e) for e in total),
         epsilon_max=float(total[worst]),
-        grad_norm=float(grad_norm),
+        grad_norm=certified_grad_bound(grad_norm, gtol),
         gtol=float(gtol),
         spends=(
             PrivacySpend("noise term a_i*eta (worst record)", float(noise[worst])),

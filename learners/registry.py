@@ -163,6 +163,11 @@ class LearnerRegistry(Mapping[str, type[OrderableLearner]]):
         """Every registered spec, sorted by name."""
         return [self._classes[n].learner_spec for n in sorted(self._classes)]
 
+    def seller_custody(self) -> list[str]:
+        """Names of the learners that can run with records kept by their sellers
+        (:attr:`LearnerSpec.seller_custody`), sorted."""
+        return [s.name for s in self.specs() if s.seller_custody]
+
 
 LEARNERS = LearnerRegistry()
 """The registry: ``LEARNERS[name]`` is the estimator class of an orderable learner."""

@@ -26,7 +26,14 @@ run an order is declared here, once per learner, as public data:
   pinball loss's ``quantile``, so the allocation values the model the buyer ordered);
 - ``market_check``: a check of the params against the market's public feature schema
   (e.g. how many features a protocol can privatise), run when the order is placed so
-  an order that cannot run is refused with ``422`` instead of failing later.
+  an order that cannot run is refused with ``422`` instead of failing later;
+- ``local_protocol``: for ``local`` / ``user_level_local`` learners, the builder of
+  the learner's rounds of report requests (:mod:`learners.local_protocol`), called as
+  ``local_protocol(params, context=..., epsilon=..., n_records=..., random_state=None)``
+  with the order's checked params, its :class:`~learners.registry.ReleaseContext`,
+  each allocated seller's ``ε_i`` and how many records it holds (public). A learner
+  with one supports seller custody (:attr:`LearnerSpec.seller_custody`): the market
+  never receives its records, only randomized reports.
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ PrivacyModel = Literal["central", "local", "user_level_local", "mpc"]
 Overhead = Literal["objective_perturbation", "none"]
 ParamKind = Literal["float", "int", "bool", "choice", "interval"]
 MarketCheck = Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], None]
+ProtocolBuilder = Callable[..., Any]
+"""``build(params, *, context, epsilon, n_records, random_state=None)`` → a
+:class:`learners.local_protocol.LocalProtocol`."""
+LOCAL_PRIVACY_MODELS: tuple[str, ...] = ("local", "user_level_local")
 """``check(params, features)``: raises :class:`ParamError` when the checked ``params``
 cannot run on a market with these public ``features``."""
 
@@ -192,6 +203,7 @@ class LearnerSpec:
     priced_params: tuple[tuple[str, str], ...] = field(default=())
     market_check: MarketCheck | None = None
     summary: str = ""
+    local_protocol: ProtocolBuilder | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier():
@@ -290,10 +302,50 @@ class LearnerSpec:
         if self.market_check is not None:
             self.market_check(params, features)
 
+    @property
+    def seller_custody(self) -> bool:
+        """True when the learner can run with records kept by their sellers: a
+        ``local`` or ``user_level_local`` privacy model and a ``local_protocol``."""
+        return (
+            self.privacy_model in LOCAL_PRIVACY_MODELS
+            and self.local_protocol is not None
+        )
+
+    def build_protocol(
+        self,
+        params: Mapping[str, Any],
+        *,
+        context: Any = None,
+        epsilon: Sequence[float],
+        n_records: Sequence[int],
+        random_state: Any = None,
+    ) -> Any:
+        """The order's :class:`~learners.local_protocol.LocalProtocol` (seller custody).
+
+        Raises
+        ------
+        ValueError
+            The learner does not support seller custody (field ``learner``), or the
+            inputs are invalid (named).
+        """
+        if not self.seller_custody or self.local_protocol is None:
+            raise ValueError(
+                f"learner: {self.name!r} (privacy model {self.privacy_model}) cannot "
+                "run with records kept by their sellers"
+            )
+        return self.local_protocol(
+            params,
+            context=context,
+            epsilon=epsilon,
+            n_records=n_records,
+            random_state=random_state,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe description (``GET /v1/learners`` items)."""
         return {
             "name": self.name,
+            "seller_custody": self.seller_custody,
             "tasks": list(self.tasks),
             "privacy_model": self.privacy_model,
             "min_records_per_seller": self.min_records_per_seller,

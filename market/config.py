@@ -26,6 +26,15 @@ class Settings(BaseSettings):
         CORS origins (empty: no cross-origin access).
     job_lease_seconds : float
         How long a worker's claim on an order or job lasts without a heartbeat.
+    node_compute_host : str
+        Address the worker's compute party listens on in fits between party nodes
+        (seller-custody vertical markets); the nodes must reach it (default
+        127.0.0.1: nodes on the same host only).
+    node_tls_cert, node_tls_key, node_tls_ca : path or None
+        The compute party's TLS certificate (common name ``MPyC party K`` for ``K``
+        data parties), its key and the CA every party trusts; when set, every fit
+        between party nodes runs over mutually authenticated TLS and the nodes must
+        have their own certificates (``docs/secure-vertical.md``).
     order_time_limit_seconds : float
         Time budget of one run of an order (default 900 s): over it the order fails
         with that reason, nothing charged; also how long an order keeps retrying a
@@ -52,6 +61,17 @@ class Settings(BaseSettings):
     max_bulk_request_bytes : int
         Body limit of ``POST /v1/markets/{id}/offers:bulk`` (default 64 MiB); every
         other route has ``max_request_bytes``.
+    custody_round_seconds : float
+        Seller-custody markets: how long sellers have to answer one round's report
+        requests (default 600 s); a seller that misses the deadline is not paid and
+        gets no further request of that order.
+    custody_poll_seconds : float
+        How often a collecting order is looked at again (default 1 s); a round whose
+        last report arrives wakes it at once.
+    custody_protocol_seed : int or None
+        Tests only: seeds the *public* generator of seller-custody protocols as the
+        library's seeded fit does, for equivalence tests. It seeds no seller's noise
+        (sellers randomize on their own machines). Leave unset in production.
     dask_scheduler : str or None
         Address of a Dask scheduler (``tcp://host:8786``) on which the Myerson
         payments of large orders run (``PRIVMARKET_DASK_SCHEDULER``); unset: a local
@@ -75,6 +95,13 @@ class Settings(BaseSettings):
     rate_limit_registrations: int = Field(default=30, ge=0)
     max_bulk_request_bytes: int = Field(default=64 * MIB, gt=0)
     dask_scheduler: str | None = None
+    custody_round_seconds: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    custody_poll_seconds: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    custody_protocol_seed: int | None = None
+    node_compute_host: str = "127.0.0.1"
+    node_tls_cert: Path | None = None
+    node_tls_key: Path | None = None
+    node_tls_ca: Path | None = None
 
 
 @lru_cache

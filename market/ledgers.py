@@ -21,6 +21,9 @@ from market.errors import ConflictError, PrivacyBudgetExhaustedError
 from market.schemas import EarningsItem, EarningsPublic, PrivacyItem, PrivacyPublic
 from market.store import (
     Allocation,
+    CollectionStatus,
+    CustodyRun,
+    CustodySeller,
     LedgerEntry,
     LedgerKind,
     Market,
@@ -127,19 +130,72 @@ def epsilon_spent(
     return spent
 
 
-def remaining_epsilon(
-    session: Session, *, market: Market, seller_ids: Iterable[int]
+def epsilon_reserved(
+    session: Session,
+    *,
+    market_id: int,
+    seller_ids: Iterable[int],
+    exclude_order_id: int | None = None,
 ) -> dict[int, float]:
-    """Return ``max(cap − spent, 0)`` per seller: the ``ε_max`` an order may use."""
-    spent = epsilon_spent(session, market_id=market.id, seller_ids=seller_ids)  # type: ignore[arg-type]
-    return {i: max(market.lifetime_epsilon_cap - s, 0.0) for i, s in spent.items()}
+    """Return per seller the ``ε`` allocated to it by seller-custody orders that are
+    still collecting reports (a seller may answer any of their requests, so that ε is
+    held until the order settles), except ``exclude_order_id``'s own."""
+    ids = list(seller_ids)
+    out = dict.fromkeys(ids, 0.0)
+    if not ids:
+        return out
+    stmt = (
+        select(CustodySeller.seller_id, func.sum(CustodySeller.epsilon))
+        .join(CustodyRun, col(CustodyRun.order_id) == col(CustodySeller.order_id))
+        .join(Order, col(Order.id) == col(CustodySeller.order_id))
+        .where(
+            CustodySeller.market_id == market_id,
+            col(CustodySeller.seller_id).in_(ids),
+            CustodyRun.status == CollectionStatus.COLLECTING,
+            col(Order.status).in_(("queued", "running")),
+        )
+        .group_by(col(CustodySeller.seller_id))
+    )
+    if exclude_order_id is not None:
+        stmt = stmt.where(CustodySeller.order_id != exclude_order_id)
+    for seller_id, total in session.exec(stmt).all():
+        out[int(seller_id)] = float(total or 0.0)
+    return out
+
+
+def remaining_epsilon(
+    session: Session,
+    *,
+    market: Market,
+    seller_ids: Iterable[int],
+    exclude_order_id: int | None = None,
+) -> dict[int, float]:
+    """Return ``max(cap − spent − reserved, 0)`` per seller: the ``ε_max`` an order may
+    use (``reserved``: :func:`epsilon_reserved`, without ``exclude_order_id``'s own)."""
+    ids = list(seller_ids)
+    spent = epsilon_spent(session, market_id=market.id, seller_ids=ids)  # type: ignore[arg-type]
+    held = epsilon_reserved(
+        session,
+        market_id=market.id,  # type: ignore[arg-type]
+        seller_ids=ids,
+        exclude_order_id=exclude_order_id,
+    )
+    cap = market.lifetime_epsilon_cap
+    return {i: max(cap - s - held[i], 0.0) for i, s in spent.items()}
 
 
 def _check_caps(
-    session: Session, *, market: Market, spends: Sequence[SellerSpend]
+    session: Session,
+    *,
+    market: Market,
+    spends: Sequence[SellerSpend],
+    order_id: int | None = None,
 ) -> None:
     remaining = remaining_epsilon(
-        session, market=market, seller_ids=[s.seller_id for s in spends]
+        session,
+        market=market,
+        seller_ids=[s.seller_id for s in spends],
+        exclude_order_id=order_id,
     )
     cap = market.lifetime_epsilon_cap
     for s in spends:
@@ -173,7 +229,7 @@ def settle_order(
             f"payments {total} exceed the budget {order.budget_minor} (minor units)"
         )
     db.lock_rows(session, account_ids=[s.seller_id for s in spends])
-    _check_caps(session, market=market, spends=spends)
+    _check_caps(session, market=market, spends=spends, order_id=order.id)
     for s in spends:
         session.add(
             Allocation(

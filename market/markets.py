@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import numerics
+from market import numerics, store
 from market.errors import ConflictError, InvalidInputError, NotFoundError
 from market.offers import records, vertical
 from market.schemas import (
@@ -23,7 +23,7 @@ from market.schemas import (
     MechanismSettings,
     Page,
 )
-from market.store import Account, Market, MarketParameters, db
+from market.store import Account, Market, MarketParameters
 
 CAP_MARGIN = 1e-3
 """ε a cap must leave above the release overhead to count as usable (far above the
@@ -113,6 +113,33 @@ def _check_mechanism(values: dict[str, Any], *, task: str) -> None:
     numerics.check_settings(values, task=task)
 
 
+STRICT_RULE = (
+    'a seller-custody market must run the mechanism in mode "strict": the '
+    "allocation sees only reported costs and public data, never records it does not hold"
+)
+
+
+def is_seller_custody(market: Market) -> bool:
+    """Whether the market's records stay with their sellers (``custody: "seller"``)."""
+    return market.custody == "seller"
+
+
+def _check_custody(
+    custody: str, values: dict[str, Any], *, explicit_mode: bool
+) -> None:
+    """A seller-custody market runs in strict mode (the allocation never needs records).
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``mechanism.mode`` when the mode was given, else ``custody``.
+    """
+    if custody == "seller" and values.get("mode") != "strict":
+        raise InvalidInputError(
+            "mechanism.mode" if explicit_mode else "custody", STRICT_RULE
+        )
+
+
 def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Market:
     """Create a market and its parameters version 1.
 
@@ -131,6 +158,9 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
             raise InvalidInputError("mechanism.k", vertical.K_RULE)
         values["k"] = 1.0
     _check_mechanism(values, task=body.task)
+    _check_custody(
+        body.custody, values, explicit_mode="mode" in body.mechanism.model_fields_set
+    )
     features = [f.model_dump() for f in body.features]
     _check_cap(body.lifetime_epsilon_cap, values, task=body.task, features=features)
     target = body.target.model_dump() if body.target else None
@@ -158,6 +188,7 @@ def create_market(session: Session, *, body: MarketCreate, admin: Account) -> Ma
         partition=body.partition,
         record_key=body.record_key,
         parties=[p.model_dump() for p in body.parties] if body.parties else None,
+        custody=body.custody,
         created_by=admin.id,  # type: ignore[arg-type]
     )
     session.add(market)
@@ -221,6 +252,7 @@ def update_market(
         if vertical.is_vertical(market) and values["k"] != 1.0:
             raise InvalidInputError("mechanism.k", vertical.K_RULE)
         _check_mechanism(values, task=market.task)
+        _check_custody(market.custody, values, explicit_mode=True)
     if body.mechanism is not None or body.lifetime_epsilon_cap is not None:
         cap = body.lifetime_epsilon_cap or market.lifetime_epsilon_cap
         _check_cap(cap, values, task=market.task, features=market.features)
@@ -244,7 +276,7 @@ def update_market(
 
 def list_markets(session: Session, *, limit: int, offset: int) -> Page[MarketPublic]:
     """Return a page of markets, oldest first."""
-    return db.paginate(
+    return store.paginate(
         session,
         select(Market).order_by(col(Market.id)),
         limit=limit,
@@ -271,5 +303,6 @@ def to_public(session: Session, market: Market) -> MarketPublic:
         partition=market.partition,
         record_key=market.record_key,
         parties=market.parties,
+        custody=market.custody,
         created_at=market.created_at,
     )

@@ -62,6 +62,9 @@ Gamma = Annotated[float, Field(ge=0, le=GAMMA_MAX, allow_inf_nan=False)]
 GridGamma = Annotated[float, Field(gt=0, le=GAMMA_MAX, allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]
 Task = Literal["classification", "regression", "quantile"]
+Custody = Literal["platform", "seller"]
+"""Who holds a market's records: the platform (sellers upload them) or each seller
+(the platform receives only randomized reports, ``docs/custody.md``)."""
 LearnerName = Annotated[
     str,
     Field(
@@ -163,7 +166,7 @@ class MechanismSettings(_In):
     setting's accepted range is what the numerics can run (``SETTING_RANGES``,
     ``docs/money-and-settings.md``). ``grids`` holds
     optional hyperparameter grids (e.g. ``{"gamma": [...]}`` for the trade-off job).
-    ``mode`` defaults to ``"strict"`` (issue 14): the allocation sees only costs and
+    ``mode`` defaults to ``"strict"``: the allocation sees only costs and
     public data, so the released model's guarantee is end to end; measured on
     Wisconsin at the demo's settings it costs +0.0003 test error against
     ``"default"`` (95 % CI ± 0.0027; ``benchmarks/privacy_mode_cost.py``).
@@ -241,6 +244,10 @@ class MarketCreate(_In):
     partition: Literal["horizontal", "vertical"] = "horizontal"
     record_key: Name | None = None
     parties: Annotated[list[PartySpec], Field(max_length=100)] | None = None
+    custody: Custody = "platform"
+    """``"seller"``: the records never leave their sellers; offers carry only
+    ``reported_cost``, ``max_epsilon`` and ``n_records``, the mechanism must run in
+    ``mode: "strict"``, and orders take only learners that run as a local protocol."""
 
 
 class MarketUpdate(_In):
@@ -266,18 +273,37 @@ class MarketPublic(BaseModel):
     partition: str = "horizontal"
     record_key: str | None = None
     parties: list[dict[str, Any]] | None = None
+    custody: str = "platform"
     created_at: UtcDatetime
 
 
 # --- offers ---------------------------------------------------------------------
 
 
-class OfferCreate(_In):
-    """``party`` and keyed records (``{"key", "x", "y"?}``) in vertical markets only."""
+RECORDS_MAX = 100_000
+"""Most records in one offer (and the largest ``n_records`` a seller may declare)."""
 
-    records: Annotated[
-        list[RecordIn | KeyedRecordIn], Field(min_length=1, max_length=100_000)
-    ]
+
+class OfferCreate(_In):
+    """``party`` and keyed records (``{"key", "x", "y"?}``) in vertical markets only.
+
+    A seller-custody market's offer carries no ``records``: only ``n_records``, the
+    public count of records its seller holds (and answers report requests for);
+    a platform-custody offer carries ``records`` and no ``n_records``.
+    """
+
+    records: (
+        Annotated[
+            list[RecordIn | KeyedRecordIn], Field(min_length=1, max_length=RECORDS_MAX)
+        ]
+        | None
+    ) = None
+    n_records: Annotated[int, Field(ge=1, le=RECORDS_MAX)] | None = None
+    keys: Annotated[list[Name], Field(min_length=1, max_length=RECORDS_MAX)] | None = (
+        None
+    )
+    """Seller-custody vertical markets: the party's pseudonymous record keys (the one
+    thing parties learn about each other); its values stay on its node."""
     party: Name | None = None
     reported_cost: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     max_epsilon: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
@@ -315,6 +341,14 @@ class OfferSummaries(BaseModel):
     items: list[OfferSummary]
 
 
+class MarketOfferSummary(OfferSummary):
+    """An offer in a market's list for admins (``GET /v1/markets/{id}/offers``): its
+    seller, no records."""
+
+    seller_id: int
+    seller_name: str
+
+
 # --- orders and jobs ------------------------------------------------------------
 
 
@@ -330,6 +364,9 @@ class LearnerPublic(BaseModel):
     tasks: list[str]
     partition: str = "horizontal"
     privacy_model: str
+    seller_custody: bool = False
+    """Whether the learner runs as a local protocol, so a seller-custody market (whose
+    records stay with their sellers) can take it."""
     min_records_per_seller: int
     missing_values: bool = False
     mechanism_loss: str
@@ -481,3 +518,126 @@ class BulkOffersCreated(BaseModel):
     created: int
     sellers_created: int
     items: list[BulkOfferCreated]
+
+
+# --- seller custody: report rounds ------------------------------------------------
+
+
+class ReportRequestPublic(BaseModel):
+    """One report request as its seller sees it: the order and round, the randomizer
+    (``"<learner>.<randomizer>@<version>"``), this seller's ε share for the round, the
+    round's public parameters, the deadline and whether it was answered."""
+
+    id: int
+    order_id: int
+    market_id: int
+    round: int
+    randomizer: str
+    epsilon: float
+    public: dict[str, Any]
+    request: dict[str, Any]
+    """The request exactly as the learner's protocol published it (what the seller's
+    client passes to ``learners.local_protocol.answer_request``)."""
+    deadline: UtcDatetime
+    status: str
+    answered_at: UtcDatetime | None = None
+
+
+class ReportRequestsPublic(BaseModel):
+    items: list[ReportRequestPublic]
+
+
+class ReportIn(_In):
+    """A seller's randomized report for one request: the randomizer's output only
+    (checked against its output space: fields, shape, finiteness, alphabet)."""
+
+    report: dict[str, Any]
+
+
+class ReportAccepted(BaseModel):
+    request_id: int
+    order_id: int
+    round: int
+    status: str
+
+
+class CollectionSeller(BaseModel):
+    """Admin view: one allocated seller of a seller-custody order and what it sent."""
+
+    seller_id: int
+    offer_id: int
+    epsilon_allocated: float
+    epsilon_spent: float
+    payment_at_allocation: float
+    rounds_answered: int
+    delivered: bool | None
+
+
+class CollectionPublic(BaseModel):
+    """A seller-custody order's collecting stage: the current round, its deadline,
+    reports received / expected in it and in total; admins also see each seller."""
+
+    order_id: int
+    status: str
+    round: int
+    deadline: UtcDatetime | None
+    round_reports_expected: int
+    round_reports_received: int
+    reports_expected: int
+    reports_received: int
+    sellers: list[CollectionSeller] | None = None
+
+
+# --- party nodes (seller-custody vertical markets) -------------------------------
+
+
+class NodeRegister(_In):
+    """Where a party's node listens for the other MPyC parties and which features its
+    block holds (no values)."""
+
+    party: Name
+    host: Annotated[str, Field(min_length=1, max_length=253)]
+    port: int
+    features: Annotated[list[Name], Field(min_length=1, max_length=10_000)]
+
+
+class NodePublic(BaseModel):
+    """A party's node as its owner sees it."""
+
+    id: int
+    market_id: int
+    party: str
+    host: str
+    port: int
+    features: list[str]
+    status: str
+    last_seen_at: UtcDatetime
+    last_session_id: int | None = None
+    last_session_status: str | None = None
+
+
+class SessionPublic(BaseModel):
+    """An open fit session as a node sees it: the public plan, every MPyC party's
+    ``host:port`` (index order), this node's ``index`` and the deadline."""
+
+    id: int
+    order_id: int
+    status: str
+    addresses: list[str]
+    tls: bool = False
+    deadline_at: UtcDatetime
+    error: str | None = None
+    index: int | None = None
+    plan: dict[str, Any] | None = None
+
+
+class SessionList(BaseModel):
+    items: list[SessionPublic]
+
+
+class SessionReport(_In):
+    """How a node's side of a session ended."""
+
+    party: Name
+    status: Literal["succeeded", "failed"]
+    reason: Annotated[str, Field(max_length=2000)] | None = None

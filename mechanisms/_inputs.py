@@ -1,4 +1,4 @@
-"""Validation of the mechanism's inputs, before any solving (issue: "Bad input").
+"""Validation of the mechanism's inputs, before any solving: bad input is a ``ValueError`` naming the parameter.
 
 Shared by :class:`mechanisms.Instance` (on construction) and the solvers' positional
 entry points (:func:`check_problem`). Every error is a ``ValueError`` naming the

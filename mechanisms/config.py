@@ -97,7 +97,7 @@ class MechanismConfig:
     max_iter : int
         Maximum block-coordinate sweeps at each ``η``.
     certify : {"auto", "report", "raise_lambda"}
-        How the rule is made a certified global optimum (issue 9; the fixed-``η``
+        How the rule is made a certified global optimum (the fixed-``η``
         problem is not convex for ``λ ≤ λ_conv``, :mod:`mechanisms.allocation._range._certify`).
         ``"auto"`` (default): for ``λ > λ_conv`` the global optimum over the whole
         ``η`` range; otherwise (and for the squared / pinball losses) the global

@@ -42,7 +42,7 @@ ObjectId = Annotated[int, id_path("Id of the page's object")]
 
 PAGES: tuple[tuple[str, str, str, str | None], ...] = (
     # (path, template, title, the id's name in the template), with who reads what:
-    ("/", "home", "Sign in", None),  # every role: sign in, then your links
+    ("/", "home", "Home", None),  # every role: sign in, then your links
     ("/markets", "markets", "Markets", None),  # every role: public settings
     ("/markets/{object_id}", "market", "Market", "market_id"),  # admin: curve, set γ
     ("/buy", "buy", "Order a model", None),  # buyer: learner form from the schema

@@ -2,10 +2,30 @@
 
 from fastapi import APIRouter
 
-from api.routes import accounts, jobs, learners, markets, offers, orders, sellers
+from api.routes import (
+    accounts,
+    custody,
+    jobs,
+    learners,
+    markets,
+    nodes,
+    offers,
+    orders,
+    sellers,
+)
 
 api_router = APIRouter()
-for _module in (accounts, sellers, markets, offers, orders, jobs, learners):
+for _module in (
+    accounts,
+    sellers,
+    markets,
+    offers,
+    nodes,
+    orders,
+    jobs,
+    learners,
+    custody,
+):
     api_router.include_router(_module.router)
 
 intake_router = APIRouter()

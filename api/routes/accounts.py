@@ -5,7 +5,7 @@ from fastapi import APIRouter, Depends, status
 from api.deps import CurrentAccount, SessionDep, SettingsDep
 from api.errors import ERROR_RESPONSES
 from api.rate_limit import registration_budget
-from market.access import accounts
+from market import access
 from market.schemas import AccountCreate, AccountCreated
 from market.store import Role
 
@@ -17,7 +17,7 @@ REGISTRATION_BUDGET = [Depends(registration_budget)]
 def _register(
     session: SessionDep, settings: SettingsDep, body: AccountCreate, role: Role
 ) -> AccountCreated:
-    account, key = accounts.create_account(
+    account, key = access.create_account(
         session, role=role, name=body.name, settings=settings
     )
     assert account.id is not None

@@ -1,17 +1,18 @@
 """Markets: admins create, patch and tune them; every role reads the public settings."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
 
 from api.deps import AdminAccount, CurrentAccount, MarketId, SessionDep
 from api.errors import ERROR_RESPONSES
 from api.links import MARKET_CREATED, MARKETS_LISTED, TRADEOFF_ACCEPTED
-from market import markets
+from market import markets, offers
 from market.orders import jobs
 from market.schemas import (
     JobAccepted,
     MarketCreate,
+    MarketOfferSummary,
     MarketPublic,
     MarketUpdate,
     Page,
@@ -77,3 +78,23 @@ def start_tradeoff(
     """Queue the validation-error vs total-payment curve over a γ grid (admin)."""
     job = jobs.create_tradeoff_job(session, market_id=market_id, admin=admin, body=body)
     return JobAccepted(job_id=job.id)  # type: ignore[arg-type]
+
+
+@router.get("/{market_id}/offers")
+def list_market_offers(
+    session: SessionDep,
+    _admin: AdminAccount,
+    market_id: MarketId,
+    status: Annotated[
+        Literal["active", "replaced", "withdrawn"] | None,
+        Query(description="Only offers in this status"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+) -> Page[MarketOfferSummary]:
+    """List a market's offers with their sellers, newest first, without records
+    (admin)."""
+    markets.get_market_or_raise(session, market_id)
+    return offers.list_market_offers(
+        session, market_id=market_id, status=status, limit=limit, offset=offset
+    )

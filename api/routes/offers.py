@@ -55,7 +55,7 @@ async def create_offer(
         rules = cache.cached(market_id) or await run_in_threadpool(cache.get, market_id)
         if rules is None:
             raise NotFoundError(f"market {market_id} not found")
-        size = sum(len(r.x) for r in body.records)
+        size = sum(len(r.x) for r in body.records or ())
         if size <= INLINE_VALUES:
             prepared = offer_intake.prepare(rules, body)
         else:

@@ -87,6 +87,18 @@ def get_order(
     )
 
 
+@router.post("/orders/{order_id}:cancel", responses={409: ERROR_RESPONSES[409]})
+def cancel_order(
+    session: SessionDep, account: BuyerOrAdmin, order_id: OrderId
+) -> OrderPublic:
+    """Cancel an order (its buyer or an admin): a queued order ends ``cancelled`` at
+    once; a running one at its next stage boundary, before anything is settled.
+    Nothing is charged and nothing is paid; ``409`` if it already finished."""
+    return orders.to_public(
+        session, orders.cancel_order(session, order_id=order_id, account=account)
+    )
+
+
 @router.get("/orders/{order_id}/model", responses={409: ERROR_RESPONSES[409]})
 def get_model(
     session: SessionDep, buyer: BuyerAccount, order_id: OrderId

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -17,15 +17,31 @@ from learners._sign_classifier import SignClassifierMixin
 from learners._validation import (
     RANDOM_STATE_CONSTRAINT,
     check_groups,
-    check_nonnegative_vector,
+    check_sample_epsilon,
     check_sign_labels,
 )
 from learners.ldp_missing._algorithms import dummy_submission, two_phase
+from learners.ldp_missing._protocol import LDPMissingProtocol
 from learners.ldp_missing._report import local_report
+from learners.local_protocol import (
+    Custody,
+    run_in_process,
+    run_vectorized,
+    seller_generators,
+)
 from learners.registry import ReleaseContext
 from learners.spec import LearnerSpec, ParamSpec
 
 ALGORITHMS = ("two_phase", "dummy")
+ROUND_SIZE_DEFAULT = 100
+"""Reports per round of the seller-custody protocol (``benchmarks/RESULTS.md``)."""
+
+
+def _build_protocol(params: Mapping[str, Any], **kwargs: Any) -> Any:
+    """The seller-custody protocol (``learners.ldp_missing._protocol``)."""
+    from learners.ldp_missing._protocol import build_protocol
+
+    return build_protocol(params, **kwargs)
 
 
 class LDPMissingLogisticRegression(
@@ -66,6 +82,15 @@ class LDPMissingLogisticRegression(
         Share of ``ε_i`` spent by TP's phase 1.
     p_floor : float, default=0.0
         Floor of ``r̂_y`` (§6 PROPOSAL; 0 = off).
+    round_size : int or None, default=None
+        None: the spec's SGD, one report per step at the current iterate (§4).
+        An integer: the seller-custody variant, rounds of about ``round_size``
+        reports all computed at the iterate of the round's start
+        (:mod:`learners.ldp_missing._protocol`; ``1`` is the spec's SGD again). The
+        fit then runs that protocol in process: with an int ``random_state`` record
+        ``i`` answers with the ``i``-th generator of ``seller_generators(seed, n)``
+        (equal to the sellers' own answers bit for bit); with a Generator or None a
+        round's answers are drawn at once from that one stream (same law).
     random_state : int, numpy.random.Generator or None, default=None
         Order and randomizer noise; None draws from OS entropy (the service).
 
@@ -124,7 +149,18 @@ class LDPMissingLogisticRegression(
                 high=20.0,
                 doc="bound R_α on the missingness model's parameters (two_phase)",
             ),
+            ParamSpec(
+                name="round_size",
+                kind="int",
+                default=ROUND_SIZE_DEFAULT,
+                low=1,
+                high=100_000,
+                doc="reports per round when the records stay with their sellers (each "
+                "round's reports use the iterate of the round's start); with the "
+                "records on the platform the SGD takes one report per step",
+            ),
         ),
+        local_protocol=_build_protocol,
         summary="local DP logistic regression with missable features: one private-"
         "sampling report per record and phase (ε_i, or ε_i/2 + ε_i/2)",
     )
@@ -138,6 +174,7 @@ class LDPMissingLogisticRegression(
         "x_norm_bound": [Interval(Real, 0, None, closed="neither"), None],
         "phase_split": [Interval(Real, 0, 1, closed="neither")],
         "p_floor": [Interval(Real, 0, 1, closed="left")],
+        "round_size": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
@@ -151,6 +188,7 @@ class LDPMissingLogisticRegression(
         x_norm_bound: float | None = None,
         phase_split: float = 0.5,
         p_floor: float = 0.0,
+        round_size: int | None = None,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
         self.algorithm = algorithm
@@ -160,13 +198,18 @@ class LDPMissingLogisticRegression(
         self.x_norm_bound = x_norm_bound
         self.phase_split = phase_split
         self.p_floor = p_floor
+        self.round_size = round_size
         self.random_state = random_state
 
     @classmethod
     def for_order(cls, params: Mapping[str, Any], *, context: ReleaseContext) -> Self:
         """The learner for an order: the buyer's ``params``; the market's rows are
-        scaled with public bounds to ``‖x‖₂ ≤ 1``, so ``x_norm_bound = 1``."""
-        return cls(x_norm_bound=1.0, **cls.learner_spec.check_params(params))
+        scaled with public bounds to ``‖x‖₂ ≤ 1``, so ``x_norm_bound = 1``. With the
+        records on the platform the spec's one-report-per-step SGD runs
+        (``round_size`` applies to seller custody, :meth:`protocol`)."""
+        checked = cls.learner_spec.check_params(params)
+        checked.pop("round_size")
+        return cls(x_norm_bound=1.0, **checked)
 
     def _x_bound(self, k: int) -> float:
         return math.sqrt(k) if self.x_norm_bound is None else float(self.x_norm_bound)
@@ -197,18 +240,18 @@ class LDPMissingLogisticRegression(
             self, X, y, dtype=np.float64, ensure_all_finite="allow-nan"
         )
         y01 = (check_sign_labels(y_arr, name="y") + 1.0) / 2.0
-        eps = check_nonnegative_vector(
-            sample_epsilon, name="sample_epsilon", n_samples=X_arr.shape[0]
+        eps = check_sample_epsilon(
+            sample_epsilon, n_samples=X_arr.shape[0], require_positive=True
         )
         complete = ~np.isnan(X_arr).any(axis=1)
-        norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
         R_x = self._x_bound(X_arr.shape[1])
-        over = np.flatnonzero(complete & (norms > R_x * (1.0 + 1e-12)))
-        if over.size:
-            i = int(over[0])
+        with np.errstate(over="ignore"):  # an overflowing norm is out of range too
+            norms = np.linalg.norm(np.where(np.isnan(X_arr), 0.0, X_arr), axis=1)
+            over = complete & ~(norms <= R_x * (1.0 + 1e-12))
+        if over.any():  # says that, never which row or what norm
             raise ValueError(
                 f"X rows must have norm <= x_norm_bound = {R_x:g} (public bounds; "
-                f"the privacy proof needs it); row {i} has norm {norms[i]:.6g}"
+                "the privacy proof needs it); some complete row does not"
             )
         return X_arr, y01, eps
 
@@ -221,17 +264,49 @@ class LDPMissingLogisticRegression(
         sample_epsilon: ArrayLike,
         groups: ArrayLike | None = None,
     ) -> Self:
-        """Run DS or TP with per-record budgets ``sample_epsilon`` (``ε_i ≥ 0``).
+        """Run DS or TP with per-record budgets ``sample_epsilon`` (``ε_i ≥ 0``; a
+        scalar: the same ε for every record).
 
         Raises
         ------
         ValueError
             Infinite covariates, a complete row above ``x_norm_bound``, a label outside
-            ``{−1, +1}``, or an ``ε_i`` that is negative or not finite (index named).
+            ``{−1, +1}``, an ``ε_i`` that is negative or not finite (index named), every
+            ``ε_i = 0`` (``sample_epsilon``: nothing to fit), or no complete record
+            among those with ``ε_i > 0`` (``X``: every report would be a dummy, spec §5
+            and §6, so the model would be fitted on noise alone). That last check reads
+            the records' missingness pattern, which the curator running the
+            randomizers holds anyway; it is a refusal to fit, not part of the LDP
+            release.
         """
         X_arr, y01, eps = self._check_fit_inputs(X, y, sample_epsilon)
+        if not (~np.isnan(X_arr).any(axis=1) & (eps > 0)).any():
+            # every report would be a dummy (spec §5-§6): the model would be noise
+            raise ValueError(
+                "X: no record with sample_epsilon > 0 is complete (each would report a "
+                "dummy; nothing to fit)"
+            )
         check_groups(groups, n_samples=X_arr.shape[0], one_per_group=True)
         k = X_arr.shape[1]
+        if self.round_size is not None:
+            n = X_arr.shape[0]
+            seeded = isinstance(self.random_state, Integral)
+            stream = np.random.default_rng(self.random_state)
+            public_rng, rngs = seller_generators(stream, n if seeded else 0)
+            proto = self.protocol(
+                epsilon=eps,
+                n_records=np.ones(n, dtype=np.int64),
+                n_features=k,
+                round_size=int(self.round_size),
+                random_state=public_rng,
+                custody="platform",
+            )
+            if seeded:  # one generator per record: equal to the sellers' answers
+                run_in_process(proto, X_arr, 2.0 * y01 - 1.0, rngs)
+            else:  # one stream: a round's answers at once, same functions and law
+                run_vectorized(proto, X_arr, 2.0 * y01 - 1.0, stream)
+            proto.finish_into(self)
+            return self
         rng = np.random.default_rng(self.random_state)
         common: dict[str, Any] = {
             "x_bound": self._x_bound(k),
@@ -244,7 +319,6 @@ class LDPMissingLogisticRegression(
         if self.algorithm == "dummy":
             ds = dummy_submission(X_arr, y01, eps, **common)
             beta, self.alpha_, self.p_min_ = ds.beta, None, None
-            self.n_guarded_ = ds.phase.n_guarded
         else:
             tp = two_phase(
                 X_arr,
@@ -256,8 +330,6 @@ class LDPMissingLogisticRegression(
                 **common,
             )
             beta, self.alpha_, self.p_min_ = tp.beta, tp.alpha, tp.p_min
-            assert tp.phase1 is not None
-            self.n_guarded_ = tp.phase1.n_guarded + tp.phase2.n_guarded
         self.intercept_ = float(beta[0])
         self.coef_ = np.asarray(beta[1:], dtype=float)
         self.classes_ = np.array([-1, 1])
@@ -265,6 +337,38 @@ class LDPMissingLogisticRegression(
             eps, algorithm=self.algorithm, split=float(self.phase_split)
         )
         return self
+
+    def protocol(
+        self,
+        *,
+        epsilon: ArrayLike,
+        n_records: ArrayLike,
+        n_features: int,
+        round_size: int | None = None,
+        scaling: Mapping[str, Any] | None = None,
+        random_state: int | np.random.Generator | None = None,
+        custody: Custody = "seller",
+    ) -> LDPMissingProtocol:
+        """This learner as rounds of report batches (:mod:`learners.local_protocol`).
+
+        ``epsilon``/``n_records``: each seller's per-record ``ε_i`` and its record
+        count; ``round_size``: reports per round (default: this learner's
+        ``round_size``, else the order default); ``scaling``: the market's public
+        scaling for the sellers' clients (None: records in this learner's units).
+        """
+        size = round_size if round_size is not None else self.round_size
+        params: dict[str, Any] = self.get_params()
+        params.pop("random_state")
+        return LDPMissingProtocol(
+            params=params,
+            epsilon=epsilon,
+            n_records=n_records,
+            n_features=n_features,
+            round_size=ROUND_SIZE_DEFAULT if size is None else int(size),
+            scaling=scaling,
+            random_state=random_state,
+            custody=custody,
+        )
 
     def export_model(self) -> dict[str, Any]:
         """``coef``/``intercept`` in the units of ``fit``'s ``X``, the algorithm, TP's

@@ -51,7 +51,10 @@ def _client_report_py(
 ) -> int:
     """User's round: ``v = w·(σ(bᵀx) − t)·x`` (``0`` if ``w = 0``: dummy), ``z = Q_ps(v)``.
 
-    Returns 1 if the input guard fired (``‖v‖ > G``), else 0. Writes ``v`` and ``z``.
+    Writes ``v`` and ``z``. An input above ``G`` is projected onto the sphere of
+    radius ``G``; an input whose norm is not finite (overflow) is replaced by the
+    public ``v = 0`` before randomizing, so ``z`` is always ``±B·u``. Nothing about
+    the input is returned (no count of projected inputs leaves the user).
     """
     d = x.shape[0]
     if weight == 0.0:
@@ -72,7 +75,10 @@ def _client_report_py(
     for j in range(d):
         sq += v[j] * v[j]
     nv = math.sqrt(sq)
-    guarded = 1 if nv > bound * (1.0 + 1e-9) else 0
+    if not math.isfinite(nv):  # overflow or NaN: the fixed public input 0
+        for j in range(d):
+            v[j] = 0.0
+        nv = 0.0
     if nv > 0.0:
         dot = 0.0
         for j in range(d):
@@ -87,7 +93,7 @@ def _client_report_py(
     scale = -radius if flip else radius
     for j in range(d):
         z[j] = scale * u[j]
-    return guarded
+    return 0
 
 
 def _server_step_py(
@@ -127,15 +133,14 @@ def _sgd_pass(
     b0: NDArray[np.float64],
     inputs_out: NDArray[np.float64],
     reports_out: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], int]:
+) -> NDArray[np.float64]:
     d = feats.shape[1]
     b = b0.copy()
     v = np.empty(d)
     z = np.empty(d)
     record = reports_out.shape[0] > 0
-    guarded = 0
     for i in range(feats.shape[0]):
-        guarded += _client_report(
+        _client_report(
             b,
             feats[i],
             targets[i],
@@ -154,12 +159,12 @@ def _sgd_pass(
             inputs_out[i] = v
             reports_out[i] = z
         _server_step(b, z, steps[i], ball)
-    return b, guarded
+    return b
 
 
-sgd_pass: Callable[..., tuple[NDArray[np.float64], int]] = _sgd_pass
+sgd_pass: Callable[..., NDArray[np.float64]] = _sgd_pass
 """One pass from ``b0`` over the rows **in processing order** (row ``t`` is the user
 of round ``t``; the caller gathers them so that memory is read sequentially): returns
-the last iterate and the number of guarded inputs. ``inputs_out``/``reports_out`` of
+the last iterate. ``inputs_out``/``reports_out`` of
 shape ``(n, d)`` receive each round's un-randomized input and report (pass ``(0, d)``
 arrays not to record: the service never does)."""

@@ -37,9 +37,6 @@ __all__ = [
     "private_sampling",
 ]
 
-GUARD_TOL = 1e-9
-"""Relative slack before the input guard counts an ``‖v‖ > G`` event (float error)."""
-
 
 @dataclass(frozen=True, slots=True)
 class SamplingNoise:
@@ -80,9 +77,8 @@ def _check_inputs(V: ArrayLike, bound: float) -> NDArray[np.float64]:
     arr = np.asarray(V, dtype=float)
     if arr.ndim != 2:
         raise ValueError(f"V must have shape (n, d), got {arr.shape}")
-    if not np.isfinite(arr).all():
-        i = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
-        raise ValueError(f"V must be finite; row {i} is not")
+    if not np.isfinite(arr).all():  # says that, never which row or what value
+        raise ValueError("V must be finite")
     if not (math.isfinite(float(bound)) and float(bound) > 0):
         raise ValueError(f"bound must be finite and > 0, got {bound!r}")
     return arr
@@ -95,14 +91,16 @@ def apply_private_sampling(
     radius: ArrayLike,
     pi: ArrayLike,
     noise: SamplingNoise,
-) -> tuple[NDArray[np.float64], int]:
+) -> NDArray[np.float64]:
     """Reports ``Z`` of inputs ``V`` with pre-drawn ``noise`` (spec §3, steps 1–5).
 
     Parameters
     ----------
     V : array-like of shape (n, d)
-        Inputs with ``‖v_i‖ ≤ bound``; rows above it are projected onto the sphere of
-        radius ``bound`` first and counted (input guard).
+        Finite inputs with ``‖v_i‖ ≤ bound``; rows above it are projected onto the
+        sphere of radius ``bound`` first (the norm is computed without overflow, so
+        entries near ``1e300`` are projected too). Nothing about the inputs is
+        returned besides the reports.
     bound : float
         ``G``.
     radius, pi : float or array-like of shape (n,)
@@ -114,23 +112,25 @@ def apply_private_sampling(
     -------
     Z : ndarray of shape (n, d)
         ``‖Z_i‖ = B_i``.
-    n_guarded : int
-        Rows with ``‖v_i‖ > G·(1 + 1e-9)`` (a correct configuration has none).
     """
     V_arr = _check_inputs(V, bound)
     G = float(bound)
-    norms = np.linalg.norm(V_arr, axis=1)
-    n_guarded = int((norms > G * (1.0 + GUARD_TOL)).sum())
+    # ‖v‖ and ⟨u, v⟩/‖v‖ on v/max|v_j| (in [−1, 1]): no overflow for finite entries
+    peak = np.abs(V_arr).max(axis=1) if V_arr.size else np.zeros(V_arr.shape[0])
+    unit = V_arr / np.where(peak > 0, peak, 1.0)[:, None]
+    unit_norms = np.linalg.norm(unit, axis=1)
+    with np.errstate(over="ignore"):
+        norms = peak * unit_norms
     clipped = np.minimum(norms, G)
     u = noise.direction
-    safe = np.where(norms > 0, norms, 1.0)
-    dot = np.where(norms > 0, np.einsum("ij,ij->i", u, V_arr) / safe, u[:, 0])
+    safe = np.where(unit_norms > 0, unit_norms, 1.0)
+    dot = np.where(unit_norms > 0, np.einsum("ij,ij->i", u, unit) / safe, u[:, 0])
     s = np.where(noise.sign < 0.5 + clipped / (2.0 * G), 1.0, -1.0)
     side = s * dot  # sign of ⟨u, ṽ⟩
     T = noise.hemisphere < np.asarray(pi, dtype=float)
     flip = (T & (side < 0)) | (~T & (side > 0))
     scale = np.where(flip, -1.0, 1.0) * np.asarray(radius, dtype=float)
-    return scale[:, None] * u, n_guarded
+    return np.asarray(scale[:, None] * u, dtype=float)
 
 
 def private_sampling(
@@ -161,7 +161,8 @@ def private_sampling(
     Raises
     ------
     ValueError
-        ``V`` not finite or not 2-d, ``bound ≤ 0``, or an ``ε_i ≤ 0`` (index named).
+        ``V`` not finite (no row or value named) or not 2-d, ``bound ≤ 0``, or an
+        ``ε_i ≤ 0`` (index named: budgets are public).
 
     Examples
     --------
@@ -174,11 +175,10 @@ def private_sampling(
     eps = np.broadcast_to(check_epsilon(epsilon), (n,))
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     noise = draw_sampling_noise(n, d, rng=gen)
-    Z, _ = apply_private_sampling(
+    return apply_private_sampling(
         V_arr,
         bound=bound,
         radius=sampling_radius(bound, d, eps),
         pi=pi_epsilon(eps),
         noise=noise,
     )
-    return Z

@@ -43,8 +43,6 @@ class SGDResult:
         ``η_t`` of each round.
     radii : ndarray of shape (n,)
         ``B_i`` (``inf`` for users that did not report; 0 in identity mode).
-    n_guarded : int
-        Input-guard events (0 for a correct configuration).
     inputs, reports : ndarray of shape (n, d) or None
         Each user's un-randomized input and report, only with ``record=True``
         (tests; never in the service).
@@ -54,7 +52,6 @@ class SGDResult:
     order: NDArray[np.int64]
     steps: NDArray[np.float64]
     radii: NDArray[np.float64]
-    n_guarded: int
     inputs: NDArray[np.float64] | None = None
     reports: NDArray[np.float64] | None = None
 
@@ -139,7 +136,7 @@ def private_sgd(
     noise = draw_sampling_noise(p, d, rng=rng)
     shape = (p, d) if record else (0, d)
     inputs_out, reports_out = np.zeros(shape), np.zeros(shape)
-    coef, guarded = sgd_pass(
+    coef = sgd_pass(
         np.ascontiguousarray(feats[order]),
         targets[order].astype(float),
         weights[order].astype(float),
@@ -165,7 +162,6 @@ def private_sgd(
         order=order,
         steps=steps,
         radii=radii,
-        n_guarded=int(guarded),
         inputs=inputs,
         reports=reports,
     )

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from learners._validation import check_nonnegative_vector
+from learners._validation import check_sample_epsilon as _check_budgets
 from learners.onebit_quantile._randomizers import check_interval
 
 FloatArray = NDArray[np.float64]
@@ -27,14 +27,8 @@ def check_response_interval(interval: Any) -> tuple[float, float]:
 
 def check_sample_epsilon(sample_epsilon: ArrayLike, n: int) -> FloatArray:
     """Per-record budgets (a scalar is broadcast): finite, ``≥ 0`` (0: the record sends
-    nothing), not all zero."""
-    raw = np.asarray(sample_epsilon, dtype=float)
-    if raw.ndim == 0:
-        raw = np.full(n, float(raw))
-    eps = check_nonnegative_vector(raw, name="sample_epsilon", n_samples=n)
-    if not (eps > 0).any():
-        raise ValueError("sample_epsilon: no record has a budget > 0 (nothing to fit)")
-    return eps
+    nothing), not all zero (:func:`learners._validation.check_sample_epsilon`)."""
+    return _check_budgets(sample_epsilon, n_samples=n, require_positive=True)
 
 
 def check_bounds_X(bounds_X: Any, p: int) -> tuple[FloatArray, FloatArray]:

@@ -16,31 +16,17 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from learners._validation import RANDOM_STATE_CONSTRAINT, check_groups
-from learners.onebit_quantile._checks import (
-    check_bounds_X,
-    check_public_features,
-    check_response_interval,
-    check_sample_epsilon,
-    prior_rho,
+from learners.local_protocol import Custody, run_in_process, seller_generators
+from learners.onebit_quantile._checks import check_sample_epsilon
+from learners.onebit_quantile._protocol import (
+    BitPlan,
+    OneBitProtocol,
+    estimate,
+    randomize,
 )
-from learners.onebit_quantile._model import QuantileWorkingModel
-from learners.onebit_quantile._private_x import CornerPrior
-from learners.onebit_quantile._qmle import (
-    QMLEResult,
-    estimate_private_x,
-    estimate_public_x,
-)
-from learners.onebit_quantile._randomizers import (
-    randomize_private_x,
-    randomize_public_x,
-    split_budget,
-)
+from learners.onebit_quantile._qmle import QMLEResult
 from learners.onebit_quantile._report import inference_fields, privacy_report
-from learners.onebit_quantile._spec import (
-    MAX_PRIVATE_FEATURES,
-    ONEBIT_QUANTILE_SPEC,
-    for_order_kwargs,
-)
+from learners.onebit_quantile._spec import ONEBIT_QUANTILE_SPEC, for_order_kwargs
 from learners.onebit_quantile._units import MarketUnits
 from learners.registry import ReleaseContext
 from learners.spec import LearnerSpec
@@ -99,7 +85,12 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         A market's public schema (``features`` bounds, ``target`` bounds); when set,
         :meth:`export_model` publishes standard errors and intervals in its raw units.
     random_state : int, numpy.random.Generator or None, default=None
-        Source of the randomizers' coins (simulating the users' devices).
+        Source of the randomizers' coins (simulating the users' devices). An int
+        seed runs the seller-custody protocol in process, record ``i`` answering with
+        the ``i``-th generator of ``seller_generators(seed, n)``: the fit equals the
+        sellers' own answers with those generators bit for bit (slower: one generator
+        per record). A Generator or None (OS entropy) draws every record's answer at
+        once from that one stream with the same randomizer functions (same law).
 
     Attributes
     ----------
@@ -236,101 +227,98 @@ class OneBitQuantileRegression(RegressorMixin, BaseEstimator):
         n, p = X_arr.shape
         check_groups(groups, n_samples=n, one_per_group=True)
         eps = check_sample_epsilon(sample_epsilon, n)
-        low, high = check_response_interval(self.interval)
-        model = QuantileWorkingModel(
-            alpha=float(self.alpha), sigma=float(self.scale), low=low, high=high
+        params = self._protocol_params()
+        plan = BitPlan.from_params(params, p)
+        if not isinstance(self.random_state, Integral):
+            # one stream (a Generator, or OS entropy): every record's answer drawn at
+            # once by the same randomizer functions (the law of per-seller answers)
+            used = eps > 0
+            arrays = randomize(
+                plan,
+                X_arr[used],
+                y_arr[used],
+                eps[used],
+                np.random.default_rng(self.random_state),
+            )
+            result = estimate(plan, arrays, eps[used], params)
+            self.finish_fit(result, p, eps, plan)
+            return self
+        # an int seed: the seller-custody protocol in process, one generator per record
+        public_rng, rngs = seller_generators(self.random_state, n)
+        proto = self.protocol(
+            epsilon=eps,
+            n_records=np.ones(n, dtype=np.int64),
+            random_state=public_rng,
+            custody="platform",
+            n_features=p,
         )
-        rng = np.random.default_rng(self.random_state)
-        design = X_arr
-        if self.fit_intercept:
-            design = np.hstack([X_arr, np.ones((n, 1))])
-        intercept_index = p if self.fit_intercept else None
-        if not self.private_x:
-            # the users' side, then the curator's side (which sees only the reports)
-            reports = randomize_public_x(
-                design, y_arr, epsilon=eps, low=low, high=high, rng=rng
-            )
-            result = estimate_public_x(
-                reports,
-                model=model,
-                intercept_index=intercept_index,
-                box=self.box,
-                n_restarts=self.n_restarts,
-                covariance=self.covariance,  # type: ignore[arg-type]
-            )
-            fractions, labels = np.ones(1), ["response bit"]
-        else:
-            result, fractions, labels = self._fit_private_x(
-                X_arr, design, y_arr, eps, model, rng, intercept_index
-            )
+        run_in_process(proto, X_arr, y_arr, rngs)
+        proto.finish_into(self)
+        return self
+
+    # ---- the seller-custody protocol ----
+
+    def _protocol_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = self.get_params()
+        params.pop("random_state")
+        return params
+
+    def protocol(
+        self,
+        *,
+        epsilon: ArrayLike,
+        n_records: ArrayLike,
+        n_features: int | None = None,
+        scaling: Mapping[str, Any] | None = None,
+        random_state: int | np.random.Generator | None = None,
+        custody: Custody = "seller",
+    ) -> OneBitProtocol:
+        """This learner as one round of report requests (:mod:`learners.local_protocol`).
+
+        ``epsilon``/``n_records``: each seller's ``ε_i`` and record count;
+        ``n_features``: the number of features (default: the market's, from
+        ``report_units``); ``scaling``: the market's public scaling for the sellers'
+        clients (None: records in this learner's units).
+        """
+        if n_features is None:
+            units = MarketUnits.from_schema(self.report_units or {})
+            if units is None:
+                raise ValueError(
+                    "n_features: needed without a market schema (report_units)"
+                )
+            n_features = units.n_features
+        return OneBitProtocol(
+            params=self._protocol_params(),
+            epsilon=epsilon,
+            n_records=n_records,
+            n_features=n_features,
+            scaling=scaling,
+            random_state=random_state,
+            custody=custody,
+        )
+
+    def finish_fit(
+        self, result: QMLEResult, p: int, record_epsilon: FloatArray, plan: BitPlan
+    ) -> None:
+        """Set the fitted attributes from the curator's ``result`` (``record_epsilon``:
+        each record's ε, 0 for records that sent nothing)."""
         self._set_fitted(result, p)
+        self.n_features_in_ = p
+        fractions, labels = plan.fractions()
         self.privacy_report_ = privacy_report(
-            eps,
+            record_epsilon,
             fractions=fractions,
             stage_labels=labels,
             result=result,
-            private_x=bool(self.private_x),
+            private_x=plan.private_x,
         )
         if not result.converged:
             warnings.warn(
                 f"the quasi-likelihood optimizer stopped at projected-gradient norm "
                 f"{result.grad_norm:.3g}",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        return self
-
-    def _fit_private_x(
-        self,
-        X_arr: FloatArray,
-        design: FloatArray,
-        y_arr: FloatArray,
-        eps: FloatArray,
-        model: QuantileWorkingModel,
-        rng: np.random.Generator,
-        intercept_index: int | None,
-    ) -> tuple[QMLEResult, FloatArray, list[str]]:
-        p = X_arr.shape[1]
-        public = check_public_features(self.public_features, p)
-        private = [j for j in range(p) if j not in public]
-        k = len(private)
-        if k > MAX_PRIVATE_FEATURES:
-            raise ValueError(
-                f"private_x: {k} private features; the exact transform handles at most "
-                f"{MAX_PRIVATE_FEATURES} (declare others in public_features)"
-            )
-        lo, hi = check_bounds_X(self.bounds_X, p)
-        public_cols = public + ([p] if intercept_index is not None else [])
-        reports = randomize_private_x(
-            X_arr[:, private],
-            design[:, public_cols],
-            y_arr,
-            epsilon=eps,
-            low=model.low,
-            high=model.high,
-            bounds=(lo[private], hi[private]),
-            split=self.budget_split,
-            rng=rng,
-        )
-        prior = CornerPrior(
-            center=(lo[private] + hi[private]) / 2.0,
-            half_width=(hi[private] - lo[private]) / 2.0,
-            rho=prior_rho(self.prior, self.prior_rho, k),
-        )
-        result = estimate_private_x(
-            reports,
-            model=model,
-            prior=prior,
-            private_index=private,
-            public_index=public_cols,
-            intercept_index=intercept_index,
-            box=self.box,
-            n_restarts=self.n_restarts,
-            covariance=self.covariance,  # type: ignore[arg-type]
-        )
-        fractions = split_budget(np.ones(1), n_private=k, split=self.budget_split)[0]
-        labels = ["response bit"] + [f"covariate bit x[{j}]" for j in private]
-        return result, fractions, labels
 
     def _set_fitted(self, result: QMLEResult, p: int) -> None:
         beta = result.params

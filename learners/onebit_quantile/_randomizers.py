@@ -82,7 +82,8 @@ def bit_flip_probability(
     lo, hi = check_interval(low, high)
     eps = check_budgets(epsilon)
     vt = _truncate(v, lo, hi, name="v")
-    frac = (vt - lo) / (hi - lo)  # in [0, 1]
+    # halves first: hi − lo of a finite public interval can overflow (±1e308)
+    frac = np.clip((vt / 2.0 - lo / 2.0) / (hi / 2.0 - lo / 2.0), 0.0, 1.0)
     # q = 1/(1 + e^ε) + tanh(ε/2)·frac: both terms ≥ 0, so no rounding below the floor
     return np.asarray(expit(-eps) + np.tanh(eps / 2.0) * frac, dtype=float)
 

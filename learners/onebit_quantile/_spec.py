@@ -36,6 +36,13 @@ def check_private_features(
         )
 
 
+def _build_protocol(params: Mapping[str, Any], **kwargs: Any) -> Any:
+    """The seller-custody protocol (``learners.onebit_quantile._protocol``)."""
+    from learners.onebit_quantile._protocol import build_protocol
+
+    return build_protocol(params, **kwargs)
+
+
 ONEBIT_QUANTILE_SPEC = LearnerSpec(
     name="onebit_quantile",
     tasks=("quantile",),
@@ -85,6 +92,7 @@ ONEBIT_QUANTILE_SPEC = LearnerSpec(
     ),
     priced_params=(("alpha", "quantile"),),
     market_check=check_private_features,
+    local_protocol=_build_protocol,
     summary="quantile regression from one-bit LDP reports (quasi-MLE with sandwich "
     "standard errors; each seller randomizes with its own ε_i)",
 )

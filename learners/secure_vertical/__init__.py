@@ -9,7 +9,10 @@ the paper's reference protocols (:func:`ring_sum`, :func:`share_sum`,
 Newton–Raphson :func:`secure_newton` with the block algebra (:func:`information_blocks`,
 :func:`assemble`, :func:`schur_solve`); EM imputation (:func:`fit_gaussian_mixture`,
 :func:`impute_conditional_mean`; categorical :func:`saturated_em`); the leakage
-:class:`Ledger`; and key alignment :func:`align_by_key`.
+:class:`Ledger`; key alignment :func:`align_by_key`; and party nodes, one MPyC party
+per process holding only its own block (:class:`SessionPlan`, :func:`plan_session`,
+:func:`party_inputs`, :func:`run_party`, :func:`finish_session`,
+:class:`SessionFailed`, :class:`TLSFiles`, :func:`read_party_csv`).
 """
 
 from learners.secure_vertical._backend import Backend, PlainBackend, cholesky_solve
@@ -29,6 +32,16 @@ from learners.secure_vertical._newton import (
     schur_solve,
     secure_newton,
 )
+from learners.secure_vertical._nodes import (
+    SessionFailed,
+    SessionPlan,
+    TLSFiles,
+    finish_session,
+    party_inputs,
+    plan_session,
+    read_party_csv,
+    run_party,
+)
 
 __all__ = [
     "Backend",
@@ -37,6 +50,9 @@ __all__ = [
     "Opening",
     "PlainBackend",
     "SecureVerticalLogisticRegression",
+    "SessionFailed",
+    "SessionPlan",
+    "TLSFiles",
     "Theta",
     "align_by_key",
     "assemble",
@@ -44,9 +60,14 @@ __all__ = [
     "check_labels",
     "cholesky_solve",
     "default_init",
+    "finish_session",
     "fit_gaussian_mixture",
     "impute_conditional_mean",
     "information_blocks",
+    "party_inputs",
+    "plan_session",
+    "read_party_csv",
+    "run_party",
     "schur_solve",
     "secure_newton",
 ]

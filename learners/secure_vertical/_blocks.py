@@ -49,10 +49,10 @@ def check_blocks(blocks: Any) -> tuple[list[FloatArray], NDArray[np.bool_]]:
             )
         nan = np.isnan(arr)
         partial = nan.any(axis=1) & ~nan.all(axis=1)
-        if partial.any():
-            i = int(np.flatnonzero(partial)[0])
+        if partial.any():  # never which row: missingness is part of the records
             raise ValueError(
-                f"blocks[{k}] row {i} is partly missing; a party holds a record's whole block or none of it"
+                f"blocks[{k}]: some row is partly missing; a party holds a record's "
+                "whole block or none of it"
             )
         out.append(arr)
     if out[0].shape[0] == 0:
@@ -60,9 +60,7 @@ def check_blocks(blocks: Any) -> tuple[list[FloatArray], NDArray[np.bool_]]:
     held = np.column_stack([~np.isnan(b[:, 0]) for b in out])
     nobody = ~held.any(axis=1)
     if nobody.any():
-        raise ValueError(
-            f"blocks: record {int(np.flatnonzero(nobody)[0])} is held by no party"
-        )
+        raise ValueError("blocks: some record is held by no party")
     return out, held
 
 
@@ -86,16 +84,15 @@ def check_labels(
     labelled = ~np.isnan(arr)
     vals = set(np.unique(arr[labelled]).tolist())
     if not vals <= {0.0, 1.0} and not vals <= {-1.0, 1.0}:
-        raise ValueError(
-            f"y must hold labels in {{0, 1}} or {{-1, +1}}, got {sorted(vals)[:4]}"
+        raise ValueError(  # never the offending values: they are records
+            "y must hold labels in {0, 1} or {-1, +1} (one convention)"
         )
     if not labelled.any():
         raise ValueError("y: no record is labelled")
     orphan = labelled & ~held_by_label_holder
     if orphan.any():
         raise ValueError(
-            f"y: record {int(np.flatnonzero(orphan)[0])} has a label but the label holder "
-            "(blocks[0]) does not hold it"
+            "y: some record has a label but the label holder (blocks[0]) does not hold it"
         )
     pm = -1.0 in vals
     y01 = np.where(arr == -1.0, 0.0, arr)

@@ -158,7 +158,9 @@ def check_levels(
     bad = (codes != np.round(codes)) | (codes < -1) | (codes >= top[None, :])
     if bad.any():
         col = int(np.flatnonzero(bad.any(axis=0))[0])
-        k = int(np.searchsorted(np.cumsum([b.shape[1] for b in blocks]), col, side="right"))
+        k = int(
+            np.searchsorted(np.cumsum([b.shape[1] for b in blocks]), col, side="right")
+        )
         raise ValueError(
             f"blocks[{k}]: categorical codes must be integers in [0, level count)"
         )
@@ -211,7 +213,9 @@ def dummy_design(
     for k in range(len(sizes)):
         cols = [probs[v][:, 1:] for v in range(p) if owner[v] == k]
         labels.extend(
-            (k, int(local[v]), lvl) for v in range(p) if owner[v] == k
+            (k, int(local[v]), lvl)
+            for v in range(p)
+            if owner[v] == k
             for lvl in range(1, levels[v])
         )
         blocks.append(np.hstack(cols))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Integral, Real
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -12,8 +14,17 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from learners._validation import RANDOM_STATE_CONSTRAINT, check_nonnegative_vector
-from learners.privacy import PrivacyReport
+from learners._validation import (
+    RANDOM_STATE_CONSTRAINT,
+    check_groups,
+    check_sample_epsilon,
+)
+from learners.privacy import (
+    CENTRAL_GUARANTEES,
+    Guarantee,
+    NonPrivateFitWarning,
+    PrivacyReport,
+)
 from learners.registry import ReleaseContext
 from learners.secure_vertical._backend import PlainBackend
 from learners.secure_vertical._blocks import check_blocks, check_labels
@@ -83,7 +94,19 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     inside MPC (no process sees an imputed value, §6 row 12). With ``sample_epsilon`` or
     ``party_epsilon`` the release is DP (§7): ``ε_θ`` for the imputation model, then the
     heterogeneous objective perturbation for ``β`` (reveal level R2, fixed iterations),
-    labelled ``mpc_plus_dp``.
+    labelled ``mpc_plus_dp`` when ``backend="mpc"`` and with the central label
+    ``guarantee`` when ``backend="plain"`` (the blocks were then pooled in the clear in
+    one process: nothing was computed in MPC). Without either the fit is **not
+    differentially private**: it warns (:class:`~learners.privacy.NonPrivateFitWarning`),
+    ``dp_`` is False and ``privacy_report_`` None (spec §4.3 allows non-DP fits).
+
+    With ``backend="mpc"`` every covariate (and the intercept column) is shared as an
+    integer on the public grid ``2⁻⁸`` (§3.1, §8.3 PROPOSAL), rounded to the nearest
+    grid point: each entry moves by at most ``2⁻⁹ ≈ 0.002``, so the fit is the one on the
+    rounded covariates (agreement with a float64 fit on those same rounded rows: about
+    5e-8; with the unrounded ones: about 2e-4 at n = 1000, 1e-3 at n = 100). Arithmetic inside MPC is fixed point with
+    32 fractional bits in 64. In a DP fit each block is clipped ``√p_k·2⁻⁹`` inside its
+    radius first, so the rounded rows still have ``‖x‖ ≤ 1``.
 
     Parameters
     ----------
@@ -125,6 +148,10 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         Seconds before the MPyC parties are stopped.
     categorical_levels : list of list of int or None, default=None
         Per party, the level count of each of its columns (``categorical_em`` only).
+    guarantee : {"conditional_on_allocation", "end_to_end"}, default="conditional_on_allocation"
+        Label of a DP fit on ``backend="plain"``: central DP of the released model,
+        given the allocation (``"end_to_end"``: the allocation saw costs and public
+        data only). A DP fit on ``backend="mpc"`` is labelled ``"mpc_plus_dp"``.
 
     Attributes
     ----------
@@ -135,6 +162,9 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     n_iter_ : int
     ledger_ : Ledger
         What was opened to whom (§6); ``leakage_rows_`` the table rows that applied.
+    dp_ : bool
+        Whether the fit was differentially private (a ``sample_epsilon`` or
+        ``party_epsilon`` was given).
     privacy_report_ : PrivacyReport or None
         None for a non-DP fit.
     theta_ : Theta or None
@@ -150,9 +180,16 @@ class SecureVerticalLogisticRegression(BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((200, 3))
     >>> y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=200) > 0).astype(float)
-    >>> est = SecureVerticalLogisticRegression().fit([X[:, :1], X[:, 1:]], y)
-    >>> est.coef_.shape
-    (3,)
+    >>> dp = SecureVerticalLogisticRegression(lam=0.01, random_state=0)
+    >>> dp = dp.fit([X[:, :1], X[:, 1:]], y, party_epsilon=2.0)  # ε = 2 for both parties
+    >>> dp.coef_.shape, dp.privacy_report_.guarantee  # plain backend: in the clear
+    ((3,), 'conditional_on_allocation')
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     est = SecureVerticalLogisticRegression().fit([X[:, :1], X[:, 1:]], y)
+    >>> est.dp_, est.privacy_report_, caught[0].category.__name__
+    (False, None, 'NonPrivateFitWarning')
     """
 
     learner_spec: ClassVar[LearnerSpec] = LearnerSpec(
@@ -201,6 +238,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         "em_reveal": [StrOptions({"E1", "E2"})],
         "mpc_parties": [Interval(Integral, 1, None, closed="left")],
         "mpc_timeout": [Interval(Real, 0, None, closed="neither")],
+        "guarantee": [StrOptions(set(CENTRAL_GUARANTEES))],
     }
 
     def __init__(
@@ -222,6 +260,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         mpc_parties: int = 1,
         mpc_timeout: float = 600.0,
         categorical_levels: Sequence[Sequence[int]] | None = None,
+        guarantee: str = "conditional_on_allocation",
     ) -> None:
         self.backend = backend
         self.imputation = imputation
@@ -239,16 +278,23 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         self.mpc_parties = mpc_parties
         self.mpc_timeout = mpc_timeout
         self.categorical_levels = categorical_levels
+        self.guarantee = guarantee
 
     # ---- the order protocol ------------------------------------------------------
 
     @classmethod
     def for_order(cls, params: Mapping[str, Any], *, context: ReleaseContext) -> Self:
         """An order: the buyer's backend and imputation, the mechanism's ``λ``, three
-        MPyC processes for ``backend="mpc"``."""
+        MPyC processes for ``backend="mpc"``, and (``backend="plain"``) the
+        ``end_to_end`` label only when the allocation saw no private data."""
         checked = cls.learner_spec.check_params(params)
         parties = 3 if checked["backend"] == "mpc" else 1
-        return cls(lam=context.lam, mpc_parties=parties, **checked)
+        guarantee = (
+            "conditional_on_allocation"
+            if context.allocation_uses_data
+            else "end_to_end"
+        )
+        return cls(lam=context.lam, mpc_parties=parties, guarantee=guarantee, **checked)
 
     def design_matrix(self, X: Any) -> FloatArray:
         """The rows the mechanism prices: one per party (each party is one seller).
@@ -270,6 +316,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             "classes": [int(c) for c in self.classes_],
             "decision": "sign(coefficients·x + intercept)",
             "backend": self.backend,
+            "differentially_private": bool(self.dp_),
             "reveal_level": self.reveal_,
             "imputation": self.imputation,
             "n_iter": int(self.n_iter_),
@@ -293,23 +340,33 @@ class SecureVerticalLogisticRegression(BaseEstimator):
 
         ``party_epsilon`` (one ε per party: it applies to all its records) or
         ``sample_epsilon`` (one ε per record) make the release DP (§7); record ``i``
-        then spends at most ``min_{k∈s_i} ε_k`` (or its ``sample_epsilon``).
+        then spends at most ``min_{k∈s_i} ε_k`` (or its ``sample_epsilon``). A scalar
+        is the same ε for every party (record). Without either the fit is not private
+        and says so (:class:`~learners.privacy.NonPrivateFitWarning`, ``dp_ = False``).
+
+        ``groups`` (scikit-learn's convention: the privacy unit of each record) may be
+        given only as one distinct integer per record: the unit here is the record,
+        the data subject whose attributes the parties hold (spec §7.1); a unit with
+        several records would need group privacy, which the fit does not account for.
 
         Raises
         ------
         ValueError
             Bad blocks or labels (see :func:`check_blocks`), both or malformed privacy
-            budgets, ``lam = 0`` with DP, or ``backend="mpc"`` without the extra.
+            budgets, ``groups`` of the wrong length, not integers or repeating a value,
+            ``lam = 0`` with DP, or ``backend="mpc"`` without the extra.
         """
         self._validate_params()
         blocks, held = check_blocks(X)
         y01, labelled, pm = check_labels(y, held[:, 0])
+        check_groups(groups, n_samples=held.shape[0], one_per_group=True)
         eps_rec = self._record_epsilon(held, sample_epsilon, party_epsilon)
         dp = eps_rec is not None
         n_all = held.shape[0]
         active = np.ones(n_all, dtype=bool) if eps_rec is None else eps_rec > 0
         if not active.any():
-            raise ValueError("sample_epsilon: every record has ε = 0 (nothing to fit)")
+            given = "party_epsilon" if party_epsilon is not None else "sample_epsilon"
+            raise ValueError(f"{given}: every record has ε = 0 (nothing to fit)")
         if not active.all():  # records with ε_i = 0 are not used at all
             assert eps_rec is not None
             blocks = [b[active] for b in blocks]
@@ -341,7 +398,17 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         c0 = 1.0
         if dp:
             c0, radii = clip_radii(sizes)
-            blocks = [clip_rows(b, r) for b, r in zip(blocks, radii, strict=True)]
+            inner = radii
+            if self.backend == "mpc":  # room for the 2^-8 rounding (class docstring)
+                from learners.secure_vertical._mpyc_backend import rounding_margin
+
+                inner = np.array(
+                    [
+                        max(0.0, r - rounding_margin(p))
+                        for r, p in zip(radii, sizes, strict=True)
+                    ]
+                )
+            blocks = [clip_rows(b, r) for b, r in zip(blocks, inner, strict=True)]
         Xfull = np.hstack(blocks)
         n = Xfull.shape[0]
         eps_theta = np.full(n, cat_eps_theta)
@@ -382,6 +449,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
         if self.backend == "mpc":
             # covariates shared as integers on the public 2^-8 grid (§8.3)
             from learners.secure_vertical._mpyc_backend import (
+                GRID_BITS,
                 MPCImputation,
                 quantise,
                 require_mpc,
@@ -412,7 +480,7 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                 ]
                 mpc_imputation = MPCImputation.build(self.theta_, Xo, imp_scales)
             party_blocks = [quantise(b) for b in party_blocks]
-            c0 = float(quantise(np.array([c0]))[0])
+            c0 = math.floor(c0 * 2.0**GRID_BITS) / 2.0**GRID_BITS  # public; never grows
         party_blocks[0] = np.hstack(
             [np.full((int(rows.sum()), 1), c0), party_blocks[0]]
         )
@@ -434,17 +502,12 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             noise = joint_noise(2.0 / eta, sum(sizes) + 1, drawers, rng,
                                 seeded=self.random_state is not None)  # fmt: skip
             weights = a
-        design = np.hstack(party_blocks)
-        self.max_row_norm_ = float(np.max(np.linalg.norm(design, axis=1)))
-        self.max_block_norms_ = [
-            float(np.max(np.linalg.norm(b[:, 1:] if k == 0 else b, axis=1)))
-            for k, b in enumerate(party_blocks)
-        ]
         y_fit = np.where(labelled, y01, 0.0)[rows]
         trace = self._run(party_blocks, y_fit, weights=weights, lam=lam, noise=noise,
                           reveal=reveal, dp=dp, ledger=ledger,
                           imputation=mpc_imputation)  # fmt: skip
         self._set_result(trace, c0=c0, pm=pm, reveal=reveal, ledger=ledger)
+        self.dp_ = dp
         self.privacy_report_: PrivacyReport | None = None
         if dp:
             assert noise is not None
@@ -455,11 +518,25 @@ class SecureVerticalLogisticRegression(BaseEstimator):
                     party_blocks, y01[rows], a, lam, noise.total(), trace.beta
                 )
             )
+            # plain: the blocks were pooled in the clear, so a central label
+            label: Guarantee = (
+                "mpc_plus_dp"
+                if self.backend == "mpc"
+                else cast(Guarantee, self.guarantee)
+            )
             self.privacy_report_ = expand_report(mpc_dp_report(
                 eps_theta=eps_theta, a=a, eta=eta, lam=lam, labelled=rows,
-                grad_norm=grad, gtol=self._tol(),
+                grad_norm=grad, gtol=self._tol(), guarantee=label,
             ), active)  # fmt: skip
             self.lam_effective_ = lam
+        else:
+            warnings.warn(
+                "secure_vertical_logistic: no sample_epsilon or party_epsilon, so the "
+                "fit is not differentially private (dp_ = False, privacy_report_ = "
+                "None)",
+                NonPrivateFitWarning,
+                stacklevel=2,
+            )
         return self
 
     def _record_epsilon(
@@ -469,11 +546,12 @@ class SecureVerticalLogisticRegression(BaseEstimator):
             raise ValueError("give sample_epsilon or party_epsilon, not both")
         if party_epsilon is not None:
             n_parties = held.shape[1]
-            pe = _epsilons(party_epsilon, n_parties, name="party_epsilon", per="party")
+            pe = check_sample_epsilon(
+                party_epsilon, n_samples=n_parties, name="party_epsilon", per="party"
+            )
             return record_epsilon(held, pe)
         if sample_epsilon is not None:
-            n = held.shape[0]
-            return _epsilons(sample_epsilon, n, name="sample_epsilon", per="record")
+            return check_sample_epsilon(sample_epsilon, n_samples=held.shape[0])
         return None
 
     def _categorical_blocks(
@@ -626,11 +704,3 @@ def _as_matrix(X: Any, p: int) -> FloatArray:
     if Z.ndim != 2 or Z.shape[1] != p or not np.isfinite(Z).all():
         raise ValueError(f"X must be finite with {p} columns (the concatenated blocks)")
     return Z
-
-
-def _epsilons(value: Any, n: int, *, name: str, per: str) -> FloatArray:
-    """Parameter ``name``: ``n`` finite ``ε ≥ 0``, one per ``per``."""
-    arr = np.asarray(value, dtype=float).reshape(-1)
-    if arr.size != n:
-        raise ValueError(f"{name} needs one ε per {per} ({n})")
-    return check_nonnegative_vector(arr, name=name, n_samples=n)

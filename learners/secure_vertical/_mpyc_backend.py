@@ -55,10 +55,21 @@ def require_mpc() -> None:
 
 
 def quantise(block: FloatArray, grid_bits: int = GRID_BITS) -> FloatArray:
-    """Values on the public grid ``2^{−grid_bits}``, truncated toward zero (so no norm
-    grows: the DP bound ``‖x‖ ≤ 1`` survives)."""
+    """Values on the public grid ``2^{−grid_bits}``, rounded to the nearest grid point
+    (spec §3.1's ``round(x·2^f)``; ties to even), so each entry moves by at most
+    ``2^{−grid_bits−1}`` and the errors do not share a sign.
+
+    A row of ``p`` entries therefore moves by at most ``√p·2^{−grid_bits−1}`` in norm
+    (:func:`rounding_margin`); a DP fit clips its rows that much inside their radius
+    first, so the bound ``‖x‖ ≤ 1`` of the privacy proof survives the rounding.
+    """
     s = 2.0**grid_bits
-    return np.trunc(np.asarray(block, dtype=float) * s) / s
+    return np.asarray(np.round(np.asarray(block, dtype=float) * s) / s, dtype=float)
+
+
+def rounding_margin(n_columns: int, grid_bits: int = GRID_BITS) -> float:
+    """Largest change of a row's norm under :func:`quantise`: ``√p·2^{−grid_bits−1}``."""
+    return float(np.sqrt(n_columns)) * 2.0 ** (-grid_bits - 1)
 
 
 def check_integral_flags(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from learners._validation import check_nonnegative_vector
+from learners._validation import check_sample_epsilon
 
 FloatArray = NDArray[np.float64]
 
@@ -16,10 +16,7 @@ def check_user_epsilon(
     """Each user's ``ε_i`` from the per-record ``sample_epsilon`` (a scalar is
     broadcast): finite, ``≥ 0``, equal on all of a user's records, not all zero."""
     n = user.size
-    raw = np.asarray(sample_epsilon, dtype=float)
-    if raw.ndim == 0:
-        raw = np.full(n, float(raw))
-    eps = check_nonnegative_vector(raw, name="sample_epsilon", n_samples=n)
+    eps = check_sample_epsilon(sample_epsilon, n_samples=n)
     per_user = np.zeros(int(user.max()) + 1 if n else 0)
     per_user[user] = eps
     differ = np.flatnonzero(per_user[user] != eps)

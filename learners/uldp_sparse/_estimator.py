@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
@@ -14,12 +15,15 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from learners._validation import RANDOM_STATE_CONSTRAINT, check_groups
+from learners.local_protocol import Custody, run_in_process, seller_generators
 from learners.registry import ReleaseContext
 from learners.spec import LearnerSpec
 from learners.uldp_sparse._checks import check_user_epsilon
+from learners.uldp_sparse._defaults import DefaultSettings, default_settings
 from learners.uldp_sparse._heavy_hitter import tree_depth
 from learners.uldp_sparse._ledger import PrivacyLedger
 from learners.uldp_sparse._pipeline import PipelineConfig, fit_pipeline
+from learners.uldp_sparse._protocol import ULDPSparseProtocol
 from learners.uldp_sparse._report import privacy_report
 from learners.uldp_sparse._spec import ULDP_SPARSE_SPEC, for_order_kwargs
 
@@ -55,21 +59,23 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Local set size; None is ``⌈k/2⌉``.
     k_screen : int, default=None
         PostLasso screening size; None is ``max(2·k_sel, k²/4)`` capped at ``d``.
-    n_bins : int, default=8
-        ``N_b`` bins of the localization round.
-    bound : float, default=1.0
+    n_bins : int or None, default=None
+        ``N_b`` bins of the localization round. None: by the default rule (below).
+    bound : float or None, default=None
         ``B``: public coefficient range ``[−B, B]`` (2-SLR), in units of ``x_scale·X``.
-    hh_alpha : float, default=0.0
+        None: by the default rule.
+    hh_alpha : float or None, default=None
         Heavy-hitter pruning share ``α`` (0: top-k per level; the reference uses 0.1).
+        None: by the default rule.
     hh_oracle : {"direct", "hashed"}, default="direct"
         Heavy-hitter frequency oracle: direct Hadamard response per level (spec A2
         default) or the hashed TreeHist variant (``t`` hash pairs into ``M`` buckets,
         median over hash cells; spec §4.2), for trees too deep for the direct one.
-    hh_levels : {"all", "pruned"}, default="all"
+    hh_levels : {"all", "pruned"} or None, default=None
         Tree levels the selection users are dealt to: all ``L`` (spec §4.1) or, an
         option **not in the spec**, only those where the pruning can drop a candidate
         (with ``α = 0`` the levels ``2^ℓ ≤ k`` keep all their candidates whatever the
-        bits say, so their users' bits are wasted).
+        bits say, so their users' bits are wasted). None: by the default rule.
     batch_size : int, default=40
         M-SLR users per step ``b``; ``T = ⌊|G_est|/b⌋`` steps, every user in one.
     small_batch_fallback : bool, default=True
@@ -98,6 +104,18 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         Seeds both the public randomness and the users' private coins (tests); None
         draws from OS entropy.
 
+    Default rule
+    ------------
+    The settings left at None are chosen in ``fit`` from public quantities only (the
+    number of users with ``ε_i > 0``, their median ``ε``, ``d`` and ``k``;
+    :mod:`learners.uldp_sparse._defaults`, ``docs/uldp-sparse-defaults.md``): with
+    ``ρ = √(n₁/L)/(2k·c_ε) ≥ 1`` top-k pruning on the pruning levels, else the
+    reference ``α = 0.1``; ``n_bins = 4`` below ``u = 100`` users per coordinate, else
+    8; ``bound = min(B_max, ε√u/56)`` with ``B_max = 0.5`` below ``u = 100``, else 1.
+    At the paper's default size (n = 400, m = 100, d = 256, ε = 4) that is
+    ``α = 0.1``, ``N_b = 4``, ``B = 0.253``; at n = 20,000 users and ε = 4 it is the
+    spec's ``α = 0``, ``N_b = 8``, ``B = 1`` (with ``hh_levels = "pruned"``).
+
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
@@ -113,6 +131,9 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
     algorithm_ : {"two_round", "multi_round"}
         The estimation stage that ran (``"two_round"`` when M-SLR fell back).
     n_users_ : int
+    settings_ : DefaultSettings
+        What the default rule read and chose (``hh_alpha``, ``hh_levels``,
+        ``n_bins``, ``bound``; a value given to the constructor wins over it).
     empty_coordinates_ : int
         ULDPMean coordinates that had no users (estimated as 0).
 
@@ -144,11 +165,11 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         "selector": [StrOptions({"screening", "post_lasso", "screening_signed"})],
         "k_sel": [Interval(Integral, 1, None, closed="left"), None],
         "k_screen": [Interval(Integral, 1, None, closed="left"), None],
-        "n_bins": [Interval(Integral, 2, None, closed="left")],
-        "bound": [Interval(Real, 0, None, closed="neither")],
-        "hh_alpha": [Interval(Real, 0, 1, closed="left")],
+        "n_bins": [Interval(Integral, 2, None, closed="left"), None],
+        "bound": [Interval(Real, 0, None, closed="neither"), None],
+        "hh_alpha": [Interval(Real, 0, 1, closed="left"), None],
         "hh_oracle": [StrOptions({"direct", "hashed"})],
-        "hh_levels": [StrOptions({"all", "pruned"})],
+        "hh_levels": [StrOptions({"all", "pruned"}), None],
         "batch_size": [Interval(Integral, 2, None, closed="left")],
         "small_batch_fallback": ["boolean"],
         "gradient_bound": [Interval(Real, 0, None, closed="neither")],
@@ -171,11 +192,11 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         selector: str = "screening",
         k_sel: int | None = None,
         k_screen: int | None = None,
-        n_bins: int = 8,
-        bound: float = 1.0,
-        hh_alpha: float = 0.0,
+        n_bins: int | None = None,
+        bound: float | None = None,
+        hh_alpha: float | None = None,
         hh_oracle: str = "direct",
-        hh_levels: str = "all",
+        hh_levels: str | None = None,
         batch_size: int = 40,
         small_batch_fallback: bool = True,
         gradient_bound: float = 3.0,
@@ -222,13 +243,22 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
 
     def design_matrix(self, X: ArrayLike) -> FloatArray:
         """The scaled records themselves (``‖row‖₂ ≤ 1``); the market prices one
-        summary row per seller built from these (README)."""
+        summary row per seller built from these (``docs/mathematics.md`` §7)."""
         return np.asarray(X, dtype=float)
 
     # ---- fit ----
 
-    def _config(self, d: int) -> PipelineConfig:
+    def _config(self, d: int, eps_user: FloatArray) -> PipelineConfig:
         k = min(int(self.sparsity), d)
+        rule = default_settings(eps_user, d=d, k=k, intercept=bool(self.fit_intercept))
+        self.settings_: DefaultSettings = replace(
+            rule,
+            hh_alpha=rule.hh_alpha if self.hh_alpha is None else float(self.hh_alpha),
+            hh_levels=rule.hh_levels if self.hh_levels is None else str(self.hh_levels),
+            n_bins=rule.n_bins if self.n_bins is None else int(self.n_bins),
+            bound=rule.bound if self.bound is None else float(self.bound),
+        )
+        chosen = self.settings_
         k_sel = min(d, int(self.k_sel) if self.k_sel is not None else math.ceil(k / 2))
         k_screen = (
             int(self.k_screen)
@@ -241,14 +271,14 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
             selector=str(self.selector),
             k_sel=k_sel,
             k_screen=max(k_sel, min(d, k_screen)),
-            alpha=float(self.hh_alpha),
-            n_bins=int(self.n_bins),
-            bound=float(self.bound),
+            alpha=chosen.hh_alpha,
+            n_bins=chosen.n_bins,
+            bound=chosen.bound,
             gradient_bound=float(self.gradient_bound),
             batch_size=int(self.batch_size),
             small_batch_fallback=bool(self.small_batch_fallback),
             oracle=str(self.hh_oracle),
-            levels=str(self.hh_levels),
+            levels=chosen.hh_levels,
             step_c0=float(self.step_c0),
             step_power=float(self.step_power),
             update=str(self.update),
@@ -288,11 +318,14 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         _, user = np.unique(g, return_inverse=True)
         user = user.astype(np.int64)
         eps_user = check_user_epsilon(sample_epsilon, user)
+        if not self.exact and self.hh_oracle == "direct":
+            self._fit_protocol(X_arr, y_arr, user, eps_user)
+            return self
         budgets = np.where(eps_user > 0, np.inf, 0.0) if self.exact else eps_user
         rngs = tuple(np.random.default_rng(self.random_state).spawn(2))
         ledger = PrivacyLedger(budgets)
         fit = fit_pipeline(
-            X_arr, y_arr, user, budgets, self._config(d),
+            X_arr, y_arr, user, budgets, self._config(d, eps_user),
             (rngs[0], rngs[1]), ledger,
         )  # fmt: skip
         self.coef_ = fit.coef
@@ -306,6 +339,74 @@ class ULDPSparseLinearRegression(RegressorMixin, BaseEstimator):
         self.ledger_ = ledger
         self.privacy_report_ = privacy_report(ledger, user, exact=bool(self.exact))
         return self
+
+    def _fit_protocol(
+        self,
+        X: FloatArray,
+        y: FloatArray,
+        user: NDArray[np.int64],
+        eps_user: FloatArray,
+    ) -> None:
+        """The seller-custody protocol in process: users in order, each answering on
+        its own records with its own generator spawned from ``random_state``."""
+        order = np.argsort(user, kind="stable")
+        n_records = np.bincount(user, minlength=eps_user.size).astype(np.int64)
+        public_rng, rngs = seller_generators(self.random_state, eps_user.size)
+        proto = self.protocol(
+            epsilon=eps_user,
+            n_records=n_records,
+            n_features=X.shape[1],
+            random_state=public_rng,
+            custody="platform",
+        )
+        run_in_process(proto, X[order], y[order], rngs)
+        proto.finish_into(self)
+        # the report is per record in the caller's order
+        rep = self.privacy_report_
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        self.privacy_report_ = replace(
+            rep,
+            sample_epsilon=tuple(np.asarray(rep.sample_epsilon)[inverse].tolist()),
+            sample_epsilon_total=tuple(
+                np.asarray(rep.sample_epsilon_total)[inverse].tolist()
+            ),
+            stages=tuple(
+                replace(
+                    st,
+                    sample_epsilon=tuple(
+                        np.asarray(st.sample_epsilon)[inverse].tolist()
+                    ),
+                )
+                for st in rep.stages
+            ),
+        )
+
+    def protocol(
+        self,
+        *,
+        epsilon: ArrayLike,
+        n_records: ArrayLike,
+        n_features: int,
+        scaling: Mapping[str, Any] | None = None,
+        random_state: int | np.random.Generator | None = None,
+        custody: Custody = "seller",
+    ) -> ULDPSparseProtocol:
+        """This learner as rounds of report requests (:mod:`learners.local_protocol`):
+        seller ``i`` is one user with ``n_records[i]`` records and budget
+        ``epsilon[i]``; ``scaling``: the market's public scaling for the sellers'
+        clients (None: records in this learner's units)."""
+        params: dict[str, Any] = self.get_params()
+        params.pop("random_state")
+        return ULDPSparseProtocol(
+            params=params,
+            epsilon=epsilon,
+            n_records=n_records,
+            n_features=n_features,
+            scaling=scaling,
+            random_state=random_state,
+            custody=custody,
+        )
 
     # ---- fitted model ----
 

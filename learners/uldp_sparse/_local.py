@@ -4,6 +4,12 @@ Records arrive flat (``X`` of shape ``(N, d)``, ``user`` the owner of each recor
 per-user sums are products with a sparse user-by-record indicator, so nothing loops
 over users and no ``N × d`` temporary is made. Each user's output depends on its own
 records only (a row of the indicator selects them).
+
+Finite records can still overflow (entries near ``1e160`` square to ``∞``, and
+``∞ − ∞`` is ``NaN``). A user whose local statistics are not finite computes from the
+fixed public value instead (a zero Gram matrix and vector, so ``θ̂_i = 0``; a zero
+screening score), so its message is still a message of the protocol and the fit
+never fails because of one user's magnitudes (``docs/privacy-numerics.md``).
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ def user_indicator(
 def screening_scores(
     X: FloatArray, y: FloatArray, user: IntArray, members: IntArray
 ) -> FloatArray:
-    """``c_i = X_iᵀ y_i`` for each member (marginal covariances, spec §3 Screening)."""
-    return np.asarray(user_indicator(user, members, y) @ X, dtype=float)
+    """``c_i = X_iᵀ y_i`` for each member (marginal covariances, spec §3 Screening);
+    an entry that overflows (``±∞``, ``NaN``) is the public value 0."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = np.asarray(user_indicator(user, members, y) @ X, dtype=float)
+    return np.where(np.isfinite(c), c, 0.0)
 
 
 def top_k_rows(scores: FloatArray, k: int) -> IntArray:
@@ -85,9 +94,16 @@ def post_lasso_sets(
         rec = order[starts[j] : ends[j]]
         cols = screened[j]
         Xi, yi = X[np.ix_(rec, cols)], y[rec]
-        lam = 0.1 * float(np.abs(Xi.T @ yi).max()) / max(len(rec), 1) + 1e-12
+        with np.errstate(over="ignore", invalid="ignore"):
+            corr = np.abs(Xi.T @ yi)
+            local_ok = bool(np.isfinite(corr).all()) and bool(
+                np.isfinite(Xi.T @ Xi).all()
+            )
+        lam = 0.1 * float(corr.max()) / max(len(rec), 1) + 1e-12 if local_ok else 1.0
         nz = np.zeros(0, dtype=np.int64)
-        for _ in range(15):
+        # a user whose local statistics overflow skips the Lasso (public fallback:
+        # the screening order below, itself computed from public zeros)
+        for _ in range(15 if local_ok else 0):
             coef = Lasso(alpha=lam, max_iter=2000).fit(Xi, yi).coef_
             nz = np.flatnonzero(coef)
             if nz.size < k_sel:
@@ -108,25 +124,53 @@ def post_lasso_sets(
 def gram(
     Xs: FloatArray, y: FloatArray, user: IntArray, members: IntArray
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Each member's ``G_i = X_iᵀX_i``, ``b_i = X_iᵀy_i`` and record count ``m_i``."""
+    """Each member's ``G_i = X_iᵀX_i``, ``b_i = X_iᵀy_i`` and record count ``m_i``.
+
+    A member whose ``G_i`` or ``b_i`` is not finite (overflow) gets the public
+    ``G_i = 0``, ``b_i = 0`` (module docstring); ``m_i`` is its own record count."""
     A = user_indicator(user, members)
     s = Xs.shape[1]
     G = np.empty((members.size, s, s))
-    for j in range(s):  # loop over coordinates, not users
-        G[:, j, :] = A @ (Xs * Xs[:, [j]])
-    b = np.asarray(A @ (Xs * y[:, None]), dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j in range(s):  # loop over coordinates, not users
+            G[:, j, :] = A @ (Xs * Xs[:, [j]])
+        b = np.asarray(A @ (Xs * y[:, None]), dtype=float)
+    bad = ~(np.isfinite(G).all(axis=(1, 2)) & np.isfinite(b).all(axis=1))
+    G[bad] = 0.0
+    b[bad] = 0.0
     m = np.asarray(A.sum(axis=1), dtype=float).reshape(-1)
     return G, b, m
 
 
 def local_ols(G: FloatArray, b: FloatArray) -> FloatArray:
-    """Each user's min-norm least squares ``θ̂_i = G_i⁺ b_i`` (spec §5, A7)."""
-    sol = np.einsum("nij,nj->ni", np.linalg.pinv(G, hermitian=True), b)
-    return np.asarray(sol, dtype=float)
+    """Each user's min-norm least squares ``θ̂_i = G_i⁺ b_i`` (spec §5, A7); a user
+    whose (finite) ``G_i`` is too large for the decomposition, or whose solution is
+    not finite, gets the public ``θ̂_i = 0``."""
+    finite = np.asarray(np.isfinite(G).all(axis=(1, 2)), dtype=bool)
+    G = np.where(finite[:, None, None], G, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            pinv = np.linalg.pinv(G, hermitian=True)
+        except np.linalg.LinAlgError:  # one user's matrix: decompose them one by one
+            pinv = np.stack([_safe_pinv(g) for g in G]) if G.size else G
+        sol = np.einsum("nij,nj->ni", pinv, b)
+    ok = np.isfinite(sol).all(axis=1)
+    return np.asarray(np.where(ok[:, None], sol, 0.0), dtype=float)
+
+
+def _safe_pinv(g: FloatArray) -> FloatArray:
+    """``g⁺``, or the public zero matrix when the decomposition fails."""
+    try:
+        return np.asarray(np.linalg.pinv(g, hermitian=True), dtype=float)
+    except np.linalg.LinAlgError:
+        return np.zeros_like(g)
 
 
 def local_gradients(
     G: FloatArray, b: FloatArray, m: FloatArray, theta: FloatArray
 ) -> FloatArray:
-    """``g_i(θ) = (2/m_i) X_iᵀ(X_i θ − y_i)`` (spec §5, M-SLR)."""
-    return (2.0 / m)[:, None] * (G @ theta - b)
+    """``g_i(θ) = (2/m_i) X_iᵀ(X_i θ − y_i)`` (spec §5, M-SLR); an overflowing
+    gradient is handed to the randomizer as is (it maps ``NaN`` to the public centre
+    and clips ``±∞``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (2.0 / m)[:, None] * (G @ theta - b)

@@ -104,7 +104,8 @@ def uldp_mean(
     U = rotation(signs) if rotate else np.eye(K)
     padded = np.zeros((n, K))
     padded[:, :s] = values
-    W = padded @ U  # rows w_i = Uᵀ v_i
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN/±∞: see randomizers
+        W = padded @ U  # rows w_i = Uᵀ v_i
     ids = np.arange(n) if users is None else np.asarray(users, dtype=np.int64)
     loc, est = split_halves(epsilon, rng_public)
     coordinate = np.empty(n, dtype=np.int64)

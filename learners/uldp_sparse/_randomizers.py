@@ -6,6 +6,12 @@ its budget ``epsilon[i]`` and its own private coins (the ``i``-th draw of ``rng`
 draws are made before the data is read, so one user's data never changes another
 user's coins). Nothing here sees another user's data, and only the message leaves.
 A user with ``ε_i = ∞`` (the exact, non-private mode) sends its value unchanged.
+
+Non-finite inputs (a user's own computation can overflow: the Gram matrix of records
+with entries near ``1e160``) never reach the noise as such: ``NaN`` is replaced by the
+public centre of the range (0 for the bins, the interval's midpoint for the Laplace
+report) and ``±∞`` is clipped to the range, so every message lies in the randomizer's
+output space whatever the input (``docs/privacy-numerics.md``).
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from learners._noise import snapped_laplace
 from learners.uldp_sparse._hadamard import hadamard_entry
 from learners.uldp_sparse._prefix_hash import PrefixHashes, prefix_key
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-LaplaceNoise = Callable[[FloatArray, FloatArray, np.random.Generator], FloatArray]
+LaplaceRelease = Callable[..., FloatArray]
+"""``release(value, *, low, high, epsilon, rng)`` → the reports (default
+:func:`learners._noise.snapped_laplace`)."""
 
 
 def keep_probability(epsilon: ArrayLike) -> FloatArray:
@@ -96,9 +105,10 @@ def hashed_heavy_hitter_randomizer(
 
 
 def bin_index(value: FloatArray, *, bound: float, n_bins: int) -> IntArray:
-    """The histogram bin of ``clip(value, −B, B)`` on ``N_b`` bins of width ``2B/N_b``."""
+    """The histogram bin of ``clip(value, −B, B)`` on ``N_b`` bins of width ``2B/N_b``
+    (``NaN`` counts as the public centre 0)."""
     tau = 2.0 * bound / n_bins
-    a = np.clip(value, -bound, bound)
+    a = np.clip(np.where(np.isnan(value), 0.0, value), -bound, bound)
     return np.minimum(np.floor((a + bound) / tau), n_bins - 1).astype(np.int64)
 
 
@@ -116,14 +126,6 @@ def bin_randomizer(
     return one_bit_randomizer(x, epsilon, rng)
 
 
-def laplace_noise(
-    center: FloatArray, scale: FloatArray, rng: np.random.Generator
-) -> FloatArray:
-    """``center + Laplace(scale)`` (scale 0: no noise)."""
-    draws = rng.laplace(0.0, 1.0, center.shape[0])  # private coins
-    return np.asarray(center + np.where(scale > 0, scale * draws, 0.0), dtype=float)
-
-
 def laplace_randomizer(
     value: FloatArray,
     *,
@@ -131,16 +133,22 @@ def laplace_randomizer(
     high: FloatArray,
     epsilon: FloatArray,
     rng: np.random.Generator,
-    noise: LaplaceNoise = laplace_noise,
+    release: LaplaceRelease = snapped_laplace,
 ) -> FloatArray:
     """Round 2 of ULDPMean (§6 step 5): ``Π_{[low, high]}(value) + Laplace(Δ/ε_i)``.
 
     ``Δ = high − low`` is the sensitivity of the projection, so the report is
-    ``ε_i``-LDP. Out-of-range values are clipped, never dropped (§6, D2). ``noise`` is
-    the sampler (a test may pass a spy that checks its inputs).
+    ``ε_i``-LDP. Out-of-range values are clipped, never dropped (§6, D2); ``NaN`` is
+    the interval's public midpoint. The noise is the snapping mechanism
+    (:func:`learners._noise.snapped_laplace`: the floating-point-safe Laplace, whose
+    guaranteed ε is at most ``ε_i``; reports are finite, within ``Δ·(B + Λ)`` of the
+    midpoint). ``release`` is the mechanism (a test may pass a spy that checks its
+    inputs).
     """
-    delta = np.asarray(high, dtype=float) - np.asarray(low, dtype=float)
-    projected = np.clip(value, low, high)
-    with np.errstate(divide="ignore"):
-        scale = np.where(np.isinf(epsilon), 0.0, delta / epsilon)
-    return noise(projected, np.asarray(scale, dtype=float), rng)
+    return release(
+        np.asarray(value, dtype=float),
+        low=np.asarray(low, dtype=float),
+        high=np.asarray(high, dtype=float),
+        epsilon=np.asarray(epsilon, dtype=float),
+        rng=rng,
+    )

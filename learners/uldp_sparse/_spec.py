@@ -11,7 +11,15 @@ from learners.spec import LearnerSpec, ParamSpec
 
 MIN_RECORDS_PER_SELLER = 5
 """Records a seller needs: each seller fits a local selector and a local estimator on
-its own records (spec §3, §5); the issue caps this default at 10."""
+its own records (spec §3, §5); the default is kept at most 10."""
+
+
+def _build_protocol(params: Mapping[str, Any], **kwargs: Any) -> Any:
+    """The seller-custody protocol (``learners.uldp_sparse._protocol``)."""
+    from learners.uldp_sparse._protocol import build_protocol
+
+    return build_protocol(params, **kwargs)
+
 
 ULDP_SPARSE_SPEC = LearnerSpec(
     name="uldp_sparse_linear",
@@ -56,30 +64,37 @@ ULDP_SPARSE_SPEC = LearnerSpec(
         ParamSpec(
             name="n_bins",
             kind="int",
-            default=8,
+            default=None,
+            nullable=True,
             low=2,
             high=64,
-            doc="N_b: histogram bins of the localization round",
+            doc="N_b: histogram bins of the localization round; null: 4 below 100 "
+            "sellers per coordinate, else 8 (default rule)",
         ),
         ParamSpec(
             name="bound",
             kind="float",
-            default=1.0,
+            default=None,
+            nullable=True,
             low=0.0,
             high=100.0,
             exclusive_low=True,
             doc="B: public range [-B, B] of a coefficient (features scaled to [-1, 1] "
-            "by their public bounds, target to [-1, 1])",
+            "by their public bounds, target to [-1, 1]); null: min(B_max, "
+            "eps*sqrt(u)/56) with u sellers per coordinate, B_max = 0.5 below u = 100, "
+            "else 1 (default rule)",
         ),
         ParamSpec(
             name="hh_alpha",
             kind="float",
-            default=0.0,
+            default=None,
+            nullable=True,
             low=0.0,
             high=1.0,
             exclusive_high=True,
             doc="heavy-hitter pruning share; 0: keep the top k per level (spec "
-            "default), > 0: the reference rule",
+            "default), > 0: the reference rule; null: 0 when the selection half is "
+            "large enough to follow single features, else 0.1 (default rule)",
         ),
         ParamSpec(
             name="batch_size",
@@ -107,6 +122,7 @@ ULDP_SPARSE_SPEC = LearnerSpec(
             doc="estimate an intercept (a public constant column, never selected)",
         ),
     ),
+    local_protocol=_build_protocol,
     summary="user-level LDP sparse linear regression (2-SLR / M-SLR): each seller, "
     "with all its records, sends one randomized message at its own ε_i",
 )

@@ -14,11 +14,14 @@ naming the field. Split by concern:
 - :mod:`market.numerics.mechanism`: allocation, Myerson payments, ``γ`` for a budget,
   the trade-off curve and the audits;
 - :mod:`market.numerics.executors`: where payments run (thread, process pool, Dask);
-- :mod:`market.numerics.money`: the one money rule (:mod:`mechanisms.money`).
+- :mod:`market.numerics.money`: the one money rule (:mod:`mechanisms.money`);
+- :mod:`market.numerics.custody`: seller custody's local protocols (learners a
+  seller-custody market takes, the rounds of report requests, report checks).
 
 Callers use the facade (``from market import numerics``; ``numerics.allocate(...)``).
 """
 
+from market.numerics import custody
 from market.numerics.executors import (
     SERIAL_PAYMENTS_MAX,
     dask_executor,
@@ -30,20 +33,28 @@ from market.numerics.learners import (
     build_learner,
     check_order_learner,
     default_learner,
+    finish_vertical_session,
     has_missable,
     learner_release,
     learner_spec,
     list_learners,
+    market_refusal,
     records_per_seller_shortfall,
     release,
     release_vertical,
+    replace_report,
+    run_compute_party,
+    vertical_session_plan,
+    vertical_session_processes,
 )
 from market.numerics.mechanism import (
+    FIRST_RUN_NOTE,
     SolverError,
     allocate,
     audit_incentives,
     audit_on_pool,
     choose_gamma,
+    kernels_compiled,
     myerson_payments,
     payment_certificates,
     tradeoff,
@@ -74,6 +85,7 @@ from market.numerics.pricing import (
 
 __all__ = [
     "CONFIG_KEYS",
+    "FIRST_RUN_NOTE",
     "LOSS_BY_TASK",
     "MONEY_UNIT",
     "SERIAL_PAYMENTS_MAX",
@@ -94,14 +106,18 @@ __all__ = [
     "check_settings",
     "choose_gamma",
     "cost_checker",
+    "custody",
     "dask_executor",
     "default_learner",
+    "finish_vertical_session",
     "has_missable",
     "individually_rational",
+    "kernels_compiled",
     "learner_config",
     "learner_release",
     "learner_spec",
     "list_learners",
+    "market_refusal",
     "mechanism_config",
     "myerson_payments",
     "payment_certificates",
@@ -112,7 +128,11 @@ __all__ = [
     "release",
     "release_overhead_floor",
     "release_vertical",
+    "replace_report",
+    "run_compute_party",
     "to_major",
     "to_minor",
     "tradeoff",
+    "vertical_session_plan",
+    "vertical_session_processes",
 ]

@@ -19,8 +19,8 @@ thread); above it in a ``forkserver`` process pool (never ``fork``: the service
 process has threads). Each pool worker first imports the numerics and loads the
 compiled kernels (about 3 s of CPU, measured on the 2-core development machine),
 while a seller's payment costs 10–20 ms of CPU at m = 300 (Wisconsin demo, strict
-and default mode; ``benchmarks/RESULTS.md``, issue 16 demo section): below a few
-hundred sellers the pool costs more than it saves."""
+and default mode; ``benchmarks/RESULTS.md``, section "Demo and payments under the
+default rule"): below a few hundred sellers the pool costs more than it saves."""
 
 
 def payments_executor(m: int) -> Any:

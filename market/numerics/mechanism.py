@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 import mechanisms as mech
 from market.numerics import executors
-from market.numerics.money import MONEY_UNIT
+from market.numerics.money import MONEY_UNIT, payments_to_minor
 from market.store.models import MINOR_UNITS
 
 FloatArray = NDArray[np.float64]
@@ -109,11 +109,17 @@ def choose_gamma(
     eps_max: FloatArray,
     progress: Any = None,
     release: Any = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> Any:
     """Most accurate affordable ``γ`` (spec §4.3) via ``mechanisms.choose_gamma``, with
-    the budget checked in minor units by the market's money rule; ``release`` (a
-    :class:`LearnerRelease`) scores each candidate by the ordered learner's model,
-    then ``X_val`` holds the rows its ``predict`` takes."""
+    every payment turned into minor units by the market's money rule
+    (:func:`~market.numerics.money.payments_to_minor`, the one that settles the
+    ledger) and compared with ``budget_minor``; ``release`` (a
+    :class:`LearnerRelease`) scores each candidate by the ordered learner's model
+    fitted on public proxy rows drawn from ``X_val, y_val`` (the rows its ``predict``
+    takes). No private record reaches a release. ``checkpoint()`` runs before every
+    payment re-solve."""
+    n_rows = getattr(release, "n_rows", None)
     return _on_payments_pool(
         mech.choose_gamma,
         X,
@@ -123,11 +129,14 @@ def choose_gamma(
         config=config,
         budget=budget_minor / MINOR_UNITS,
         unit=MONEY_UNIT,
+        minor_units=payments_to_minor,
         X_val=X_val,
         y_val=y_val,
         eps_max=eps_max,
         progress=progress,
+        checkpoint=checkpoint,
         release=release,
+        n_rows=n_rows,
     )
 
 
@@ -148,7 +157,7 @@ def tradeoff(
 ) -> list[dict[str, Any]]:
     """``[{"gamma", "validation_error", "total_payment", ...}]`` over a ``γ`` grid
     (``mechanisms.tradeoff_curve``, Myerson totals; ``progress(done, total)``), scored
-    by ``release`` as in :func:`choose_gamma`.
+    by ``release`` on public proxy rows as in :func:`choose_gamma` (no privacy spent).
 
     The admin's ``(λ, μ, σ)`` grids where the market declares them, else its own
     settings only: each grid point costs one allocation plus Myerson payments.
@@ -173,6 +182,7 @@ def tradeoff(
         eps_max=eps_max,
         progress=progress,
         release=release,
+        n_rows=getattr(release, "n_rows", None),
     )
     return [dict(p) | {"epsilon_total": p.epsilon_total} for p in points]
 
@@ -235,3 +245,27 @@ def audit_on_pool(
                 n_points=mono_points, executor=pool,
             )  # fmt: skip
     return report, mono
+
+
+FIRST_RUN_NOTE = (
+    "first run: the numerical kernels compile once for this installation (about 30 s "
+    "on the first order; later runs reuse the compiled code)"
+)
+"""What ``serve`` and ``demo`` print when :func:`kernels_compiled` is false."""
+
+
+def kernels_compiled() -> bool:
+    """Whether numba's on-disk cache already holds the allocation search's machine code
+    (``cache=True``: compiled once per installation, about 30 s). Looks for the cache's
+    index files under ``NUMBA_CACHE_DIR`` when it is set, else next to the module or in
+    the user's numba cache (numba's fallback); reads nothing else, compiles nothing."""
+    from pathlib import Path
+
+    pattern = "_one_seller_search.*.nbi"
+    custom = os.environ.get("NUMBA_CACHE_DIR")
+    if custom:
+        return any(Path(custom).rglob(pattern))
+    root = (
+        Path(mech.__file__).resolve().parent / "allocation" / "_range" / "__pycache__"
+    )
+    return any(root.glob(pattern))

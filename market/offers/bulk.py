@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from market import numerics, offers
-from market.access import accounts, resolve_key_secret
+from market import access, numerics, offers
+from market.access import resolve_key_secret
 from market.config import Settings
 from market.errors import ConflictError, InvalidInputError
 from market.offers import records
@@ -42,6 +42,7 @@ _IN_CHUNK = 5_000
 class _Validated:
     raw: list[list[dict[str, Any]]]
     scaled: list[list[dict[str, Any]]]
+    n_records: list[int]
 
 
 def _prefixed(index: int, exc: InvalidInputError) -> InvalidInputError:
@@ -63,7 +64,7 @@ def _check_counts(market: Market, rows: Sequence[BulkOfferIn]) -> None:
     if per_seller is None:
         return
     for i, row in enumerate(rows):
-        if len(row.records) != per_seller:
+        if len(row.records or ()) != per_seller:
             raise InvalidInputError(
                 f"offers[{i}].records",
                 f"a {market.task} market takes exactly {per_seller} record per seller",
@@ -78,8 +79,21 @@ def validate_rows(market: Market, rows: Sequence[BulkOfferIn]) -> _Validated:
     InvalidInputError
         Field ``offers[i]....``: the first row that does not fit the market.
     """
+    if market.custody == "seller" or any(row.records is None for row in rows):
+        # seller custody (no records to scale), or a row missing its records: the
+        # row-by-row rules name the first bad row
+        for i, row in enumerate(rows):
+            try:
+                offers.validate_offer(market, row)
+            except InvalidInputError as exc:
+                raise _prefixed(i, exc) from None
+        return _Validated(
+            raw=[[] for _ in rows],
+            scaled=[[] for _ in rows],
+            n_records=[offers.offer_size(market, row, []) for row in rows],
+        )
     _check_counts(market, rows)
-    raw = [[r.model_dump() for r in row.records] for row in rows]
+    raw = [[r.model_dump() for r in row.records or ()] for row in rows]
     flat = [rec for row in raw for rec in row]
     try:
         X, y = records.scale_records(
@@ -99,7 +113,7 @@ def validate_rows(market: Market, rows: Sequence[BulkOfferIn]) -> _Validated:
     for row in raw:
         scaled.append(scaled_flat[start : start + len(row)])
         start += len(row)
-    return _Validated(raw=raw, scaled=scaled)
+    return _Validated(raw=raw, scaled=scaled, n_records=[len(r) for r in raw])
 
 
 def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
@@ -207,7 +221,7 @@ def _new_sellers(
     now = utcnow()
     keys, values = [], []
     for name in names:
-        key, prefix, key_hash = accounts.issue_key(secret)
+        key, prefix, key_hash = access.issue_key(secret)
         keys.append(key)
         values.append(
             {
@@ -232,14 +246,16 @@ def _offer_rows(
             "seller_id": row.seller_id,
             "records": _json(raw),
             "records_scaled": _json(scaled),
-            "n_records": len(raw),
+            "n_records": n,
             "reported_cost": row.reported_cost,
             "max_epsilon": row.max_epsilon,
             "status": OfferStatus.ACTIVE.value,
             "created_at": now,
             "updated_at": now,
         }
-        for row, raw, scaled in zip(rows, checked.raw, checked.scaled, strict=True)
+        for row, raw, scaled, n in zip(
+            rows, checked.raw, checked.scaled, checked.n_records, strict=True
+        )
     ]
 
 
@@ -267,7 +283,7 @@ def create_offers(
     """
     assert market.id is not None
     names = [
-        accounts.clean_name(row.seller_name, f"offers[{i}].seller_name")
+        access.clean_name(row.seller_name, f"offers[{i}].seller_name")
         for i, row in enumerate(rows)
         if row.seller_name is not None
     ]

@@ -9,8 +9,9 @@ it. Rows are never deleted, so finished orders keep the data they used.
 from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, or_, select
 
 from market import numerics
 from market.errors import (
@@ -21,10 +22,12 @@ from market.errors import (
 )
 from market.offers import records, vertical
 from market.schemas import (
+    MarketOfferSummary,
     OfferCreate,
     OfferPublic,
     OfferSummaries,
     OfferSummary,
+    Page,
     RecordIn,
 )
 from market.store import Account, Market, Offer, OfferStatus, Order, RunStatus, utcnow
@@ -56,6 +59,28 @@ def validate_offer(
     InvalidInputError
         A record or the reported cost does not fit the market (field and index named).
     """
+    if market.custody == "seller" and vertical.is_vertical(market):
+        keyed = vertical.validate_custody_offer(market, body)
+        _check_cost(market, body.reported_cost, check_cost)
+        return keyed, keyed
+    if body.keys is not None:
+        raise InvalidInputError(
+            "keys", "only offers of seller-custody vertical markets list record keys"
+        )
+    if market.custody == "seller":
+        _check_custody_offer(market, body)
+        _check_cost(market, body.reported_cost, check_cost)
+        return [], []
+    if body.records is None:
+        raise InvalidInputError(
+            "records", "required: this market's sellers upload their records"
+        )
+    if body.n_records is not None:
+        raise InvalidInputError(
+            "n_records",
+            "only seller-custody offers declare n_records; here it is the number of "
+            "records uploaded",
+        )
     if vertical.is_vertical(market):
         raw_v, scaled_v = vertical.validate_offer(market, body)
         _check_cost(market, body.reported_cost, check_cost)
@@ -86,6 +111,47 @@ def validate_offer(
     return raw, records.to_json(X, y)
 
 
+CUSTODY_NO_RECORDS = (
+    "this market's records stay with their sellers: an offer carries reported_cost, "
+    "max_epsilon and n_records only, and the seller answers report requests from its "
+    "own machine"
+)
+
+
+def _check_custody_offer(market: Market, body: OfferCreate) -> None:
+    """A seller-custody offer: no records, a public ``n_records``.
+
+    Raises
+    ------
+    InvalidInputError
+        Field ``records`` (records given), ``n_records`` (missing, or not what the
+        task takes per seller) or ``party``.
+    """
+    if body.records is not None:
+        raise InvalidInputError("records", CUSTODY_NO_RECORDS)
+    if body.n_records is None:
+        raise InvalidInputError(
+            "n_records", "required: how many records you hold (public)"
+        )
+    if body.party is not None and not vertical.is_vertical(market):
+        raise InvalidInputError("party", "only vertical markets have parties")
+    per_seller = RECORDS_PER_SELLER.get(market.task)
+    if per_seller is not None and body.n_records != per_seller:
+        raise InvalidInputError(
+            "n_records",
+            f"a {market.task} market takes exactly {per_seller} record per seller",
+        )
+
+
+def offer_size(market: Market, body: OfferCreate, raw: list[dict[str, Any]]) -> int:
+    """The offer's ``n_records``: declared (seller custody) or counted (uploaded)."""
+    if market.custody == "seller" and vertical.is_vertical(market):
+        return len(raw)
+    if market.custody == "seller" and body.n_records is not None:
+        return body.n_records
+    return len(raw)
+
+
 def _check_cost(
     market: Market, cost: float, check_cost: Callable[[float], None] | None
 ) -> None:
@@ -108,7 +174,7 @@ def _new_offer(
         seller_id=seller.id,  # type: ignore[arg-type]
         records=raw,
         records_scaled=scaled,
-        n_records=len(raw),
+        n_records=offer_size(market, body, raw),
         reported_cost=body.reported_cost,
         max_epsilon=body.max_epsilon,
         replaces_id=replaces_id,
@@ -183,13 +249,19 @@ def get_own_offer_or_raise(
 
 
 def offers_in_use(session: Session, *, market_id: int) -> set[int] | None:
-    """Return ids of offers used by running orders; ``None`` means "possibly all".
+    """Return ids of offers used by running (or collecting) orders; ``None`` means
+    "possibly all".
 
     A running order that has not yet recorded its ``offer_ids`` snapshot may use any
     active offer of the market.
     """
     stmt = select(Order.offer_ids).where(
-        Order.market_id == market_id, Order.status == RunStatus.RUNNING
+        Order.market_id == market_id,
+        or_(
+            Order.status == RunStatus.RUNNING,
+            # a seller-custody order collecting reports (queued between its polls)
+            col(Order.progress_stage) == "collecting",
+        ),
     )
     used: set[int] = set()
     for snapshot in session.exec(stmt).all():
@@ -283,6 +355,45 @@ def list_own_offers(session: Session, *, seller_id: int) -> OfferSummaries:
             for o in session.exec(stmt).all()
         ]
     )
+
+
+def list_market_offers(
+    session: Session,
+    *,
+    market_id: int,
+    status: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> Page[MarketOfferSummary]:
+    """Return a market's offers with their sellers (admins), newest first, without
+    records; ``status`` keeps only offers in that status."""
+    where = [Offer.market_id == market_id]
+    if status is not None:
+        where.append(Offer.status == status)
+    total = session.exec(select(sa.func.count()).select_from(Offer).where(*where)).one()
+    rows = session.exec(
+        select(Offer, Account.name)
+        .join(Account, col(Account.id) == col(Offer.seller_id))
+        .where(*where)
+        .order_by(col(Offer.id).desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    items = [
+        MarketOfferSummary(
+            id=o.id,  # type: ignore[arg-type]
+            market_id=o.market_id,
+            status=o.status,
+            reported_cost=o.reported_cost,
+            max_epsilon=o.max_epsilon,
+            n_records=o.n_records,
+            created_at=o.created_at,
+            seller_id=o.seller_id,
+            seller_name=name,
+        )
+        for o, name in rows
+    ]
+    return Page(items=items, total=int(total), limit=limit, offset=offset)
 
 
 def to_public(offer: Offer) -> OfferPublic:

@@ -40,8 +40,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
-from market import numerics, offers
-from market.access import Decision, RateLimiter, RouteGroup, accounts
+from market import access, numerics, offers
+from market.access import Decision, RateLimiter, RouteGroup
 from market.errors import ConflictError
 from market.offers import records
 from market.schemas import OfferCreate, OfferPublic
@@ -103,7 +103,7 @@ def _admit(
     if verified is not None:
         account_id, role = verified
     elif key:
-        check = accounts.check_key(conn, key, secret)
+        check = access.check_key(conn, key, secret)
         if check.legacy:
             return Admission(legacy=True)
         account_id, role = check.account_id, check.role  # type: ignore[assignment]
@@ -226,7 +226,7 @@ def prepare(
         "seller_id": None,
         "records": orjson.dumps(raw).decode(),
         "records_scaled": orjson.dumps(scaled).decode(),
-        "n_records": len(raw),
+        "n_records": offers.offer_size(market, body, raw),
         "reported_cost": body.reported_cost,
         "max_epsilon": body.max_epsilon,
         "status": OfferStatus.ACTIVE.value,

@@ -1,4 +1,4 @@
-"""Vertical markets: parties hold column blocks of the same records (issue 13).
+"""Vertical markets: parties hold column blocks of the same records.
 
 A market declared ``partition: "vertical"`` names a public ``record_key`` and its
 ``parties``, each with the features it holds (every feature in exactly one party; the
@@ -11,7 +11,7 @@ Scaling: party ``k``'s values are mapped with the public bounds to ``[-1, 1]`` a
 divided by ``√d`` with ``d`` the market's total number of features, so the
 concatenated row of a record has ``‖x‖₂ ≤ 1`` whatever parties hold it.
 
-Pricing rule (README "Vertical markets"): each party is one seller whose ε applies to
+Pricing rule (``docs/mathematics.md`` §7, "Other losses"): each party is one seller whose ε applies to
 all its records; the mechanism prices one public row per party (its coverage of the
 record universe, from the key lists only) with the weight cap ``k = 1`` (so every party,
 being needed for the fit, gets weight ``1/K``: without the cap the allocation puts all
@@ -152,7 +152,7 @@ def validate_offer(
     labelled = body.party == names[0]
     keys: set[str] = set()
     raw: list[dict[str, Any]] = []
-    for i, rec in enumerate(body.records):
+    for i, rec in enumerate(body.records or ()):
         if not isinstance(rec, KeyedRecordIn):
             raise InvalidInputError(
                 f"records[{i}].key", "vertical records need the record key"
@@ -182,6 +182,43 @@ def validate_offer(
         for r, row, label in zip(raw, X, y, strict=True)
     ]
     return raw, scaled
+
+
+def validate_custody_offer(market: Market, body: OfferCreate) -> list[dict[str, str]]:
+    """A seller-custody vertical offer: ``party`` and its record ``keys``, no records
+    (the values and labels stay on the party's node); returns ``[{"key": k}]``.
+
+    Raises
+    ------
+    InvalidInputError
+        ``records`` given; ``party`` missing or unknown; ``keys`` missing or a key
+        repeated; ``n_records`` not the number of keys.
+    """
+    if body.records is not None:
+        raise InvalidInputError(
+            "records",
+            "this market's parties keep their blocks: an offer carries party, keys, "
+            "reported_cost and max_epsilon; the values stay on the party's node",
+        )
+    if body.party is None:
+        raise InvalidInputError("party", "a vertical market's offer names its party")
+    names = party_names(market)
+    if body.party not in names:
+        raise InvalidInputError(
+            "party", f"unknown party {body.party!r}; parties: {names}"
+        )
+    if body.keys is None:
+        raise InvalidInputError("keys", "required: the party's record keys")
+    seen: set[str] = set()
+    for i, k in enumerate(body.keys):
+        if k in seen:
+            raise InvalidInputError(f"keys[{i}]", f"duplicate record key {k!r}")
+        seen.add(k)
+    if body.n_records is not None and body.n_records != len(body.keys):
+        raise InvalidInputError(
+            "n_records", f"{body.n_records} declared, {len(body.keys)} keys listed"
+        )
+    return [{"key": k} for k in body.keys]
 
 
 def blocks_of(

@@ -9,6 +9,7 @@ One order's run is :mod:`market.pipeline` (the numerics) driven by
 """
 
 from market.orders.crud import (
+    cancel_order,
     get_model,
     get_order_or_raise,
     list_allocations,
@@ -19,6 +20,7 @@ from market.orders.crud import (
 )
 
 __all__ = [
+    "cancel_order",
     "get_model",
     "get_order_or_raise",
     "list_allocations",

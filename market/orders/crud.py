@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -32,6 +33,8 @@ from market.schemas import (
 from market.store import (
     Account,
     Allocation,
+    CollectionStatus,
+    CustodyRun,
     Market,
     MarketParameters,
     Offer,
@@ -39,6 +42,7 @@ from market.store import (
     Role,
     RunStatus,
     db,
+    utcnow,
 )
 
 
@@ -53,6 +57,9 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
     Learner params come from the learner's schema (never a noise seed: a buyer who knew
     the noise could remove it).
     """
+    numerics.custody.check_custody_learner(
+        body.learner, market.custody, market.partition
+    )
     params = numerics.check_order_learner(
         body.learner,
         body.params,
@@ -60,6 +67,12 @@ def _validate(market: Market, body: OrderCreate) -> tuple[int, dict[str, Any]]:
         features=market.features,
         partition=market.partition,
     )
+    if market.custody == "seller" and body.gamma is None:
+        raise InvalidInputError(
+            "gamma",
+            "required on a seller-custody market: choosing gamma for the budget fits "
+            "the learner on records, which this market never holds",
+        )
     budget_minor = ledgers.to_minor(body.budget)
     if budget_minor < 1:
         raise InvalidInputError("budget", "must be at least one minor unit (0.01)")
@@ -75,9 +88,35 @@ def _check_offers_fit_learner(
     counts = [
         o.n_records for o in offers.list_active_offers(session, market_id=market_id)
     ]
+    if len(counts) < numerics.SMALLEST_ORDER:
+        raise InvalidInputError(
+            "offers",
+            f"the market has {len(counts)} active offer(s); an order needs at least "
+            f"{numerics.SMALLEST_ORDER}",
+        )
     reason = numerics.records_per_seller_shortfall(learner, counts)
     if reason is not None:
         raise InvalidInputError("learner", reason)
+
+
+def _check_gamma_choosable(market: Market, body: OrderCreate) -> None:
+    """Refuse ``gamma: null`` (choose ``γ`` for the budget) where it cannot run: it
+    scores candidates on the market's public validation set, which vertical markets
+    never have and a horizontal market may lack."""
+    if body.gamma is not None:
+        return
+    if market.partition == "vertical":
+        raise InvalidInputError(
+            "gamma",
+            "vertical markets have no public validation set to choose gamma on; "
+            "give gamma in the order",
+        )
+    if not market.validation:
+        raise InvalidInputError(
+            "gamma",
+            "choosing gamma for the budget needs the market's public validation set; "
+            "give gamma in the order or ask an admin to add one",
+        )
 
 
 def _existing(
@@ -118,8 +157,23 @@ def place_order(
         if found is not None:
             return found, False
     budget_minor, learner_params = _validate(market, body)
-    _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
+    _check_gamma_choosable(market, body)
     params = markets.current_parameters(session, market_id)
+    if market.custody == "seller" and market.partition != "vertical":
+        numerics.custody.check_clear_features(
+            body.learner,
+            learner_params,
+            config=numerics.learner_config(
+                params.values, learner=body.learner, params=learner_params
+            ),
+            task=market.task,
+            schema={
+                "task": market.task,
+                "features": market.features,
+                "target": market.target,
+            },
+        )
+    _check_offers_fit_learner(session, market_id=market_id, learner=body.learner)
     order = Order(
         market_id=market_id,
         buyer_id=buyer.id,  # type: ignore[arg-type]
@@ -159,13 +213,74 @@ def get_order_or_raise(session: Session, *, order_id: int, account: Account) -> 
     return order
 
 
+def cancel_order(session: Session, *, order_id: int, account: Account) -> Order:
+    """Cancel an order of ``account`` (its buyer or an admin); return it.
+
+    A queued order is cancelled at once. A running one is asked to stop: its worker
+    ends it ``cancelled`` at the next stage boundary, and settlement refuses it, so
+    nothing is charged and nothing is paid. Cancelling a cancelled order is a no-op.
+
+    Raises
+    ------
+    NotFoundError
+        No such order visible to ``account``.
+    ConflictError
+        The order already finished (``succeeded`` or ``failed``), or it is a
+        seller-custody order collecting reports.
+    """
+    order = get_order_or_raise(session, order_id=order_id, account=account)
+    custody = session.get(CustodyRun, order_id)
+    if custody is not None and custody.status == CollectionStatus.COLLECTING:
+        # Sellers may already have disclosed reports, whose ε must be accounted:
+        # the collection runs to its end (sellers who did not answer are neither
+        # paid nor charged).
+        raise ConflictError(
+            f"order {order_id} is collecting reports from its sellers; a collecting "
+            "order cannot be cancelled"
+        )
+    now = utcnow()
+    queued = (
+        sa.update(Order)
+        .where(Order.id == order_id, Order.status == RunStatus.QUEUED)  # type: ignore[arg-type]
+        .values(status=RunStatus.CANCELLED, finished_at=now, cancel_requested_at=now,
+                progress_stage="cancelled", error="cancelled before it ran; nothing was charged")
+    )  # fmt: skip
+    running = (
+        sa.update(Order)
+        .where(
+            Order.id == order_id,  # type: ignore[arg-type]
+            Order.status == RunStatus.RUNNING,  # type: ignore[arg-type]
+            Order.cancel_requested_at.is_(None),  # type: ignore[union-attr]
+        )
+        .values(cancel_requested_at=now)
+    )
+    for stmt in (queued, running):
+        if session.execute(stmt).rowcount:  # type: ignore[attr-defined]
+            break
+    session.commit()
+    session.refresh(order)
+    if order.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+        raise ConflictError(
+            f"order {order_id} already {order.status}; it cannot be cancelled"
+        )
+    return order
+
+
+def public_status(order: Order) -> str:
+    """The order's status as shown: a seller-custody order collecting reports is
+    ``running`` (it waits in the queue between looks at its round)."""
+    if order.status == RunStatus.QUEUED and order.progress_stage == "collecting":
+        return RunStatus.RUNNING
+    return order.status
+
+
 def to_public(session: Session, order: Order) -> OrderPublic:
     """Return the status view of an order."""
     params = session.get(MarketParameters, order.parameters_id)
     return OrderPublic(
         id=order.id,  # type: ignore[arg-type]
         market_id=order.market_id,
-        status=order.status,
+        status=public_status(order),
         learner=order.learner,
         budget=ledgers.to_major(order.budget_minor),
         gamma=order.gamma,
@@ -260,8 +375,22 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
     )
 
 
-def list_learners() -> LearnersPublic:
-    """Every orderable learner (the registry), for any authenticated role."""
-    return LearnersPublic(
-        items=[LearnerPublic(**item) for item in numerics.list_learners()]
+def market_takes(market: Market, learner: str) -> bool:
+    """Whether ``market`` can take an order for ``learner``: its task, partition and
+    missing values (``market.numerics.market_refusal``) and its custody (a
+    seller-custody market takes only learners with a local protocol). Every rule a
+    market puts on its learners is one condition here."""
+    refusal = numerics.market_refusal(
+        learner, task=market.task, partition=market.partition, features=market.features
     )
+    custody = numerics.custody.takes_custody(learner, market.custody, market.partition)
+    return refusal is None and custody
+
+
+def list_learners(market: Market | None = None) -> LearnersPublic:
+    """Every orderable learner (the registry); with a ``market``, only those it can
+    take (:func:`market_takes`)."""
+    items = [LearnerPublic(**item) for item in numerics.list_learners()]
+    if market is not None:
+        items = [item for item in items if market_takes(market, item.name)]
+    return LearnersPublic(items=items)

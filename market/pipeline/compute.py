@@ -55,14 +55,12 @@ def build_learner(inst: OrderInstance) -> Any:
 
 def tuning_release(inst: OrderInstance) -> Any:
     """The ordered learner as the release the tuning code scores (``choose_gamma``,
-    trade-off curves): validation error of the model the buyer would get."""
+    trade-off curves): validation error of the model the buyer would get, fitted on
+    public proxy rows drawn from the validation set with the order's shape
+    (``groups``). It is given no record: tuning spends no privacy, so the final
+    release is the only use of the records and its label holds end to end."""
     return numerics.learner_release(
-        inst.learner,
-        inst.params,
-        **_learner_args(inst),
-        X=inst.X,
-        y=inst.y,
-        groups=inst.groups,
+        inst.learner, inst.params, **_learner_args(inst), groups=inst.groups
     )
 
 
@@ -79,8 +77,8 @@ class PricedRows:
 def seller_summary_rows(
     Z: np.ndarray, y: np.ndarray, groups: np.ndarray, n_sellers: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each seller's mean priced row and mean target (README: "How ε_i is chosen and
-    paid for a user-level learner").
+    """Each seller's mean priced row and mean target (``docs/mathematics.md`` §7,
+    "Other losses": user-level learners).
 
     ``Z`` holds the learner's priced rows of the records, already scaled with the
     market's public bounds and clipped to ``‖z‖₂ ≤ 1``; ``y`` the targets scaled with
@@ -124,12 +122,24 @@ def priced_rows(inst: OrderInstance, learner: Any) -> PricedRows:
     return PricedRows(X=X, y=y, X_val=X_val)
 
 
+@dataclass(frozen=True)
+class Priced:
+    """An allocation, its payments and the ``γ`` they are for (``source``: ``"order"``
+    or ``"chosen"``); ``note`` says why a chosen ``γ`` leaves budget unspent."""
+
+    alloc: Any
+    pay: Any
+    gamma: float
+    source: str
+    note: str | None = None
+
+
 def _allocate_and_pay(
     run: OrderRun,
     rows: PricedRows,
     rep: Progress,
     checkpoint: Callable[[], None] | None = None,
-) -> tuple[Any, Any, float, str]:
+) -> Priced:
     """Allocate (or choose ``γ``) and pay; a solver that returns no point, or inputs
     the mechanism refuses (its ``ValueError`` names the parameter, e.g. ``γ = 0`` on
     an unbounded prior, whose payments would be infinite), is the order's failure with
@@ -151,7 +161,7 @@ def _solve_and_pay(
     rows: PricedRows,
     rep: Progress,
     checkpoint: Callable[[], None] | None = None,
-) -> tuple[Any, Any, float, str]:
+) -> Priced:
     inst = run.instance
     X, y, X_val = rows.X, rows.y, rows.X_val
     cfg = inst.config(gamma=run.gamma)
@@ -173,23 +183,25 @@ def _solve_and_pay(
             y_val=inst.y_val,
             progress=rep.fraction,
             release=tuning_release(inst),
+            checkpoint=checkpoint,
             **common,
         )
+        note = getattr(choice, "note", None)
         if str(getattr(choice, "status", "ok")) != "ok":
             raise OrderFailedError(
                 "no gamma on the search range fits the budget: the cheapest total "
                 f"payment found was {float(choice.total_payment):.2f}"
+                + (f" ({note})" if note else "")
             )
-        chosen = next(
-            (
-                p.payments
-                for p in getattr(choice, "points", [])
-                if p.gamma == choice.gamma
-            ),
-            None,
+        pay = getattr(choice, "payment_result", None)
+        check_certified(choice.allocation, pay)
+        return Priced(
+            choice.allocation,
+            choice.payments if pay is None else pay,
+            float(choice.gamma),
+            "chosen",
+            note,
         )
-        check_certified(choice.allocation, chosen)
-        return choice.allocation, choice.payments, float(choice.gamma), "chosen"
     rep.stage("allocating")
     alloc = numerics.allocate(X, y, inst.costs, config=cfg, **common)
     if not alloc.success:
@@ -207,7 +219,7 @@ def _solve_and_pay(
         **common,
     )
     check_certified(alloc, pay)
-    return alloc, pay, float(cfg.gamma), "order"
+    return Priced(alloc, pay, float(cfg.gamma), "order")
 
 
 def check_certified(alloc: Any, pay: Any) -> int:
@@ -284,9 +296,7 @@ def _payments_within_budget(run: OrderRun, pay: Any, gamma: float) -> list[int]:
 
 
 def _outcome(
-    alloc: Any,
-    pay: Any,
-    gamma: tuple[float, str],
+    priced: Priced,
     minor: list[int],
     spent: np.ndarray,
     learner: Any,
@@ -294,9 +304,11 @@ def _outcome(
 ) -> Outcome:
     """The run's :class:`Outcome` from the fitted learner (its privacy report)."""
     report = learner.privacy_report_
+    alloc, pay = priced.alloc, priced.pay
     return Outcome(
-        gamma=gamma[0],
-        gamma_source=gamma[1],
+        gamma=priced.gamma,
+        gamma_source=priced.source,
+        gamma_note=priced.note,
         eta=float(alloc.eta),
         epsilon_total=spent,
         payments_minor=minor,
@@ -306,20 +318,33 @@ def _outcome(
         validation_error=validation_error,
         timings={},
         certificates=numerics.payment_certificates(pay),
+        custody=str(getattr(report, "custody", "platform")),
         allocation_status=str(getattr(alloc, "status", "optimal")),
     )
 
 
+class SecureSession(Protocol):
+    """Runs the fit between the party nodes of a seller-custody vertical market (the
+    runtime's, with database access): returns the fitted learner, or raises
+    :class:`OrderFailedError` with the reason (e.g. a node that dropped out)."""
+
+    def __call__(self, run: OrderRun, learner: Any, party_epsilon: np.ndarray) -> Any:
+        """Fit with ``party_epsilon`` per party; the learner built for the order."""
+
+
 def compute_vertical_order(
-    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
-) -> Outcome:
-    """A vertical market's order (README "Vertical markets"): each party is one seller.
+    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None,
+    secure_session: SecureSession | None = None,
+) -> Outcome:  # fmt: skip
+    """A vertical market's order (``docs/mathematics.md`` §7): each party is one seller.
 
     The mechanism prices one public row per party (``learner.design_matrix`` of the
     blocks), allocates each party an ``ε_k`` and pays its Myerson threshold payment;
     the learner fits with ``ε_k`` applying to all of party ``k``'s records (record
     ``i`` at ``min_k ε_k`` over its holders); each party's ledger is charged the
-    largest ε any of its records spent (never more than ``ε_k``).
+    largest ε any of its records spent (never more than ``ε_k``). When the parties
+    keep their blocks (``inst.party_keys``), ``secure_session`` runs the fit between
+    their nodes and the platform receives only the opened outputs.
     """
     inst = run.instance
     assert inst.party_sizes is not None
@@ -334,8 +359,9 @@ def compute_vertical_order(
     rows = PricedRows(
         X=learner.design_matrix(blocks), y=np.ones(len(blocks)), X_val=None
     )
-    alloc, pay, gamma, source = _allocate_and_pay(run, rows, rep, checkpoint)
-    minor = _payments_within_budget(run, pay, gamma)
+    priced = _allocate_and_pay(run, rows, rep, checkpoint)
+    alloc = priced.alloc
+    minor = _payments_within_budget(run, priced.pay, priced.gamma)
     eps = np.asarray(alloc.epsilon, dtype=float)
     if np.any(eps <= 0):
         raise OrderFailedError(
@@ -343,7 +369,12 @@ def compute_vertical_order(
             "every party (raise the budget or gamma)"
         )
     rep.stage("releasing")
-    numerics.release_vertical(learner, blocks, inst.y, party_epsilon=eps)
+    if inst.party_keys is not None:
+        if secure_session is None:
+            raise OrderFailedError("this worker cannot run fits between party nodes")
+        learner = secure_session(run, learner, eps)
+    else:
+        numerics.release_vertical(learner, blocks, inst.y, party_epsilon=eps)
     report = learner.privacy_report_
     held = ~np.isnan(inst.X[:, edges[:-1]])
     per_record = np.asarray(report.sample_epsilon_total, dtype=float)
@@ -353,12 +384,13 @@ def compute_vertical_order(
         raise OrderFailedError(
             "internal inconsistency: a party spent more ε than allocated"
         )
-    return _outcome(alloc, pay, (gamma, source), minor, spent, learner, None)
+    return _outcome(priced, minor, spent, learner, None)
 
 
 def compute_order(
-    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None
-) -> Outcome:
+    run: OrderRun, rep: Progress, *, checkpoint: Callable[[], None] | None = None,
+    secure_session: SecureSession | None = None,
+) -> Outcome:  # fmt: skip
     """Run the numerics for one order (no database writes except progress).
 
     ``checkpoint`` is called before every payment re-solve; what it raises stops the
@@ -366,11 +398,14 @@ def compute_order(
     """
     inst = run.instance
     if inst.party_sizes is not None:
-        return compute_vertical_order(run, rep, checkpoint=checkpoint)
+        return compute_vertical_order(
+            run, rep, checkpoint=checkpoint, secure_session=secure_session
+        )
     learner = build_learner(inst)
     rows = priced_rows(inst, learner)
-    alloc, pay, gamma, source = _allocate_and_pay(run, rows, rep, checkpoint)
-    minor = _payments_within_budget(run, pay, gamma)
+    priced = _allocate_and_pay(run, rows, rep, checkpoint)
+    alloc, pay = priced.alloc, priced.pay
+    minor = _payments_within_budget(run, pay, priced.gamma)
     rep.stage("releasing")
     eps = np.asarray(alloc.epsilon, dtype=float)[inst.groups]
     numerics.release(learner, inst.X, inst.y, sample_epsilon=eps, groups=inst.groups)
@@ -378,7 +413,7 @@ def compute_order(
     spent = _seller_totals(inst, report.sample_epsilon_total)
     _check_epsilon(alloc, pay, spent)
     error = _validation_error(learner, inst.X_val, inst.y_val, inst.task)
-    return _outcome(alloc, pay, (gamma, source), minor, spent, learner, error)
+    return _outcome(priced, minor, spent, learner, error)
 
 
 def compute_tradeoff(

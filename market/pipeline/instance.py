@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from sqlmodel import Session
 
 from market import ledgers, markets, numerics, offers
-from market.offers import records, vertical
+from market.offers import nodes, records, vertical
 from market.store import Job, Market, MarketParameters, Order
 
 FloatArray = NDArray[np.float64]
@@ -65,6 +65,15 @@ class OrderInstance:
     """Vertical markets: the parties' block widths (``X`` holds the blocks side by
     side, rows aligned on the record key, NaN where a party lacks the record; ``y``
     NaN where the label holder does); ``None`` for horizontal markets."""
+    custody: str = "platform"
+    """``seller``: the market holds no records (``X``/``y``/``groups`` are empty) and
+    ``n_records`` says how many each included seller keeps (public)."""
+    n_records: list[int] | None = None
+    party_keys: list[list[str]] | None = None
+    """Vertical markets whose parties keep their blocks (custody ``seller``): each
+    party's record keys, label holder first. ``X`` then holds no value: 0 where a
+    party holds a record, NaN where not (the pattern the mechanism prices), and ``y``
+    is NaN; the fit runs between the party nodes."""
 
     def schema(self) -> dict[str, Any]:
         """The market's public schema a learner may read (features with their public
@@ -151,7 +160,8 @@ def too_few_sellers(
     )
 
 
-def _validation(market: Market) -> tuple[FloatArray | None, FloatArray | None]:
+def validation_set(market: Market) -> tuple[FloatArray | None, FloatArray | None]:
+    """The market's public validation records, scaled (None, None without any)."""
     if not market.validation:
         return None, None
     return records.scale_records(
@@ -197,7 +207,7 @@ def load_instance(
         )
     remaining_by = ledgers.remaining_epsilon(
         session, market=market, seller_ids=[o.seller_id for o in active]
-    )
+    )  # net of the ε reserved by seller-custody orders still collecting
     remaining = np.array([remaining_by[o.seller_id] for o in active])
     max_eps = np.array(
         [np.inf if o.max_epsilon is None else o.max_epsilon for o in active]
@@ -230,11 +240,30 @@ def load_instance(
             n_offers=len(active),
         )
     _check_records_per_seller(learner, [o.n_records for o in chosen])
+    if market.custody == "seller":
+        d = len(market.features)
+        X_val, y_val = validation_set(market)
+        return OrderInstance(
+            **_shared_fields(
+                market, chosen, values, parameters_version, learner, params
+            ),
+            features=list(market.features),
+            target=dict(market.target) if market.target else None,
+            X=np.zeros((0, d)),
+            y=np.zeros(0),
+            groups=np.zeros(0, dtype=np.int64),
+            eps_max=eps_max[included],
+            n_offers=len(active),
+            X_val=X_val,
+            y_val=y_val,
+            custody="seller",
+            n_records=[int(o.n_records) for o in chosen],
+        )
     X, y = records.from_json(
         [r for o in chosen for r in o.records_scaled], d=len(market.features)
     )
     groups = np.repeat(np.arange(len(chosen)), [o.n_records for o in chosen])
-    X_val, y_val = _validation(market)
+    X_val, y_val = validation_set(market)
     return OrderInstance(
         **_shared_fields(market, chosen, values, parameters_version, learner, params),
         features=list(market.features),
@@ -301,11 +330,20 @@ def _vertical_instance(
             "vertical fit needs every party"
         )
     ordered = [by_party[p][0] for p in names]
-    keys, blocks_raw, label_keys, labels = vertical.blocks_of(
-        market, {p: by_party[p][0] for p in names}
-    )
-    universe, blocks = numerics.align_blocks(keys, blocks_raw)
-    y = vertical.aligned_labels(universe, label_keys, labels)
+    party_keys: list[list[str]] | None = None
+    if nodes.seller_custody(market):
+        # keys only: the values stay with the parties (the pattern is all we price)
+        party_keys = [[str(r["key"]) for r in o.records_scaled] for o in ordered]
+        widths = [len(vertical.party_features(market, p)) for p in names]
+        zeros = [np.zeros((len(k), w)) for k, w in zip(party_keys, widths, strict=True)]
+        universe, blocks = numerics.align_blocks(party_keys, zeros)
+        y = np.full(len(universe), np.nan)
+    else:
+        keys, blocks_raw, label_keys, labels = vertical.blocks_of(
+            market, {p: by_party[p][0] for p in names}
+        )
+        universe, blocks = numerics.align_blocks(keys, blocks_raw)
+        y = vertical.aligned_labels(universe, label_keys, labels)
     return OrderInstance(
         **_shared_fields(market, ordered, values, parameters_version, learner, params),
         features=vertical.ordered_features(market),
@@ -318,6 +356,7 @@ def _vertical_instance(
         X_val=None,
         y_val=None,
         party_sizes=[b.shape[1] for b in blocks],
+        party_keys=party_keys,
     )
 
 

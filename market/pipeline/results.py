@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from market.ledgers import SellerSpend, to_major
 from market.pipeline.instance import OrderInstance, OrderRun
+from market.store import Order, RunStatus, utcnow
 
 FloatArray = NDArray[np.float64]
 
@@ -42,6 +43,13 @@ class Outcome:
     timings: dict[str, float]
     certificates: list[dict[str, Any] | None] | None = None
     """Per-seller payment certificates (JSON), in the instance's seller order."""
+    custody: str = "platform"
+    """Who held the records when the randomizers ran: ``platform`` (the release ran
+    on uploaded records) or ``seller`` (only randomized reports reached the platform)."""
+    delivery: dict[str, int] | None = None
+    """Seller custody: sellers allocated / delivered, reports expected / received."""
+    gamma_note: str | None = None
+    """Why a ``γ`` chosen for the budget leaves part of it unspent (else ``None``)."""
     allocation_status: str = "optimal"
     """The allocation's ``SolveStatus`` (only certified when ``"optimal"``)."""
 
@@ -112,17 +120,23 @@ SUMMARY_FIELDS = {
     "validation_error": "the released model's error on the public validation set",
     "gamma": "the γ the order ran with (fixed or chosen for the budget)",
     "gamma_source": '"order" (the buyer gave γ) or "chosen" (chosen for the budget)',
+    "gamma_note": "why a γ chosen for the budget leaves part of it unspent (caps, "
+    "the ε average cap, too few sellers, no accuracy gain), else null",
     "parameters_version": "the market settings version the order ran with",
     "guarantee": "the guarantee label of the release (privacy mode)",
     "learner": "the learner of the order",
+    "custody": '"platform" (the randomizers ran on uploaded records) or "seller" '
+    "(the records never left their sellers; only randomized reports were received)",
+    "delivery": "seller custody: sellers allocated and delivered, reports expected "
+    "and received (null on platform-custody markets)",
     "allocation_status": '"optimal" (certified global optimum), "uncertified" or '
     '"local" (paid, but without that certificate); an "optimal_inaccurate" '
     "allocation is never paid",
     "payments_certified": "whether every re-solve the payments rest on is a certified "
     "optimum; each seller's certificate is in the admin allocations view",
 }
-"""Every field of the buyer's order summary (documented in the README, "What a buyer
-sees"). Deliberately absent: how many sellers offered or were eligible (eligibility
+"""Every field of the buyer's order summary (documented in ``docs/buyer.md``, "What a buyer
+sees of an order"). Deliberately absent: how many sellers offered or were eligible (eligibility
 depends on sellers' remaining budgets, hence on earlier orders' data-dependent
 allocations), per-stage timings (a timing side channel on the records), settlement
 retries (other orders' activity)."""
@@ -147,9 +161,12 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "validation_error": out.validation_error,
         "gamma": out.gamma,
         "gamma_source": out.gamma_source,
+        "gamma_note": out.gamma_note,
         "parameters_version": inp.parameters_version,
         "guarantee": out.guarantee,
         "learner": inp.learner,
+        "custody": out.custody,
+        "delivery": out.delivery,
         "allocation_status": out.allocation_status,
         "payments_certified": all(
             bool(c.get("rule_certified", False)) for c in (out.certificates or []) if c
@@ -186,6 +203,7 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
         },
         "privacy": {
             "guarantee": out.guarantee,
+            "custody": out.custody,
             "epsilon": eps_stats(out.epsilon_total),
             "stages": out.stages,
             "sellers_used": int(np.sum(out.epsilon_total > 0)),
@@ -197,3 +215,13 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
         },
         "payments": {"total": to_major(total), "budget": to_major(run.budget_minor)},
     }
+
+
+def record_success(order: Order, run: OrderRun, out: "Outcome") -> None:
+    """Write a settled order's summary and model, mark it ``succeeded`` and release
+    its lease (inside the settlement's transaction)."""
+    order.summary = summary(run, out)
+    order.model = model_json(run, out)
+    order.status, order.error = RunStatus.SUCCEEDED, None
+    order.progress_stage, order.progress_fraction = "done", 1.0
+    order.finished_at, order.lease_owner, order.lease_expires_at = utcnow(), None, None

@@ -19,7 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from market.store import Job, Order, RunStatus, db, utcnow
+from market import store
+from market.store import Job, Order, RunStatus, utcnow
 
 LeasedTable = type[Order] | type[Job]
 
@@ -76,7 +77,7 @@ def touch(
             **values,
         )
     )
-    with db.session_scope(engine, write=True) as session:
+    with store.session_scope(engine, write=True) as session:
         result = session.execute(stmt)
         session.commit()
         return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -5,7 +5,7 @@ release) → settle, with progress persisted by stage and every write fenced by 
 Stages: ``loading``, ``allocating`` | ``choosing_gamma``, ``payments`` (fraction from
 the payments' progress callback), ``releasing``, ``settling``, ``done``.
 
-Settlement is one transaction (``db.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
+Settlement is one transaction (``store.write_session``: ``BEGIN IMMEDIATE`` on SQLite,
 row locks on PostgreSQL): fence on the lease, lock the sellers, re-check the remaining
 budgets against ``ε_total``; if another order used a seller's budget meanwhile nothing
 is written and the order goes **back to the queue** with a jittered backoff that grows
@@ -33,7 +33,8 @@ from dataclasses import replace
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from market import ledgers
+from market import ledgers, store
+from market.config import get_settings
 from market.errors import InvalidInputError, PrivacyBudgetExhaustedError
 from market.pipeline import instance, results
 from market.pipeline.compute import OrderFailedError, compute_order
@@ -44,8 +45,10 @@ from market.pipeline.deadline import (
 )
 from market.pipeline.instance import OrderRun
 from market.pipeline.results import Outcome
-from market.runtime import leases
-from market.store import Market, Order, RunStatus, db, utcnow
+from market.runtime import custody_runner, leases
+from market.runtime.custody_runner import CustodyTiming
+from market.runtime.party_sessions import NodeSessions
+from market.store import Market, Order, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
 BACKOFF_MIN, BACKOFF_MAX = 0.05, 5.0
@@ -58,6 +61,16 @@ SLEEP_ENV = "PRIVMARKET_TEST_STAGE_SLEEP"
 
 class LeaseLostError(Exception):
     """Another worker took the order over; stop without writing."""
+
+
+class OrderCancelledError(Exception):
+    """The order's buyer or an admin cancelled it while it ran."""
+
+
+def _cancel_requested(db_engine: Engine, order_id: int) -> bool:
+    with store.session_scope(db_engine) as session:
+        order = session.get(Order, order_id)
+        return order is not None and order.cancel_requested_at is not None
 
 
 class Reporter:
@@ -102,6 +115,8 @@ class Reporter:
         self._write(name, 0.0)
         if self.lost.is_set():
             raise LeaseLostError(f"order {self.order_id}: lease lost")
+        if _cancel_requested(self.db_engine, self.order_id):
+            raise OrderCancelledError(self.order_id)
         for hook in STAGE_HOOKS:
             hook(self.order_id, name)
         spec = os.environ.get(SLEEP_ENV, "")
@@ -131,8 +146,17 @@ class Reporter:
 
 
 def compute(run: OrderRun, rep: Reporter) -> Outcome:
-    """The run's numerics (``market.pipeline.compute``) with the stage timings."""
-    out = compute_order(run, rep, checkpoint=rep.deadline.checkpoint())
+    """The run's numerics (``market.pipeline.compute``) with the stage timings; a fit
+    between party nodes runs through :class:`~market.runtime.party_sessions.NodeSessions`."""
+    settings = get_settings()
+    cert, key, ca = settings.node_tls_cert, settings.node_tls_key, settings.node_tls_ca
+    tls = (str(cert), str(key), str(ca)) if cert and key and ca else None
+    sessions = NodeSessions(
+        rep.db_engine, compute_host=settings.node_compute_host, tls=tls
+    )
+    out = compute_order(
+        run, rep, checkpoint=rep.deadline.checkpoint(), secure_session=sessions
+    )
     return replace(out, timings=dict(rep.timings))
 
 
@@ -146,29 +170,23 @@ def _settle(db_engine: Engine, run: OrderRun, out: Outcome, *, owner: str) -> No
     PrivacyBudgetExhaustedError
         A seller's remaining budget shrank meanwhile (nothing written).
     """
-    with db.write_session(db_engine) as session:
+    with store.write_session(db_engine) as session:
         stmt = select(Order).where(Order.id == run.order_id).with_for_update()
         order = session.exec(stmt).one()
         if order.status != RunStatus.RUNNING or order.lease_owner != owner:
             raise LeaseLostError(f"order {run.order_id}: lease lost before settlement")
+        if order.cancel_requested_at is not None:
+            raise OrderCancelledError(run.order_id)
         market = session.get(Market, run.instance.market_id)
         assert market is not None
         items = results.spends(run.instance, out)
         ledgers.settle_order(session, order=order, market=market, spends=items)
-        order.summary = results.summary(run, out)
-        order.model = results.model_json(run, out)
-        order.status, order.error = RunStatus.SUCCEEDED, None
-        order.progress_stage, order.progress_fraction = "done", 1.0
-        order.finished_at, order.lease_owner, order.lease_expires_at = (
-            utcnow(),
-            None,
-            None,
-        )
+        results.record_success(order, run, out)
         session.add(order)
 
 
 def _load(db_engine: Engine, order_id: int, *, owner: str) -> OrderRun:
-    with db.session_scope(db_engine) as session:
+    with store.session_scope(db_engine) as session:
         order = session.get(Order, order_id)
         if order is None or order.lease_owner != owner:
             raise LeaseLostError(f"order {order_id}: not ours")
@@ -236,7 +254,7 @@ def requeue(
 
 def _waited(db_engine: Engine, order_id: int) -> float:
     """Seconds since the order first started running."""
-    with db.session_scope(db_engine) as session:
+    with store.session_scope(db_engine) as session:
         order = session.get(Order, order_id)
         started = None if order is None else order.started_at
     if started is None:
@@ -274,12 +292,15 @@ def run_order(
     owner: str,
     lease_seconds: float,
     time_limit: float = math.inf,
+    custody: CustodyTiming | None = None,
 ) -> str:
     """Run a claimed order to ``succeeded`` or ``failed``, or hand it back to the queue
     (``queued``: settlement contention or the worker stopping); return that status
     (``"lost"`` when another worker took it over).
 
-    ``time_limit`` is the run's time budget in seconds (module docstring). Failures
+    ``time_limit`` is the run's time budget in seconds (module docstring); ``custody``
+    the round timing of seller-custody orders (``market.runtime.custody_runner``, which
+    runs them: priced, then collecting reports round by round). Failures
     are recorded with a buyer-safe reason; unexpected errors are logged with their
     details and recorded as an internal error of the stage.
     """
@@ -287,10 +308,23 @@ def run_order(
     rep = Reporter(
         db_engine, order_id, owner=owner, lease_seconds=lease_seconds, deadline=deadline
     )
+    timing = custody or CustodyTiming()
     try:
+        if custody_runner.has_run(db_engine, order_id):
+            deadline.check()
+            return custody_runner.advance(
+                db_engine, order_id, owner=owner, timing=timing
+            )
         rep.stage("loading")
         run = _load(db_engine, order_id, owner=owner)
         _record_snapshot(rep, run)
+        if custody_runner.is_seller_custody(run):
+            try:
+                return custody_runner.start(
+                    db_engine, run, rep, owner=owner, timing=timing
+                )
+            except PrivacyBudgetExhaustedError:
+                return _contended(db_engine, order_id, owner=owner, patience=time_limit)
         out = compute(run, rep)
         rep.stage("settling")
         try:
@@ -299,8 +333,22 @@ def run_order(
             return _contended(db_engine, order_id, owner=owner, patience=time_limit)
         log.info("order %s: stage seconds %s", order_id, out.timings)
         return RunStatus.SUCCEEDED
-    except LeaseLostError:
+    except (LeaseLostError, custody_runner.LeaseLost):
         return "lost"
+    except OrderCancelledError:
+        ok = leases.touch(
+            db_engine,
+            Order,
+            order_id,
+            owner=owner,
+            lease_seconds=0.0,
+            status=RunStatus.CANCELLED,
+            error=f"cancelled in stage {rep._stage}; nothing was charged or paid",
+            progress_stage="cancelled",
+            finished_at=utcnow(),
+            lease_owner=None,
+        )
+        return RunStatus.CANCELLED if ok else "lost"
     except WorkerStoppingError:
         ok = requeue(db_engine, order_id, owner=owner, delay=0.0, reason="worker stop")
         return RunStatus.QUEUED if ok else "lost"
@@ -314,5 +362,9 @@ def run_order(
     except Exception as exc:  # recorded on the order, details only in the log
         log.exception("order %s failed in stage %s", order_id, rep._stage)
         reason = f"internal error in stage {rep._stage} ({type(exc).__name__})"
+    try:
+        custody_runner.end_collection(db_engine, order_id, owner=owner)
+    except Exception:  # the failure is recorded below whatever happens here
+        log.exception("order %s: ending its report collection failed", order_id)
     fail(db_engine, order_id, owner=owner, reason=reason)
     return RunStatus.FAILED

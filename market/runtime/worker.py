@@ -31,10 +31,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, or_, select
 
+from market import store
 from market.config import Settings
 from market.pipeline import deadline
 from market.runtime import job_runner, leases, order_runner
-from market.store import Job, Order, RunStatus, db, utcnow
+from market.runtime.custody_runner import CustodyTiming
+from market.store import Job, Order, RunStatus, utcnow
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
@@ -75,7 +77,7 @@ def claim(
 ) -> int | None:
     """Claim the oldest claimable row of ``table``; return its id (``None``: none)."""
     while True:
-        with db.write_session(engine) as session:
+        with store.write_session(engine) as session:
             row = session.exec(_claimable(table)).first()
             if row is None:
                 return None
@@ -88,7 +90,8 @@ def claim(
             row.lease_owner, row.heartbeat_at = owner, now
             row.lease_expires_at = now + timedelta(seconds=lease_seconds)
             row.started_at = row.started_at or now
-            row.progress_stage, row.progress_fraction = "loading", 0.0
+            if row.progress_stage != "collecting":  # a collecting order keeps its stage
+                row.progress_stage, row.progress_fraction = "loading", 0.0
             session.add(row)
             session.flush()
             return int(row.id)  # type: ignore[arg-type]
@@ -115,7 +118,7 @@ def recover(engine: Engine) -> list[tuple[str, int, str]]:
     done: list[tuple[str, int, str]] = []
     now = utcnow()
     for table in (Order, Job):
-        with db.write_session(engine) as session:
+        with store.write_session(engine) as session:
             stmt = (
                 select(table)
                 .where(col(table.status) == RunStatus.RUNNING)
@@ -145,9 +148,11 @@ class Worker:
         lease_seconds: float = 60.0,
         poll_seconds: float = 0.5,
         time_limit: float = math.inf,
+        custody: CustodyTiming | None = None,
     ) -> None:
         self.engine, self.lease_seconds = engine, lease_seconds
         self.poll_seconds, self.time_limit = poll_seconds, time_limit
+        self.custody = custody or CustodyTiming()
         self.owner = leases.new_owner()
 
     @classmethod
@@ -157,6 +162,7 @@ class Worker:
             engine,
             lease_seconds=settings.job_lease_seconds,
             time_limit=settings.order_time_limit_seconds,
+            custody=CustodyTiming.from_settings(settings),
         )
 
     def stop(self) -> None:
@@ -167,7 +173,8 @@ class Worker:
         run: Callable[..., Any] = job_runner.run_claimed_job
         kwargs: dict[str, Any] = {}
         if table is Order:
-            run, kwargs = order_runner.run_order, {"time_limit": self.time_limit}
+            run = order_runner.run_order
+            kwargs = {"time_limit": self.time_limit, "custody": self.custody}
         with leases.heartbeat(
             self.engine,
             table,

@@ -54,12 +54,14 @@ class OfferStatus(StrEnum):
 
 
 class RunStatus(StrEnum):
-    """Status of orders and jobs: ``queued → running → succeeded | failed``."""
+    """Status of orders and jobs: ``queued → running → succeeded | failed``; an order
+    can also end ``cancelled`` (by its buyer or an admin, before it settled)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class LedgerKind(StrEnum):
@@ -105,6 +107,13 @@ class Market(SQLModel, table=True):
     record_key: str | None = Field(default=None, max_length=200)
     parties: list[dict[str, Any]] | None = _json(nullable=True)
     """Vertical markets: ``[{"name", "features": [...]}]``; the first holds the label."""
+    custody: str = Field(
+        default="platform",
+        max_length=16,
+        sa_column_kwargs={"server_default": "platform"},
+    )
+    """``platform`` (sellers upload records) or ``seller`` (records stay with their
+    sellers; offers hold no records, orders collect randomized reports)."""
     created_by: int = Field(foreign_key="account.id")
     created_at: datetime = _ts()
 
@@ -124,7 +133,9 @@ class MarketParameters(SQLModel, table=True):
 
 
 class Offer(SQLModel, table=True):
-    """A seller's records in one market, as submitted and as scaled to ``‖x‖ ≤ 1``."""
+    """A seller's records in one market, as submitted and as scaled to ``‖x‖ ≤ 1``
+    (both empty in a seller-custody market, where ``n_records`` is the seller's public
+    count of the records it keeps)."""
 
     __table_args__ = (
         # One active offer per seller per market, enforced by the database.
@@ -186,6 +197,7 @@ class Order(SQLModel, table=True):
     heartbeat_at: datetime | None = _ts(nullable=True)
     started_at: datetime | None = _ts(nullable=True)
     finished_at: datetime | None = _ts(nullable=True)
+    cancel_requested_at: datetime | None = _ts(nullable=True)
     created_at: datetime = _ts()
 
 
@@ -266,3 +278,131 @@ class RateLimitWindow(SQLModel, table=True):
     window_start: int = Field(primary_key=True, sa_type=sa.BigInteger)
     hits: int = 0
     expires_at: int = Field(sa_type=sa.BigInteger, index=True)
+
+
+class CollectionStatus(StrEnum):
+    """Status of a seller-custody order's collection: ``collecting → done | failed``."""
+
+    COLLECTING = "collecting"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RequestStatus(StrEnum):
+    """Status of one report request: ``open → answered | missed``."""
+
+    OPEN = "open"
+    ANSWERED = "answered"
+    MISSED = "missed"
+
+
+class CustodyRun(SQLModel, table=True):
+    """A seller-custody order after allocation and pricing: the learner's local
+    protocol state between rounds (JSON, so the order survives a worker restart), the
+    current round and its deadline, and the mechanism's outcome kept for settlement."""
+
+    __tablename__ = "custody_run"
+
+    order_id: int = Field(foreign_key="order.id", primary_key=True)
+    market_id: int = Field(foreign_key="market.id", index=True)
+    status: str = Field(default=CollectionStatus.COLLECTING, max_length=16, index=True)
+    state: dict[str, Any] = _json()
+    round: int = 0
+    round_deadline: datetime | None = _ts(nullable=True)
+    round_seconds: float
+    gamma: float
+    gamma_source: str = Field(max_length=16)
+    eta: float
+    created_at: datetime = _ts()
+    updated_at: datetime = _ts()
+
+
+class CustodySeller(SQLModel, table=True):
+    """One allocated seller of a seller-custody order: its allocated ``ε_i`` and
+    payment (computed at allocation), and what it delivered (``delivered`` is set when
+    the collection ends; ``epsilon_spent`` is the ε of the reports it sent)."""
+
+    __tablename__ = "custody_seller"
+    __table_args__ = (sa.UniqueConstraint("order_id", "seller_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    order_id: int = Field(foreign_key="order.id", index=True)
+    market_id: int = Field(foreign_key="market.id")
+    seller_id: int = Field(foreign_key="account.id", index=True)
+    offer_id: int = Field(foreign_key="offer.id")
+    seller_index: int
+    n_records: int
+    epsilon: float
+    payment_minor: int = Field(sa_type=sa.BigInteger)
+    certificate: dict[str, Any] | None = _json(nullable=True)
+    rounds_answered: int = 0
+    epsilon_spent: float = 0.0
+    delivered: bool | None = None
+
+
+class ReportRequest(SQLModel, table=True):
+    """One round's request to one seller and, once answered, its randomized report
+    (the only thing a seller-custody market ever stores of a seller's data)."""
+
+    __tablename__ = "report_request"
+    __table_args__ = (sa.UniqueConstraint("order_id", "seller_id", "round"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    order_id: int = Field(foreign_key="order.id", index=True)
+    market_id: int = Field(foreign_key="market.id")
+    seller_id: int = Field(foreign_key="account.id", index=True)
+    round: int
+    randomizer: str = Field(max_length=128)
+    epsilon: float
+    request: dict[str, Any] = _json()
+    """The request as the learner's protocol published it (``ReportRequest.to_json``)."""
+    deadline: datetime = _ts()
+    status: str = Field(default=RequestStatus.OPEN, max_length=16, index=True)
+    report: dict[str, Any] | None = _json(nullable=True)
+    answered_at: datetime | None = _ts(nullable=True)
+    created_at: datetime = _ts()
+
+
+class PartyNode(SQLModel, table=True):
+    """A data party's node in a seller-custody vertical market: where its MPyC party
+    listens and the features it declares (no data). One row per market and party;
+    a new registration by the party's seller replaces the address."""
+
+    __tablename__ = "party_node"
+    __table_args__ = (sa.UniqueConstraint("market_id", "party"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    market_id: int = Field(foreign_key="market.id", index=True)
+    seller_id: int = Field(foreign_key="account.id", index=True)
+    party: str = Field(max_length=200)
+    host: str = Field(max_length=255)
+    port: int
+    features: list[str] = _json()
+    last_seen_at: datetime = _ts()
+    last_session_id: int | None = None
+    last_session_status: str | None = Field(default=None, max_length=16)
+    created_at: datetime = _ts()
+
+
+class FitSession(SQLModel, table=True):
+    """One secure fit between the party nodes and the platform's compute party.
+
+    ``plan`` holds the public parameters every party receives (party names, key
+    lists, widths, settings, ε per party); ``addresses`` the ``host:port`` of every
+    MPyC party in index order. ``status``: ``open`` (nodes join) → ``succeeded`` |
+    ``failed`` (``error`` says why)."""
+
+    __tablename__ = "fit_session"
+
+    id: int | None = Field(default=None, primary_key=True)
+    order_id: int = Field(foreign_key="order.id", index=True)
+    market_id: int = Field(foreign_key="market.id", index=True)
+    status: str = Field(default="open", max_length=16, index=True)
+    plan: dict[str, Any] = _json()
+    addresses: list[str] = _json()
+    tls: bool = False
+    """Whether the parties connect over TLS (every party needs its certificate)."""
+    deadline_at: datetime = _ts()
+    error: str | None = Field(default=None, sa_type=sa.Text)
+    created_at: datetime = _ts()
+    finished_at: datetime | None = _ts(nullable=True)

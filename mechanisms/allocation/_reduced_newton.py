@@ -28,7 +28,7 @@ Where ``∇²F`` is positive definite and the Newton step fits, it *is* the Newt
 so convergence stays quadratic. (The earlier fallback, a DC step on the w-block Hessian
 alone, crawls along such a valley with a fixed step ``H_w⁻¹∇F``: 122 steps at
 ``m = 10⁵``, 492 at ``2·10⁵`` for the cost-free model; ``benchmarks/RESULTS.md``,
-issue 16, h16alloc.) A step is accepted when ``F`` falls by at least ``10⁻⁴`` of the
+"Allocation constant factors".) A step is accepted when ``F`` falls by at least ``10⁻⁴`` of the
 predicted decrease, so every accepted step is a descent step. ``w`` has only ``d``
 entries, so this needs a handful of O(m d²) passes where the plain block alternation
 needs hundreds of sweeps when the weights are selective.

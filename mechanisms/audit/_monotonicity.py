@@ -1,4 +1,4 @@
-"""Monotonicity audit of the allocation rule (issue 9; spec §5, §6).
+"""Monotonicity audit of the allocation rule (spec §5, §6).
 
 Myerson's payment identity makes truthful reporting dominant only if each seller's
 ``s ↦ ε_i(s, c_-i)`` is non-increasing. :func:`audit_monotonicity` sweeps each audited
@@ -8,7 +8,7 @@ for that report — and counts upward steps against the running minimum.
 
 A step counts as a violation when it exceeds ``rtol·(1 + max ε)``: the solves stop at
 KKT tolerance (~1e-9), so a certified rule shows steps of that size at most; a switch
-between local optima (issue 9) shows steps of the size of ``ε_i`` itself.
+between local optima (a local, uncertified search) shows steps of the size of ``ε_i`` itself.
 """
 
 from __future__ import annotations

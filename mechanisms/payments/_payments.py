@@ -267,7 +267,7 @@ def myerson_payments(
         every one. ``"sample"`` (default): :func:`verification_sample` (about
         ``√(winners)``, at least ``MIN_VERIFIED``); if any sampled check finds a
         mismatch, every other winner is recomputed with the checks on. These
-        cross-checks are extra: since issue 9 a shortcut re-solve is used at all only
+        cross-checks are extra: a shortcut re-solve is used at all only
         when the base allocation is certified and the re-solve carries its own
         closed certificate (else the full search runs), for every seller in or out
         of the sample; see each seller's ``certificate``.

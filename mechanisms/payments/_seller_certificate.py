@@ -1,4 +1,4 @@
-"""Per-seller payment certificates (issue 9): what a seller's payment rests on.
+"""Per-seller payment certificates: what a seller's payment rests on.
 
 Stored with the order by the market (``PaymentResult.to_dict()["certificates"]``), so an
 admin can read, next to each allocation, whether the payment was computed on

@@ -3,8 +3,11 @@
 :func:`select_hyperparameters` chooses ``(λ, μ, σ)`` at a fixed ``γ``;
 :func:`tradeoff_curve` repeats that choice over a ``γ`` grid (validation error vs
 payment); :func:`choose_gamma` finds the most accurate ``γ`` whose Myerson total fits a
-budget. All score an allocation by :func:`released_validation_error`, the validation
-error of the model released at it. Private modules: ``_validation_error``,
+budget. All score an allocation by :func:`public_validation_error`, the validation
+error of the model released at it on a public proxy of the sellers' records drawn from
+the validation set: tuning reads the records only through the allocation, never
+through a release, and spends no privacy (:func:`released_validation_error` scores a
+release on records the caller passes, for experiments only). Private modules: ``_validation_error``,
 ``_hyperparameters``, ``_tradeoff``, ``_gamma_for_budget``.
 """
 
@@ -19,6 +22,7 @@ from mechanisms.tuning._tradeoff import TradeoffPoint, tradeoff_curve
 from mechanisms.tuning._validation_error import (
     Predictor,
     Release,
+    public_validation_error,
     released_validation_error,
 )
 
@@ -32,6 +36,7 @@ __all__ = [
     "TradeoffPoint",
     "choose_gamma",
     "myerson_total_fn",
+    "public_validation_error",
     "released_validation_error",
     "select_hyperparameters",
     "tradeoff_curve",

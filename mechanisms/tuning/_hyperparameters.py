@@ -5,7 +5,9 @@ hyperparameters minimising
 
     score(λ, μ, σ) = E_b[ 1{sign(ŵᵀx) ≠ y} ]_val + γ · Σ_i t_i
 
-where ``ŵ`` is the model released at the allocation (fresh noise ``b``, spec §3), the
+where ``ŵ`` is the model released at the allocation (fresh noise ``b``, spec §3) on a
+public proxy of the sellers' records drawn from the validation set
+(:func:`mechanisms.tuning.public_validation_error`: no private record is released), the
 misclassification is averaged over ``n_draws`` noise draws on the public validation set,
 and ``Σ t_i`` is the total payment. By default the payment in the score is the
 **expected payment** ``Σ_i Ψ_i u(ε_i)`` (the payment identity in expectation over costs,
@@ -34,7 +36,7 @@ from mechanisms.config import MechanismConfig
 from mechanisms.payments._payments import myerson_total
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
-from mechanisms.tuning._validation_error import Release, released_validation_error
+from mechanisms.tuning._validation_error import Release, public_validation_error
 
 FloatArray = NDArray[np.float64]
 PaymentFn = Callable[..., float]
@@ -134,6 +136,7 @@ def _evaluate(
     seed: int,
     payment_fn: PaymentFn | None,
     release: Release | None,
+    n_rows: int | None = None,
 ) -> tuple[SelectionRow, Allocation]:
     X, y, costs, prior = data
     alloc = allocate(X, y, costs, prior, cfg, eps_max)
@@ -143,15 +146,14 @@ def _evaluate(
             cfg.lam, cfg.mu, cfg.sigma, nan, nan, None, math.inf, nan, str(alloc.status)
         )
         return row, alloc
-    err = released_validation_error(
-        X,
-        y,
+    err = public_validation_error(
         alloc,
         val[0],
         val[1],
         n_draws=n_draws,
         random_state=seed,
         release=release,
+        n_rows=n_rows,
     )
     exp_pay = expected_payment(alloc)
     total = (
@@ -190,6 +192,7 @@ def select_hyperparameters(
     eps_max: ArrayLike | None = None,
     progress: Callable[[int, int], None] | None = None,
     release: Release | None = None,
+    n_rows: int | None = None,
 ) -> Selection:
     """Choose ``(λ, μ, σ)`` at ``cfg.gamma`` by the validation score (spec §4.3).
 
@@ -212,9 +215,13 @@ def select_hyperparameters(
     progress : callable, optional
         ``progress(done, total)`` after each grid point.
     release : callable, optional
-        ``release(X, y, allocation, rng) -> model with predict``: the private release
-        scored on the validation set (default: objective perturbation for the logistic
-        loss, :func:`mechanisms.tuning.released_validation_error`).
+        ``release(X, y, allocation, rng) -> model with predict``: the private release,
+        fitted on a public proxy drawn from the validation set and scored on it
+        (:func:`mechanisms.tuning.public_validation_error`; default: objective
+        perturbation for the logistic loss). The sellers' ``X, y`` reach only the
+        allocation, never a release: the selection spends no privacy.
+    n_rows : int, optional
+        Proxy rows per release (default one per seller).
 
     Returns
     -------
@@ -248,6 +255,7 @@ def select_hyperparameters(
             seed=seed,
             payment_fn=payment_fn,
             release=release,
+            n_rows=n_rows,
         )
         rows.append(row)
         if math.isfinite(row.score) and (best is None or row.score < best[0].score):

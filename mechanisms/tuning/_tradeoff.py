@@ -105,6 +105,7 @@ def tradeoff_curve(
     eps_max: ArrayLike | None = None,
     progress: Callable[[int, int], None] | None = None,
     release: Release | None = None,
+    n_rows: int | None = None,
 ) -> list[TradeoffPoint]:
     """Validation error vs payment over a ``γ`` grid (paper §5, Fig. 2a; spec §4.3).
 
@@ -114,8 +115,10 @@ def tradeoff_curve(
     ``expected_payment``. The scores use the expected payment unless
     ``select_on_total`` (then every grid point pays for a full payment computation).
     All ``γ`` share one noise seed. ``progress(done, total)`` counts grid points;
-    ``release`` is the private release scored on the validation set (as for
-    :func:`select_hyperparameters`).
+    ``release`` is the private release, fitted on ``n_rows`` public proxy rows drawn
+    from the validation set and scored on it (as for :func:`select_hyperparameters`):
+    the curve reads the sellers' records only through the allocation, never through a
+    release, and spends no privacy.
 
     Raises
     ------
@@ -152,6 +155,7 @@ def tradeoff_curve(
             eps_max=eps_max,
             progress=_offset(progress, j * n_points, len(gs) * n_points),
             release=release,
+            n_rows=n_rows,
         )
         total = sel.best.total_payment
         if total is None and fn is not None:

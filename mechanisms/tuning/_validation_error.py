@@ -7,6 +7,19 @@ error on the public validation set. The release is a parameter: any
 ``release(X, y, allocation, rng)`` returning a fitted model with ``predict``; the default
 is heterogeneous objective perturbation (:class:`learners.HeteroDPLogisticRegression`,
 paper Algorithm 0) for the logistic loss.
+
+Two scores:
+
+- :func:`public_validation_error` (what the tuning code uses): the release is fitted on
+  a **public proxy** of the sellers' data — rows resampled from one half of the public
+  validation set, row ``j`` standing for seller ``j`` and spending that seller's
+  allocated ``ε_j`` — and scored on the other half. It reads no private record, so
+  choosing ``γ`` or ``(λ, μ, σ)`` with it spends no privacy (spec §4.4: a ``strict``
+  order stays ``ε_i^total``-DP end to end).
+- :func:`released_validation_error`: the release fitted on the ``X, y`` the caller
+  passes. Every call on private records is a release of them (``n_draws`` releases at
+  the allocation's ``ε``, composing); it is for experiments on data the caller may
+  spend, not for the market's tuning.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ __all__ = [
     "Predictor",
     "Release",
     "logistic_release",
+    "public_validation_error",
     "release_model",
     "released_validation_error",
 ]
@@ -142,3 +156,107 @@ def released_validation_error(
         err = np.mean(pred != yv) if logistic else np.mean(loss.value(pred, yv))
         errors.append(float(err))
     return float(np.mean(errors))
+
+
+def _proxy_folds(
+    n_val: int, rng: np.random.Generator
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Two disjoint halves of a random permutation of the validation rows (both the
+    whole set when it has fewer than 4 rows)."""
+    if n_val < 4:
+        every = np.arange(n_val)
+        return every, every
+    perm = rng.permutation(n_val)
+    return perm[: n_val // 2], perm[n_val // 2 :]
+
+
+def public_validation_error(
+    alloc: Allocation,
+    X_val: ArrayLike,
+    y_val: ArrayLike,
+    *,
+    n_draws: int = 15,
+    random_state: int | np.random.Generator | None = None,
+    release: Release | None = None,
+    n_rows: int | None = None,
+) -> float:
+    """Validation error of the release at ``alloc`` fitted on **public** data only.
+
+    Each of the ``n_draws`` draws takes one half ``F`` of the public validation set
+    (the halves alternate between draws: two-fold cross-fitting), draws ``n_rows``
+    rows from ``F`` uniformly with replacement — the proxy of the sellers' records,
+    proxy row ``j`` standing for seller ``j`` (or for record ``j`` of a learner that
+    maps records to sellers itself) — releases ``release(X_F, y_F, alloc, rng)`` on
+    them, and scores the model on the other half; the two halves' mean errors are
+    averaged weighted by their rows. The proxy has the sellers' number of
+    rows and the allocation's per-seller ``ε``, so the release's noise is the noise the
+    buyer's model will carry; its records are public, so the score is a post-
+    processing of public data and the allocation (no privacy spent). What it does not
+    see is how the sellers' records differ from the validation set's distribution.
+
+    Parameters
+    ----------
+    alloc : Allocation
+        The allocation ``(a, η)`` to release at.
+    X_val, y_val : array-like
+        The public validation set (at least one row).
+    n_draws : int
+        Draws averaged; proxy rows and noise come from one generator seeded by
+        ``random_state`` (common random numbers across allocations with an int seed).
+    random_state : int, Generator or None
+        Seed of the proxy rows and the release noise (OS entropy if ``None``).
+    release : Release, optional
+        ``release(X, y, allocation, rng) -> model``; default :func:`logistic_release`
+        (logistic loss only).
+    n_rows : int, optional
+        Proxy rows per draw; default one per seller (``alloc.weights.size``).
+
+    Returns
+    -------
+    float
+        Logistic loss: misclassification rate of ``predict``; other losses: the mean
+        validation loss of the predictions.
+
+    Raises
+    ------
+    ValueError
+        ``n_draws < 1``, an empty validation set, ``n_rows < 1``, or a non-logistic
+        loss without a ``release``.
+    """
+    if n_draws < 1:
+        raise ValueError(f"n_draws must be >= 1, got {n_draws!r}")
+    Xv = np.asarray(X_val, dtype=float)
+    yv = np.asarray(y_val, dtype=float)
+    if Xv.shape[0] < 1 or yv.shape[0] != Xv.shape[0]:
+        raise ValueError(
+            "X_val, y_val: the public validation set needs at least one row and one "
+            "label per row"
+        )
+    rows = int(np.asarray(alloc.weights).size) if n_rows is None else int(n_rows)
+    if rows < 1:
+        raise ValueError(f"n_rows must be >= 1, got {n_rows!r}")
+    cfg = alloc.config
+    logistic = cfg.loss == "logistic"
+    loss = make_loss(cfg.loss, quantile=cfg.quantile, smoothing=cfg.pinball_smoothing)
+    if release is None:
+        if not logistic:
+            raise ValueError(
+                f"release: loss={cfg.loss!r} has no default release; pass the "
+                "learner's release"
+            )
+        release = logistic_release
+    rng = np.random.default_rng(random_state)
+    folds = _proxy_folds(Xv.shape[0], rng)
+    errors: tuple[list[float], list[float]] = ([], [])
+    for d in range(n_draws):
+        fit, score = folds[d % 2], folds[1 - d % 2]
+        idx = fit[rng.integers(0, fit.size, size=rows)]
+        model = release(Xv[idx], yv[idx], alloc, rng)
+        pred = np.asarray(model.predict(Xv[score]), dtype=float)
+        ys = yv[score]
+        err = np.mean(pred != ys) if logistic else np.mean(loss.value(pred, ys))
+        errors[1 - d % 2].append(float(err))
+    # each scored half weighted by its rows: a whole-set average when both are scored
+    sizes = [folds[k].size if errors[k] else 0 for k in (0, 1)]
+    means = [float(np.mean(errors[k])) if errors[k] else 0.0 for k in (0, 1)]
+    return float(np.dot(sizes, means) / sum(sizes))

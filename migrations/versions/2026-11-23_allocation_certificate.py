@@ -1,4 +1,4 @@
-"""Allocations keep each seller's payment certificate (issue: certified payments).
+"""Allocations keep each seller's payment certificate.
 
 Revision ID: 0003
 Revises: 0002

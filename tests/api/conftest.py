@@ -156,3 +156,15 @@ def count_rows(api: Api, table: type) -> int:
 
     with Session(api.client.app.state.engine) as session:  # type: ignore[attr-defined]
         return int(session.exec(select(func.count()).select_from(table)).one())
+
+
+def seed_offers(world: World) -> None:
+    """Give the world's market two active offers (sellers A and B): the fewest an
+    order can be placed on."""
+    for i, seller in enumerate((world.seller_a, world.seller_b)):
+        r = world.api.client.post(
+            f"/v1/markets/{world.market_id}/offers",
+            headers=seller,
+            json=offer_body(x=[2.0 + 5 * i, 0.5 - i], y=1 - 2 * i),
+        )
+        assert r.status_code == 201, r.text

@@ -44,6 +44,13 @@ def _objects(world: World) -> dict[str, int]:
         headers=world.seller_a,
         json=offer_body(),
     ).json()["id"]
+    # a second seller's offer: an order needs two
+    r = c.post(
+        f"/v1/markets/{world.market_id}/offers",
+        headers=world.seller_b,
+        json=offer_body(x=[8.0, -0.5], y=-1),
+    )
+    assert r.status_code == 201, r.text
     order = c.post(
         f"/v1/markets/{world.market_id}/orders", headers=world.buyer_a, json=ORDER
     ).json()["id"]

@@ -6,7 +6,7 @@ from sqlmodel import Session
 
 from market import ledgers, numerics
 from market.store import Job
-from tests.api.conftest import World, offer_body
+from tests.api.conftest import World, offer_body, seed_offers
 from tests.api.test_markets_api import _run_job
 from tests.api.test_orders_api import ORDER, _finish, _ids, _place
 
@@ -15,6 +15,7 @@ def test_order_list_shows_a_buyer_only_its_own_orders_and_an_admin_all(
     world: World,
 ) -> None:
     c = world.api.client
+    seed_offers(world)
     mine = _place(world).json()["id"]
     theirs = c.post(
         f"/v1/markets/{world.market_id}/orders", headers=world.buyer_b, json=ORDER

@@ -10,7 +10,14 @@ from market import numerics
 from market.orders import jobs as market_jobs
 from market.runtime import job_runner, worker
 from market.store import Job, Market, MarketParameters
-from tests.api.conftest import Api, World, count_rows, market_body, offer_body
+from tests.api.conftest import (
+    Api,
+    World,
+    count_rows,
+    market_body,
+    offer_body,
+    seed_offers,
+)
 
 
 def test_admin_creates_market_with_documented_defaults(api: Api) -> None:
@@ -157,6 +164,7 @@ def test_patch_appends_a_parameters_version_and_orders_keep_theirs(
     world: World,
 ) -> None:
     c, mid = world.api.client, world.market_id
+    seed_offers(world)
     order = c.post(
         f"/v1/markets/{mid}/orders",
         headers=world.buyer_a,

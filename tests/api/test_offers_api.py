@@ -286,6 +286,8 @@ def test_put_with_bad_records_changes_nothing(world: World) -> None:
 
 
 def _running_order(world: World, *, offer_ids: list[int] | None) -> None:
+    theirs = _post(world, offer_body(x=[8.0, -0.5]), headers=world.seller_b)
+    assert theirs.status_code in (201, 409), theirs.text  # an order needs two offers
     r = world.api.client.post(
         f"/v1/markets/{world.market_id}/orders",
         headers=world.buyer_a,

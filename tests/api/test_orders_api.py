@@ -9,7 +9,7 @@ from sqlmodel import Session, col, update
 from market import ledgers
 from market.errors import ConflictError, PrivacyBudgetExhaustedError
 from market.store import Market, Order, RunStatus, db
-from tests.api.conftest import World, count_rows, market_body, offer_body
+from tests.api.conftest import World, count_rows, market_body, offer_body, seed_offers
 
 ORDER = {"learner": "hetero_dp_logistic", "budget": 12.5}
 
@@ -25,6 +25,7 @@ def _place(world: World, body: dict[str, Any] | None = None, **headers: str) -> 
 def test_place_order_is_202_queued_and_stores_budget_in_minor_units(
     world: World,
 ) -> None:
+    seed_offers(world)
     r = _place(world, {**ORDER, "budget": 0.29, "gamma": 0.5})
     assert r.status_code == 202
     assert r.json()["status"] == "queued"
@@ -42,6 +43,7 @@ def test_place_order_is_202_queued_and_stores_budget_in_minor_units(
 
 
 def test_idempotency_key_returns_the_same_order(world: World) -> None:
+    seed_offers(world)
     first = _place(world, **{"Idempotency-Key": "abc"})
     again = _place(world, **{"Idempotency-Key": "abc"})
     assert first.status_code == again.status_code == 202
@@ -116,6 +118,7 @@ def test_order_roles_and_visibility(world: World) -> None:
         c.post("/v1/markets/42/orders", headers=world.buyer_a, json=ORDER).status_code
         == 404
     )
+    seed_offers(world)
     oid = _place(world).json()["id"]
     assert c.get(f"/v1/orders/{oid}", headers=world.buyer_a).status_code == 200
     assert c.get(f"/v1/orders/{oid}", headers=world.admin).status_code == 200
@@ -274,6 +277,7 @@ def test_placement_answers_queued_even_if_a_worker_claims_the_order_at_once(
     commit and the response (the in-process worker can) does not change it."""
     from market import orders
 
+    seed_offers(world)
     place = orders.place_order
 
     def place_then_claim(session: Session, **kwargs: Any) -> Any:

@@ -13,8 +13,15 @@ from sqlmodel import Session
 from market import numerics
 from market.markets import current_parameters
 from market.runtime import worker
-from market.store import Market
-from tests.api.conftest import Api, World, count_rows, market_body, offer_body
+from market.store import Market, Order
+from tests.api.conftest import (
+    Api,
+    World,
+    build_world,
+    count_rows,
+    market_body,
+    offer_body,
+)
 
 JSON = {"Content-Type": "application/json"}
 
@@ -127,21 +134,44 @@ def test_tradeoff_gamma_grid_must_be_finite_and_positive(
     assert r.json()["field"] == "gammas[0]"
 
 
-def test_order_on_a_single_offer_fails_with_the_true_reason(world: World) -> None:
+@pytest.mark.parametrize("n_offers", [0, 1])
+def test_an_order_on_fewer_than_two_offers_is_refused_at_placement(
+    world: World, n_offers: int
+) -> None:
     c, mid = world.api.client, world.market_id
-    r = c.post(f"/v1/markets/{mid}/offers", headers=world.seller_a, json=offer_body())
-    assert r.status_code == 201
+    if n_offers:
+        r = c.post(f"/v1/markets/{mid}/offers", headers=world.seller_a, json=offer_body())
+        assert r.status_code == 201
     r = c.post(
         f"/v1/markets/{mid}/orders",
         headers=world.buyer_a,
         json={"learner": "hetero_dp_logistic", "budget": 5.0, "gamma": 1.0},
     )
-    assert r.status_code == 202
-    _drain(world.api)
-    order = c.get(f"/v1/orders/{r.json()['id']}", headers=world.buyer_a).json()
-    assert order["status"] == "failed"
-    assert "at least 2 sellers" in order["error"], order["error"]
-    assert "Error" not in order["error"]  # not an exception class name
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "offers"
+    assert f"{n_offers} active offer" in r.json()["detail"]
+    assert count_rows(world.api, Order) == 0  # nothing queued
+
+
+def test_gamma_for_the_budget_without_a_validation_set_is_refused_at_placement(
+    api: Api,
+) -> None:
+    world = build_world(api)
+    c = world.api.client
+    r = c.post("/v1/markets", headers=world.admin, json=market_body(validation=None))
+    assert r.status_code == 201, r.text
+    mid = r.json()["id"]
+    for i, seller in enumerate((world.seller_a, world.seller_b)):
+        r = c.post(f"/v1/markets/{mid}/offers", headers=seller,
+                   json=offer_body(x=[2.0 + 5 * i, 0.5 - i], y=1 - 2 * i))  # fmt: skip
+        assert r.status_code == 201, r.text
+    body = {"learner": "hetero_dp_logistic", "budget": 5.0}
+    r = c.post(f"/v1/markets/{mid}/orders", headers=world.buyer_a, json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "gamma"
+    assert "validation set" in r.json()["detail"]
+    r = c.post(f"/v1/markets/{mid}/orders", headers=world.buyer_a, json=body | {"gamma": 1.0})
+    assert r.status_code == 202, r.text
 
 
 def test_a_failed_job_never_shows_a_bare_exception_class_name(

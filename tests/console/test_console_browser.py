@@ -69,6 +69,14 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     assert page.locator("#message").is_hidden(), page.inner_text("#message")
     points = page.locator("#curve circle.point")
     assert points.count() == 3  # one point per γ
+    # The chart says what it measures, in which units, for which learner.
+    note = page.inner_text("#curve-note")
+    assert "Prices the learner hetero_dp_logistic" in note
+    assert "misclassifies (0 to 1)" in note
+    assert "currency units" in page.inner_text("#curve")
+    assert page.locator(
+        "#gamma-choice"
+    ).is_hidden()  # "Set γ" only once a point is chosen
     assert "succeeded" in page.inner_text("#job-status")
     second = points.nth(1)
     second.hover()
@@ -251,3 +259,48 @@ def test_a_script_market_name_renders_as_text(page: Any, live: Live) -> None:
     message = page.locator("#message")
     message.wait_for()
     assert "no public validation set" in message.inner_text()
+
+
+def test_a_party_sees_its_node_status_and_its_keys_only_offer(
+    page: Any, live: Live
+) -> None:
+    """A seller-custody vertical market: the party's console shows its node (connected,
+    no fit yet) and its offer's keys (no values: the block stays on its node)."""
+    from tests.api.test_party_nodes_api import custody_vertical_market
+
+    admin = live.headers(live.admin_key)
+    r = live.client.post("/v1/markets", headers=admin,
+                         json=custody_vertical_market(name="nodes"))  # fmt: skip
+    assert r.status_code == 201, r.text
+    mid = r.json()["id"]
+    r = live.client.post("/v1/sellers", json={"name": "party A"})
+    assert r.status_code == 201, r.text
+    key = r.json()["api_key"]
+    r = live.client.post(f"/v1/markets/{mid}/offers", headers=live.headers(key),
+                         json={"party": "A", "keys": ["p1", "p2"], "reported_cost": 0.1})  # fmt: skip
+    assert r.status_code == 201, r.text
+    offer_id = r.json()["id"]
+    sign_in(page, live, key, "/console/seller")
+    page.wait_for_selector("#nodes tbody tr")
+    assert "not registered" in page.inner_text("#nodes")
+    node = {
+        "party": "A",
+        "host": "127.0.0.1",
+        "port": 7001,
+        "features": ["x1", "x2", "x3"],
+    }
+    r = live.client.post(
+        f"/v1/markets/{mid}/nodes", headers=live.headers(key), json=node
+    )
+    assert r.status_code == 201, r.text
+    page.reload()
+    page.wait_for_selector("#nodes tbody tr")
+    cells = page.locator("#nodes tbody tr td")
+    assert cells.nth(1).inner_text() == "A"
+    assert cells.nth(2).inner_text() == "connected"
+    assert cells.nth(4).inner_text() == "none yet"
+    shot(page, live, "seller-nodes")
+    page.goto(f"{live.base}/console/offers/{offer_id}")
+    page.wait_for_selector("#records tbody tr")
+    assert page.locator("#records tbody tr").count() == 2
+    assert "key p1" in page.inner_text("#records")

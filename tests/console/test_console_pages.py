@@ -74,7 +74,9 @@ def test_pages_carry_no_data_and_ids_are_validated(api: Api) -> None:
 
 
 def test_static_files_are_served_and_never_write_html_from_data(api: Api) -> None:
-    for name in ("console.js", "charts.js", "admin.js", "buyer.js", "seller.js"):
+    names = sorted(p.name for p in Path(STATIC_DIR).glob("*.js"))
+    assert "schemaform.js" in names
+    for name in names:
         r = api.client.get(f"/console/static/{name}")
         assert r.status_code == 200, name
         # Values reach the page through textContent/setAttribute only.
@@ -123,3 +125,12 @@ def test_serving_the_console_prints_its_url_and_key_and_stops_on_ctrl_c(
     assert "pm_demo-key" in out
     assert "/console/?" not in out  # the key is never part of a URL
     assert "stopped" in out
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_content_is_inside_main_not_in_the_head(api: Api, path: str) -> None:
+    html = api.client.get(path).text
+    head = html[html.index("<head>") : html.index("</head>")]
+    assert not re.search(r"<(section|form|table|h2)\b", head), head
+    main = html[html.index("<main>") : html.index("</main>")]
+    assert html.count("<section") == main.count("<section")

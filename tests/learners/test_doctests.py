@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "learners.privacy",
     "learners._noise",
+    "learners._validation",
     "learners.hetero_dp_logistic",
     "learners.ldp_missing._constants",
     "learners.ldp_missing._randomizer",
@@ -18,6 +19,8 @@ MODULES = [
     "learners.onebit_quantile._model",
     "learners.onebit_quantile._randomizers",
     "learners.onebit_quantile._transform",
+    "learners.secure_vertical._estimator",
+    "learners.uldp_sparse._defaults",
     "learners.uldp_sparse._estimator",
     "learners.uldp_sparse._hadamard",
 ]

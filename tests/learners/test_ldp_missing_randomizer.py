@@ -128,17 +128,23 @@ def test_bad_input_is_a_value_error_naming_the_parameter() -> None:
         kappa(0)
 
 
-def test_input_guard_counts_and_projects(rng: np.random.Generator) -> None:
-    """An input above ``G`` is projected onto the sphere of radius ``G`` and counted."""
+@pytest.mark.parametrize("scale", [2.0, 1e300])
+def test_input_guard_projects_and_returns_only_reports(
+    scale: float, rng: np.random.Generator
+) -> None:
+    """An input above ``G`` (even one whose norm overflows) is projected onto the sphere
+    of radius ``G``; the randomizer returns the reports and nothing else (no count of
+    projected inputs, which would be a statistic of raw records)."""
     n, d = 1000, 3
     V = np.zeros((n, d))
-    V[:, 0] = 2 * G
+    V[:, 0] = scale * G
+    V[:, 1] = scale * G / 3
     noise = draw_sampling_noise(n, d, rng=rng)
     B, pi = sampling_radius(G, d, 1.0), pi_epsilon(1.0)
-    Z, guarded = apply_private_sampling(V, bound=G, radius=B, pi=pi, noise=noise)
-    Z_proj, none = apply_private_sampling(V / 2, bound=G, radius=B, pi=pi, noise=noise)
-    assert guarded == n
-    assert none == 0
+    Z = apply_private_sampling(V, bound=G, radius=B, pi=pi, noise=noise)
+    on_sphere = V / np.linalg.norm(V / scale, axis=1)[:, None] / scale * G
+    Z_proj = apply_private_sampling(on_sphere, bound=G, radius=B, pi=pi, noise=noise)
+    assert isinstance(Z, np.ndarray)
     np.testing.assert_array_equal(Z, Z_proj)
 
 
@@ -164,7 +170,7 @@ def test_compiled_sgd_reports_equal_the_vectorised_randomizer(
     np.testing.assert_array_equal(order, res.order)
     assert res.inputs is not None
     assert res.reports is not None
-    Z, _ = apply_private_sampling(
+    Z = apply_private_sampling(
         res.inputs[order],
         bound=2.0,
         radius=sampling_radius(2.0, d, eps[order]),

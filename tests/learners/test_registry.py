@@ -156,9 +156,7 @@ def test_spec_rejects_bad_declarations() -> None:
 
 
 def test_priced_params_map_order_params_to_mechanism_fields() -> None:
-    alpha = ParamSpec(
-        name="alpha", kind="float", default=0.5, low=0.0, high=1.0, doc=""
-    )
+    alpha = ParamSpec(name="alpha", kind="float", default=0.5, low=0.0, high=1.0, doc="")
     with pytest.raises(ValueError, match="priced_params"):
         LearnerSpec(
             name="x",

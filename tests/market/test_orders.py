@@ -9,19 +9,28 @@ from sqlmodel import Session, func, select
 from market import orders
 from market.errors import ConflictError
 from market.schemas import OrderCreate
-from market.store import Account, Order, db
+from market.store import Account, Offer, Order, Role, db
 from tests.market.dbfixtures import add_market_and_buyer
 
 
 def _setup(engine: Engine) -> tuple[int, int]:
+    """A market with the two active offers an order needs, and a buyer."""
     with Session(engine, expire_on_commit=False) as s:
         market, buyer = add_market_and_buyer(s)
+        for i in range(2):
+            seller = Account(role=Role.SELLER, name=f"s{i}", key_prefix=f"s{i}", key_hash="h")
+            s.add(seller)
+            s.commit()
+            record = {"x": [0.5], "y": 1}
+            s.add(Offer(market_id=market.id, seller_id=seller.id, records=[record],
+                        records_scaled=[record], n_records=1, reported_cost=0.5))  # fmt: skip
+        s.commit()
         return market.id, buyer.id  # type: ignore[return-value]
 
 
 def test_concurrent_retries_with_one_key_create_one_order(engine: Engine) -> None:
     market_id, buyer_id = _setup(engine)
-    body = OrderCreate(learner="hetero_dp_logistic", budget=4.0)
+    body = OrderCreate(learner="hetero_dp_logistic", budget=4.0, gamma=1.0)
     ids: list[int] = []
     errors: list[BaseException] = []
     barrier = threading.Barrier(8)
@@ -64,7 +73,7 @@ def test_same_key_different_body_is_a_conflict(engine: Engine) -> None:
             s,
             market_id=market_id,
             buyer=buyer,
-            body=OrderCreate(learner="hetero_dp_logistic", budget=4.0),
+            body=OrderCreate(learner="hetero_dp_logistic", budget=4.0, gamma=1.0),
             idempotency_key="k",
         )
         assert created

@@ -285,8 +285,83 @@ def test_gamma_null_needs_a_validation_set(
 ) -> None:
     monkeypatch.setattr(numerics, "choose_gamma", _fake_choice("ok"))
     mid = env.market(n_sellers=12, n_val=0)
-    oid = env.order(mid, gamma=None)
+    payload = {"learner": "hetero_dp_logistic", "budget": 100.0, "gamma": None}
+    r = env.client.post(f"/v1/markets/{mid}/orders", headers=env.buyer, json=payload)
+    assert r.status_code == 422, r.text  # refused at placement, never queued
+    assert r.json()["field"] == "gamma"
+    assert "validation set" in r.json()["detail"]
+
+
+def test_gamma_for_the_budget_on_a_strict_market_spends_what_its_label_says(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``strict`` market, γ chosen for the budget, real Myerson payments.
+
+    A spy on the learner's ``fit`` records every array it is given. The label
+    ``end_to_end`` promises that the release is the only use of the records: so the
+    final release must be the only fit that sees a private record (a row of the
+    release's input that is not a public validation row), and each seller's ε ledger
+    entry must equal the ε that fit reports for it — nothing else was spent. The old
+    search fitted ~15 releases per γ on the sellers' records and charged none of them.
+    """
+    from learners import LEARNERS
+
+    cls = LEARNERS["hetero_dp_logistic"]
+    fits: list[dict[str, Any]] = []
+    real_fit = cls.fit
+
+    def spy_fit(self: Any, X: Any, y: Any, **kw: Any) -> Any:
+        out = real_fit(self, X, y, **kw)
+        rep = self.privacy_report_
+        fits.append(
+            {"X": np.array(X, copy=True), "eps": np.asarray(rep.sample_epsilon_total)}
+        )
+        return out
+
+    monkeypatch.setattr(cls, "fit", spy_fit)
+    seen: dict[str, Any] = {}
+    real_choose, real_release = numerics.choose_gamma, numerics.release
+
+    def spy_choose(*args: Any, **kw: Any) -> Any:
+        seen["X_val"] = np.asarray(kw["X_val"])
+        return real_choose(*args, **kw)
+
+    def spy_release(learner: Any, X: Any, y: Any, **kw: Any) -> Any:
+        seen["records"] = np.asarray(X)
+        seen["groups"] = np.asarray(kw["groups"])
+        return real_release(learner, X, y, **kw)
+
+    monkeypatch.setattr(numerics, "choose_gamma", spy_choose)
+    monkeypatch.setattr(numerics, "release", spy_release)
+    mid = env.market(n_sellers=12, mode="strict", gamma=1.0, mu=1.0, sigma=1.0)
+    oid = env.order(mid, gamma=None, budget=5.0)
     env.drain()
     st = env.status(oid)
-    assert st["status"] == "failed"
-    assert "validation set" in st["error"]
+    assert st["status"] == "succeeded", st
+    assert st["summary"]["gamma_source"] == "chosen"
+    assert st["summary"]["guarantee"] == "end_to_end"
+    assert "gamma_note" in st["summary"]
+
+    public = {tuple(r) for r in np.round(seen["X_val"], 12)}
+    private = {
+        tuple(r) for r in np.round(seen["records"], 12) if tuple(r) not in public
+    }
+    assert private, "the test needs records that are not validation rows"
+    touched = [
+        k
+        for k, f in enumerate(fits)
+        if any(tuple(r) in private for r in np.round(f["X"], 12))
+    ]
+    assert len(fits) > 1  # the search did score releases (on public rows)
+    assert touched == [len(fits) - 1], f"{len(touched)} fits saw private records"
+    release = fits[-1]
+    np.testing.assert_array_equal(release["X"], seen["records"])
+    # the ledger holds exactly the release's ε, seller by seller
+    per_seller = np.zeros(int(seen["groups"].max()) + 1)
+    np.maximum.at(per_seller, seen["groups"], release["eps"])
+    eps_entries = [e for e in _ledger(env, oid) if e.kind == LedgerKind.EPSILON]
+    allocs = env.client.get(f"/v1/orders/{oid}/allocations", headers=env.admin).json()
+    assert sorted(e.epsilon for e in eps_entries) == pytest.approx(
+        sorted(float(v) for v in per_seller if v > 0), rel=1e-12
+    )
+    assert sum(a["payment_minor"] for a in allocs["items"]) <= 500

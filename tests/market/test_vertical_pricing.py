@@ -1,4 +1,4 @@
-"""The vertical market's pricing rule (README "Vertical markets"), audited with
+"""The vertical market's pricing rule (``docs/mathematics.md`` §7), audited with
 ``audit_incentives``: each party is one seller priced on its public coverage row with
 ``k = 1``; truthful reporting is a dominant strategy (IC regret ≈ 0), no party loses
 (IR), payments fit the budget, and every party gets the same ε."""

@@ -42,6 +42,7 @@ def path():
         n_gamma=3,
         n_refine=0,
         n_draws=2,
+        exact="all",
         executor=SERIAL,
         random_state=0,
     )
@@ -149,6 +150,7 @@ def test_choose_gamma_respects_random_budgets(path, rng, where: float) -> None:
         n_gamma=3,
         n_refine=1 if where == 0.5 else 0,
         n_draws=2,
+        exact="all",
         executor=SERIAL,
         random_state=0,
     )

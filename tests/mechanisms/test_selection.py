@@ -14,7 +14,7 @@ from mechanisms.allocation import allocate
 from mechanisms.tuning import (
     TradeoffPoint,
     myerson_total_fn,
-    released_validation_error,
+    public_validation_error,
     select_hyperparameters,
     tradeoff_curve,
 )
@@ -52,9 +52,7 @@ def test_selection_picks_the_brute_force_minimum(rng: np.random.Generator) -> No
     for lam, mu, sigma in itertools.product(GRID["lam"], GRID["mu"], GRID["sigma"]):
         cfg = CFG.with_(lam=lam, mu=mu, sigma=sigma)
         alloc = allocate(tr.X, tr.y, tr.costs, PRIOR, cfg)
-        err = released_validation_error(
-            tr.X, tr.y, alloc, Xv, yv, n_draws=5, random_state=11
-        )
+        err = public_validation_error(alloc, Xv, yv, n_draws=5, random_state=11)
         pay = _hand_expected_payment(tr.costs, np.asarray(alloc.weights) * alloc.eta)
         scores[(lam, mu, sigma)] = err + CFG.gamma * pay
     best = min(scores, key=lambda k: scores[k])

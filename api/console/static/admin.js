@@ -13,7 +13,38 @@ PM.pages.markets = async function () {
     PM.me.role === "buyer" ? PM.link(`/console/buy?market=${m.id}`, "order a model") : "",
   ]);
   PM.fillTable(PM.byId("markets"), rows, "No markets yet.");
+  if (PM.me.role === "admin") await setupCreateMarket();
 };
+
+// Create a market: the form is generated from MarketCreate in /openapi.json.
+async function setupCreateMarket() {
+  const box = PM.byId("create-market");
+  box.hidden = false;
+  const schemas = await PM.openapi();
+  const form = PM.schemaForm(PM.byId("create-market-fields"), "MarketCreate", schemas, {
+    value: {
+      task: "classification",
+      features: [{ name: "", low: 0, high: 1 }],
+      cost_prior: { family: "uniform", params: { low: 0, high: 1 } },
+    },
+  });
+  PM.byId("create-market-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    PM.clearMessage();
+    let body;
+    try {
+      body = form.read();
+    } catch (err) {
+      return PM.say(`Check the form: ${err.message}.`);
+    }
+    try {
+      const market = await PM.api("/v1/markets", { method: "POST", body });
+      window.location.assign(`/console/markets/${market.id}`);
+    } catch (err) {
+      PM.say(err instanceof PM.ApiError && err.status === 422 ? `The market was refused: ${err.message}` : PM.explain(err, "the market"));
+    }
+  });
+}
 
 function showSettings(market) {
   PM.byId("market-name").textContent = market.name;
@@ -21,6 +52,7 @@ function showSettings(market) {
   PM.dl(PM.byId("settings"), [
     ["id", String(market.id)],
     ["task", market.task],
+    ["partition", market.partition || "horizontal"],
     ["features", String(market.features.length)],
     ["cost prior", `${market.cost_prior.family} ${JSON.stringify(market.cost_prior.params)}`],
     ["γ", PM.fmt(mech.gamma)],
@@ -37,25 +69,44 @@ function pointLabel(p) {
   return [
     `γ = ${PM.fmt(p.gamma)}`,
     `validation error ${PM.fmt(p.validation_error)}`,
-    `total payment ${PM.money(p.total_payment)}`,
+    `total payment ${PM.money(p.total_payment)} (currency units)`,
     `sellers used ${p.sellers_used ?? "—"}`,
     `ε min ${PM.fmt(eps.min)} · median ${PM.fmt(eps.median)} · max ${PM.fmt(eps.max)}`,
   ];
 }
 
-function drawCurve(marketId, points) {
+// What the curve's vertical axis measures, by the market's task (the mechanism's
+// validation score, averaged over noise draws).
+function metricOf(market) {
+  if (market.task === "classification") {
+    return { axis: "validation error (share misclassified, 0–1)", text: "share of the public validation records the released model misclassifies (0 to 1)" };
+  }
+  const loss = market.task === "quantile" ? "pinball loss" : "squared-error loss";
+  return {
+    axis: `validation ${loss} (target scaled to [−1, 1])`,
+    text: `mean ${loss} of the released model on the public validation set, with the target scaled to [−1, 1] by the market's public target bounds`,
+  };
+}
+
+function drawCurve(marketId, points, market, learner) {
   const usable = points
     .filter((p) => p.total_payment !== null && p.validation_error !== null)
     .sort((a, b) => a.gamma - b.gamma);
   const choice = PM.byId("gamma-choice");
+  choice.hidden = true;
   let chosen = null;
+  const metric = metricOf(market);
+  PM.byId("curve-note").textContent =
+    `Prices the learner ${learner || "(the market's default)"}. Vertical: ${metric.text}. ` +
+    "Horizontal: total payment to the sellers in currency units (Myerson payments). One point per γ.";
+  PM.byId("curve-note").hidden = false;
   PM.charts.scatter(
     PM.byId("curve"),
     usable.map((p) => ({ x: p.total_payment, y: p.validation_error, label: pointLabel(p), tag: `γ=${PM.fmt(p.gamma)}`, point: p })),
     {
-      title: "validation error vs total payment, one point per γ",
-      xLabel: "total payment",
-      yLabel: "validation error",
+      title: `${metric.axis} vs total payment, one point per γ`,
+      xLabel: "total payment (currency units)",
+      yLabel: metric.axis,
       connect: true,
       onClick: (item, node) => {
         chosen = item.point;
@@ -87,7 +138,8 @@ function drawCurve(marketId, points) {
   };
 }
 
-async function runTradeoff(marketId) {
+async function runTradeoff(market) {
+  const marketId = market.id;
   const text = PM.byId("gammas").value.trim();
   const gammas = text ? text.split(/[,\s]+/).filter(Boolean).map(Number) : null;
   if (gammas && gammas.some((g) => !Number.isFinite(g) || g < 0)) {
@@ -98,11 +150,11 @@ async function runTradeoff(marketId) {
   try {
     const { job_id: jobId } = await PM.api(`/v1/markets/${marketId}/tradeoff`, {
       method: "POST",
-      body: gammas ? { gammas } : {},
+      body: { ...(gammas ? { gammas } : {}), learner: PM.byId("tradeoff-learner").value || undefined },
     });
     // The job id (not a secret) goes in the address, so a reload shows the same curve.
     window.history.replaceState(null, "", `?job=${jobId}`);
-    await watchJob(marketId, jobId);
+    await watchJob(market, jobId);
   } catch (err) {
     PM.say(`The trade-off job was not started: ${PM.explain(err, "the trade-off job")}`);
   } finally {
@@ -110,7 +162,8 @@ async function runTradeoff(marketId) {
   }
 }
 
-async function watchJob(marketId, jobId) {
+async function watchJob(market, jobId) {
+  const marketId = market.id;
   const status = PM.byId("job-status");
   const bar = PM.byId("job-progress");
   bar.hidden = false;
@@ -118,7 +171,7 @@ async function watchJob(marketId, jobId) {
     const job = await PM.poll(
       () => PM.api(`/v1/jobs/${jobId}`),
       (j) => {
-        status.textContent = `Job ${jobId}: ${j.status} (${j.progress.stage}, ${Math.round(j.progress.fraction * 100)}%)`;
+        status.textContent = `Job ${jobId}: ${j.status} (${j.progress.stage.replace(/_/g, " ")}, ${Math.round(j.progress.fraction * 100)}%)`;
         bar.value = j.progress.fraction;
         return j.status === "succeeded" || j.status === "failed";
       },
@@ -128,7 +181,7 @@ async function watchJob(marketId, jobId) {
     } else if (job.status === "failed") {
       PM.say(`The trade-off job failed: ${job.error}`);
     } else {
-      drawCurve(marketId, job.points);
+      drawCurve(marketId, job.points, market, (job.result && job.result.learner) || PM.byId("tradeoff-learner").value);
     }
   } catch (err) {
     PM.say(PM.explain(err, `trade-off job ${jobId}`));
@@ -137,13 +190,19 @@ async function watchJob(marketId, jobId) {
 
 PM.pages.market = async function (data) {
   const marketId = Number(data.marketId);
-  showSettings(await PM.load(`/v1/markets/${marketId}`, `market ${marketId}`));
+  const market = await PM.load(`/v1/markets/${marketId}`, `market ${marketId}`);
+  showSettings(market);
+  const learners = (await PM.api(`/v1/learners?market_id=${marketId}`)).items;
+  PM.byId("tradeoff-learner").replaceChildren(
+    ...learners.map((l) => PM.el("option", { value: l.name }, l.name)),
+  );
   PM.byId("tradeoff-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    runTradeoff(marketId);
+    runTradeoff(market);
   });
   const jobId = Number(new URLSearchParams(window.location.search).get("job"));
-  if (Number.isInteger(jobId) && jobId > 0) watchJob(marketId, jobId);
+  if (Number.isInteger(jobId) && jobId > 0) watchJob(market, jobId);
+  await setupEditMarket(market);
   const orders = await PM.api(`/v1/orders?market_id=${marketId}&limit=100`);
   const rows = orders.items.map((o) => [
     PM.link(`/console/orders/${o.id}`, `#${o.id}`),
@@ -156,7 +215,72 @@ PM.pages.market = async function (data) {
     o.status === "succeeded" ? PM.link(`/console/orders/${o.id}/allocations`, "allocation") : "",
   ]);
   PM.fillTable(PM.byId("orders"), rows, "No orders in this market yet.");
+  await showOffers(marketId);
 };
+
+// The market's sellers and their offers (admins), newest first.
+async function showOffers(marketId) {
+  const page = await PM.api(`/v1/markets/${marketId}/offers?limit=100`);
+  const active = await PM.api(`/v1/markets/${marketId}/offers?status=active&limit=1`);
+  PM.byId("offers-summary").textContent =
+    `${active.total} active offers; ${page.total} offers in all (including replaced and withdrawn)` +
+    (page.total > page.items.length ? `; the newest ${page.items.length} are shown.` : ".");
+  PM.fillTable(
+    PM.byId("market-offers"),
+    page.items.map((o) => [
+      `#${o.id}`,
+      `${o.seller_name} (#${o.seller_id})`,
+      o.status,
+      PM.fmt(o.reported_cost),
+      PM.fmt(o.max_epsilon),
+      String(o.n_records),
+      new Date(o.created_at).toLocaleString(),
+    ]),
+    "No offers in this market yet.",
+  );
+}
+
+// Edit settings: the form is generated from MarketUpdate in /openapi.json, filled with the
+// current values; only the fields that changed are sent.
+async function setupEditMarket(market) {
+  const schemas = await PM.openapi();
+  const current = {
+    name: market.name,
+    lifetime_epsilon_cap: market.lifetime_epsilon_cap,
+    mechanism: Object.fromEntries(
+      Object.entries(market.mechanism).filter(([k]) => k in schemas.MechanismUpdate.properties),
+    ),
+  };
+  const form = PM.schemaForm(PM.byId("edit-market-fields"), "MarketUpdate", schemas, { value: current, partial: true });
+  PM.byId("edit-market-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    PM.clearMessage();
+    let read;
+    try {
+      read = form.read() || {};
+    } catch (err) {
+      return PM.say(`Check the form: ${err.message}.`);
+    }
+    const body = {};
+    for (const [k, v] of Object.entries(read)) {
+      if (k === "mechanism") {
+        const changed = Object.fromEntries(
+          Object.entries(v).filter(([mk, mv]) => JSON.stringify(mv) !== JSON.stringify(current.mechanism[mk])),
+        );
+        if (Object.keys(changed).length) body.mechanism = changed;
+      } else if (JSON.stringify(v) !== JSON.stringify(current[k])) body[k] = v;
+    }
+    if (!Object.keys(body).length) return PM.say("Nothing changed.", "info");
+    try {
+      const updated = await PM.api(`/v1/markets/${market.id}`, { method: "PATCH", body });
+      showSettings(updated);
+      PM.byId("edit-result").textContent =
+        `Saved (settings version ${updated.parameters_version}): ${Object.keys(body).join(", ")}. Orders placed from now on use it.`;
+    } catch (err) {
+      PM.say(err instanceof PM.ApiError && err.status === 422 ? `The change was refused: ${err.message}` : PM.explain(err, "the market"));
+    }
+  });
+}
 
 PM.pages.allocations = async function (data) {
   const orderId = Number(data.orderId);

@@ -147,13 +147,19 @@ PM.poll = async function (fetchOnce, isDone, { interval = 400 } = {}) {
 // Sign-in and navigation ------------------------------------------------------------
 
 const NAV = {
-  admin: [["/console/markets", "Markets"]],
-  buyer: [["/console/buy", "Order a model"], ["/console/markets", "Markets"]],
-  seller: [["/console/seller", "Your data"], ["/console/markets", "Markets"]],
+  admin: [["/console/markets", "Markets"], ["/docs", "API docs"]],
+  buyer: [["/console/buy", "Order a model"], ["/console/markets", "Markets"], ["/docs", "API docs"]],
+  seller: [["/console/seller", "Your data"], ["/console/markets", "Markets"], ["/docs", "API docs"]],
 };
 const ROLE_NAMES = { admin: "admins", buyer: "buyers", seller: "sellers" };
 
+PM.article = (word) => (/^[aeiou]/i.test(word) ? `an ${word}` : `a ${word}`);
+
 function showSignIn(text) {
+  if (document.body.dataset.page === "home") {
+    document.querySelector("main h1").textContent = "Sign in";
+    document.title = "Sign in · privmarket console";
+  }
   PM.byId("content").hidden = true;
   PM.byId("signin").hidden = false;
   if (text) PM.say(text);
@@ -216,7 +222,7 @@ async function boot() {
   const roles = body.dataset.roles.split(" ");
   if (!roles.includes(me.role)) {
     const who = roles.map((r) => ROLE_NAMES[r]).join(" and ");
-    return PM.say(`This page is for ${who}; you are signed in as a ${me.role}.`);
+    return PM.say(`This page is for ${who}; you are signed in as ${PM.article(me.role)}.`);
   }
   PM.byId("content").hidden = false;
   const page = PM.pages[body.dataset.page];
@@ -230,7 +236,8 @@ async function boot() {
 
 PM.pages.home = async function () {
   const links = NAV[PM.me.role] || [];
-  PM.byId("welcome").textContent = `Signed in as ${PM.me.name}, a ${PM.me.role}.`;
+  document.querySelector("main h1").textContent = `Welcome, ${PM.me.name}`;
+  PM.byId("welcome").textContent = `You are signed in as ${PM.article(PM.me.role)}.`;
   PM.byId("links").replaceChildren(
     ...links.map(([href, text]) => PM.el("li", {}, PM.link(href, text))),
   );

@@ -1,4 +1,4 @@
-"""The default allocation rule: maximal-in-range over public candidate models (issue 9).
+"""The default allocation rule: maximal-in-range over public candidate models.
 
 Why a declared range
 --------------------
@@ -6,7 +6,7 @@ At a fixed ``η`` the allocation objective ``G`` is not convex in ``(w, a)`` for
 ``λ ≤ λ_conv`` (:mod:`mechanisms.allocation._range._certify`), and at the ``λ`` the
 validation selects (``1e-4 … 1e-2`` on Wisconsin, against ``λ_conv ≥ 0.19``) a local
 search is not a rule: which KKT point it returns depends on the reports, and the
-allocation is not monotone (issue 9). A global optimum of virtual welfare over a
+allocation is not monotone. A global optimum of virtual welfare over a
 **range fixed before the costs are seen** is monotone in each report (for ``Ψ_i`` rising,
 compare the two optima's objectives: ``(Ψ'_i − Ψ_i)(ε_i' − ε_i) ≤ 0``), whatever the
 range is. This module declares a range on which the global optimum can be certified:
@@ -42,7 +42,7 @@ polished to ``1e-12`` (bounded Brent in ``log η``) between its evaluated neighb
 What it costs
 -------------
 ``G`` is minimised over a subset of its domain, so the value is at least the
-unrestricted minimum. Measured (``benchmarks/RESULTS.md``, issue 9 second pass): on
+unrestricted minimum. Measured (``benchmarks/RESULTS.md``, "Default rule: certified optimum over a declared range"): on
 Wisconsin within 6e-7 relative of the unrestricted local search at every setting the
 trade-off selects, same ``ε_avg`` and test error; on 20 small random instances a median
 of 0.03 % above it, at most 4.1 % (and below it where the local search stopped at a worse
@@ -512,7 +512,7 @@ class _Search:
         there) the bound is exact at that end and tight to second order in the cell
         width, where the plain bound ``σ/η₂ + g_j(η₁)`` is only first order — which
         left near-cap instances (most ``ε_i^max`` binding) uncertified after
-        ``MAX_EVALS`` a-steps (issue 14, item 1).
+        ``MAX_EVALS`` a-steps (``benchmarks/RESULTS.md``, "Near-cap orders").
         """
         prob, j = self.prob, p1.j
         e1, e2 = p1.eta, p2.eta

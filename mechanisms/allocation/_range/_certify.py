@@ -1,4 +1,4 @@
-"""Certificates of global optimality for the allocation (issue 9; spec §4, §5).
+"""Certificates of global optimality for the allocation (spec §4, §5).
 
 Why the search needs one
 ------------------------
@@ -8,10 +8,11 @@ functions), so ``φ(a) + μ‖a‖₂ + γηΣΨ_i a_i`` over the capped simplex
 with several local minima when ``λ`` is small. (The paper's Thm 4.1 convexity in
 ``(w, z = log a)`` holds for the unconstrained objective; the constraint ``Σ e^{z_i} = 1``
 is not a convex set, and relaxing it to ``≤ 1`` lets every ``a_i → 0``.) Measured on
-the instance of issue 9 (``λ = 0.05``): at every ``η`` near the optimum there are two
-KKT points, one with ``a_3 = 0.15`` (``G = 2.1556`` at ``η = 26.19``) and one with
-``a_3 = 0`` (``G = 2.1432``); which one the warm-started grid sweep lands in depends on
-seller 3's report, so ``ε_3(s)`` jumps 3.9 → 0 → 3.9 as ``s`` grows.
+a random instance (``m = 20``, ``d = 5``, ``λ = 0.05``): at every ``η`` near the
+optimum there are two KKT points, one with ``a_3 = 0.15`` (``G = 2.1556`` at
+``η = 26.19``) and one with ``a_3 = 0`` (``G = 2.1432``); which one the warm-started
+grid sweep lands in depends on seller 3's report, so ``ε_3(s)`` jumps 3.9 → 0 → 3.9
+as ``s`` grows.
 
 Convexity certificate
 ---------------------

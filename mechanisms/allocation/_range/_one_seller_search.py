@@ -1,4 +1,4 @@
-"""The payment re-solve's branch-and-bound, compiled (issue 16).
+"""The payment re-solve's branch-and-bound, compiled.
 
 A payment re-solve raises one seller's ``Ψ_i`` and re-runs the certified range search
 of :mod:`mechanisms.allocation._range._candidate_range` from the base's seed

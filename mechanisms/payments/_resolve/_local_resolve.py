@@ -15,7 +15,7 @@ The shortcut is used only when that certificate holds and the polished ``η`` st
 the cell ``[η_{j*−1}, η_{j*+1}]``; otherwise it returns ``None`` and the caller runs
 the full search. Linear ``u`` only (the polish is defined there).
 
-Issue 9: the cell argument above only shows the shortcut reaches the *same local*
+Several local minima: the cell argument above only shows the shortcut reaches the *same local*
 optimum as the full search's refinement; it says nothing when the fixed-``η`` problems
 have several local minima. So the shortcut now runs only when the base allocation is
 certified (``status == "optimal"``), and its result is accepted only with its own
@@ -58,7 +58,7 @@ FloatArray = NDArray[np.float64]
 MARGIN = 1e-5  # relative; well above the grid solves' tolerance GRID_TOL
 # The shortcut's η polish stops where the full search's does (|T(η) − η| ≤ 1e-13·η):
 # with 1e-10 the two differed by ~5e-8 in ε_i, enough for a visible (tiny) upward step
-# of a sweep mixing shortcut and full evaluations (issue 9).
+# of a sweep mixing shortcut and full evaluations.
 ETA_RTOL = 1e-13
 FINE_NODES = 16  # extra stale nodes around the base optimum (see stale_nodes)
 

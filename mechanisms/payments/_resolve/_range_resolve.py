@@ -1,4 +1,4 @@
-"""Lean payment re-solves under the default rule (candidate-model range; issue 16).
+"""Lean payment re-solves under the default rule (candidate-model range).
 
 A payment sweep re-solves the allocation with one seller's ``Ψ_i`` raised. Under the
 default rule (:mod:`mechanisms.allocation._range._candidate_range`) the re-solve is the

@@ -39,7 +39,7 @@ class SellerCurve:
     """``s ↦ ε_i^total(s)`` for one seller with every evaluation cached and recorded.
 
     ``solver`` is :func:`solve_allocation` (a hook only for planted-bug tests).
-    Issue 9: the shortcut is taken only when the base allocation is certified and
+    The shortcut is taken only when the base allocation is certified and
     each shortcut result carries its own closed range certificate
     (:func:`mechanisms.payments._resolve._local_resolve.local_resolve`); ``checks`` records every
     evaluation's status, KKT residual and certified gap for the seller's certificate.
@@ -54,7 +54,7 @@ class SellerCurve:
     ``checkpoint`` (optional) is called before every re-solve; what it raises ends
     the sweep (cooperative cancellation, ``PaymentJob.checkpoint``).
     Under the default rule (candidate-model range) a re-solve with ``Ψ_i`` raised is
-    the lean one of :mod:`mechanisms.payments._resolve._range_resolve` (issue 16): the same
+    the lean one of :mod:`mechanisms.payments._resolve._range_resolve`: the same
     certified range search, returning seller ``i``'s values and the optimum's
     ``(j, η, A, s)`` instead of an O(m) allocation; it counts as a shortcut
     (``fast_keys``), so the verified sample cross-checks it against the full path

@@ -12,7 +12,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-import learners.onebit_quantile._estimator as estimator_module
+import learners.onebit_quantile._protocol as estimator_module
 from learners import LEARNERS, OneBitQuantileRegression, ReleaseContext
 from learners.onebit_quantile import (
     PrivateXReports,

@@ -11,6 +11,7 @@ import pytest
 
 from learners.secure_vertical import SecureVerticalLogisticRegression
 from tests.learners.secure_vertical._data import pooled_mle
+from tests.learners.secure_vertical.test_dp import _spy_run
 
 LEVELS = [[3, 4], [3, 2], [2, 3]]  # three parties; full table 432 cells
 FLAT = [v for lv in LEVELS for v in lv]
@@ -106,21 +107,25 @@ def test_saturated_em_fixes_q_on_complete_tables(rng: np.random.Generator) -> No
     np.testing.assert_allclose(est.cell_probabilities_, counts / 400, atol=1e-12)
 
 
-def test_dp_categorical_fit_reports_both_stages(rng: np.random.Generator) -> None:
+def test_dp_categorical_fit_reports_both_stages(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _W, y, blocks = _data(rng, n=600)
     blocks[2][:200] = np.nan
+    seen = _spy_run(SecureVerticalLogisticRegression, monkeypatch)
     est = SecureVerticalLogisticRegression(
         imputation="categorical_em", categorical_levels=LEVELS, lam=0.05,
         random_state=3, em_max_iter=200,
     ).fit(blocks, y, party_epsilon=[2.0, 2.0, 2.0])  # fmt: skip
     rep = est.privacy_report_
     assert rep is not None
-    assert rep.guarantee == "mpc_plus_dp"
+    assert rep.guarantee == "conditional_on_allocation"  # plain: a central label
     theta, total = rep.stages[0].sample_epsilon, rep.sample_epsilon_total
     assert theta[0] == pytest.approx(0.2 * 2.0)
     assert max(total) <= 2.0 + 1e-9
     assert "pattern tables N_m + DP noise" in est.ledger_.labels()
-    assert est.max_row_norm_ <= 1 + 1e-12
+    design = np.hstack(seen["party_blocks"])  # what the secure fit received
+    assert np.linalg.norm(design, axis=1).max() <= 1 + 1e-12
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ Calibration (benchmarks/RESULTS.md, "uldp_sparse_linear: spec calibration"): the
 V5 numbers (F1 0.74, ℓ2 0.33–0.35) are those of the reference α = 0.1 pruning with the
 reference signed Screening (measured 0.75 / 0.334, 30 runs); with the spec's default
 top-k pruning (α = 0) F1 at n = 400 is 0.36 (|c|) or 0.42 (signed), below the V5 band
-whatever the selector, so V5 runs with α = 0.1 (the spec's product default α = 0 is
-kept: it is what V7's random supports need). V7 at n = 20,000 was calibrated with the
-signed Screening (see its tests).
+whatever the selector, so V5 runs with α = 0.1 (the estimator's default rule picks
+α = 0.1 at this size and α = 0 at n = 20,000, where V7's random supports need it:
+``test_defaults.py``). V7 at n = 20,000 was calibrated with the signed Screening (see
+its tests).
 """
 
 from __future__ import annotations

@@ -111,28 +111,37 @@ def test_hashed_one_bit_randomizer_is_exactly_eps_ldp_by_enumeration(
     assert worst >= math.exp(eps) * (1 - 1e-4)
 
 
-def test_laplace_reports_project_into_the_interval_with_scale_delta_over_eps(
+def test_laplace_reports_go_through_the_release_with_the_public_interval_and_budget(
     rng: np.random.Generator,
 ) -> None:
-    """V1(b): the value handed to the noise is inside the broadcast interval, out-of-range
-    values are clipped (never dropped), and the scale is ``Δ/ε_i`` per user."""
+    """V1(b): the release receives the user's value, the broadcast interval and ``ε_i``
+    (so the scale is ``Δ/ε_i``), and the default release projects out-of-range values
+    into the interval (never drops them): a report at ``ε = ∞`` is ``Π(value)``."""
     seen: dict[str, np.ndarray] = {}
 
-    def spy(
-        center: np.ndarray, scale: np.ndarray, g: np.random.Generator
-    ) -> np.ndarray:
-        seen["center"], seen["scale"] = center.copy(), scale.copy()
-        return center + scale * g.laplace(size=center.size)
+    def spy(value: np.ndarray, **kw: np.ndarray) -> np.ndarray:
+        seen.update(
+            value=value.copy(),
+            **{k: np.asarray(v) for k, v in kw.items() if k != "rng"},
+        )
+        return value
 
     n = 1000
     low, high = np.full(n, -0.3), np.full(n, 0.45)
     values = rng.normal(0, 1, n)
     eps = rng.uniform(0.1, 8, n)
-    z = laplace_randomizer(values, low=low, high=high, epsilon=eps, rng=rng, noise=spy)
+    z = laplace_randomizer(
+        values, low=low, high=high, epsilon=eps, rng=rng, release=spy
+    )
     assert z.shape == (n,)
-    assert np.all((seen["center"] >= -0.3) & (seen["center"] <= 0.45))
-    np.testing.assert_array_equal(seen["center"], np.clip(values, -0.3, 0.45))
-    np.testing.assert_allclose(seen["scale"], 0.75 / eps, rtol=1e-15)
+    np.testing.assert_array_equal(seen["value"], values)
+    np.testing.assert_array_equal(seen["low"], low)
+    np.testing.assert_array_equal(seen["high"], high)
+    np.testing.assert_array_equal(seen["epsilon"], eps)
+    exact = laplace_randomizer(
+        values, low=low, high=high, epsilon=np.full(n, np.inf), rng=rng
+    )
+    np.testing.assert_array_equal(exact, np.clip(values, -0.3, 0.45))
 
 
 @pytest.mark.parametrize("algorithm", ["two_round", "multi_round"])

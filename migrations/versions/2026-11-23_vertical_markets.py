@@ -1,4 +1,4 @@
-"""Vertical markets (issue 13): market partition, record key and parties; offer party.
+"""Vertical markets: market partition, record key and parties; offer party.
 
 Revision ID: 0004_issue13
 Revises: 0003
