@@ -181,7 +181,9 @@ def check_choice(ins: dict[str, Any], rng: np.random.Generator) -> None:
     loose = choose_gamma(
         ins["X"], ins["y"], ins["costs"], ins["prior"], ins["cfg"], **kw
     )
-    paid = sorted(p.total_paid for p in loose.points)
+    paid = sorted(p.total_paid for p in loose.points if math.isfinite(p.total_paid))
+    if not paid:  # no candidate's payments were computed
+        return
     budget = float(paid[len(paid) // 2]) + float(rng.uniform(0.0, 0.02))
     out = choose_gamma(
         ins["X"],
