@@ -18,6 +18,10 @@ from market.store.models import MINOR_UNITS
 
 FloatArray = NDArray[np.float64]
 
+SolverError = mech.SolverError
+"""An allocation solve that returned no usable point (``Allocation.raise_for_status``,
+a failed conic ``a``-step)."""
+
 
 def allocate(
     X: FloatArray,

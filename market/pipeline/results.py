@@ -50,6 +50,8 @@ class Outcome:
     """Seller custody: sellers allocated / delivered, reports expected / received."""
     gamma_note: str | None = None
     """Why a ``γ`` chosen for the budget leaves part of it unspent (else ``None``)."""
+    allocation_status: str = "optimal"
+    """The allocation's ``SolveStatus`` (only certified when ``"optimal"``)."""
 
 
 def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
@@ -127,6 +129,11 @@ SUMMARY_FIELDS = {
     "(the records never left their sellers; only randomized reports were received)",
     "delivery": "seller custody: sellers allocated and delivered, reports expected "
     "and received (null on platform-custody markets)",
+    "allocation_status": '"optimal" (certified global optimum), "uncertified" or '
+    '"local" (paid, but without that certificate); an "optimal_inaccurate" '
+    "allocation is never paid",
+    "payments_certified": "whether every re-solve the payments rest on is a certified "
+    "optimum; each seller's certificate is in the admin allocations view",
 }
 """Every field of the buyer's order summary (documented in ``docs/buyer.md``, "What a buyer
 sees of an order"). Deliberately absent: how many sellers offered or were eligible (eligibility
@@ -160,6 +167,10 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "learner": inp.learner,
         "custody": out.custody,
         "delivery": out.delivery,
+        "allocation_status": out.allocation_status,
+        "payments_certified": all(
+            bool(c.get("rule_certified", False)) for c in (out.certificates or []) if c
+        ),
     }
 
 

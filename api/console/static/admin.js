@@ -309,7 +309,7 @@ PM.pages.allocations = async function (data) {
     yLabel: "sellers",
     bins: 12,
   });
-  const spend = items.map((a) => a.reported_cost * a.epsilon);
+  const spend = items.map((a) => a.privacy_cost);
   const top = Math.max(0, ...spend, ...items.map((a) => a.payment));
   PM.charts.scatter(
     PM.byId("scatter"),
@@ -324,17 +324,17 @@ PM.pages.allocations = async function (data) {
       ],
     })),
     {
-      title: "payment vs reported cost times ε, with the IR line",
-      xLabel: "reported cost · ε",
+      title: "payment vs reported cost times u(ε), with the IR line",
+      xLabel: "reported cost · u(ε)",
       yLabel: "payment",
-      line: { from: [0, 0], to: [top, top], label: "payment = cost · ε (IR)" },
+      line: { from: [0, 0], to: [top, top], label: "payment = cost · u(ε) (IR)" },
       fromZero: true,
       radius: 4,
       pointClass: "dot",
     },
   );
-  // Payments are floored to cents, so allow one cent below cost·ε.
-  const ir = items.filter((a) => a.payment + 0.01 >= a.reported_cost * a.epsilon).length;
+  // IR as the server checks it: payment ≥ cost · u(ε) in the whole units paid, no slack.
+  const ir = items.filter((a) => a.individually_rational).length;
   PM.byId("ir-summary").textContent = `IR holds for ${ir} of ${items.length} sellers.`;
   PM.fillTable(
     PM.byId("allocations"),
