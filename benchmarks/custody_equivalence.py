@@ -100,12 +100,12 @@ class Case:
 
 
 def _features(d: int, low: float, high: float, **extra: Any) -> list[dict[str, Any]]:
-    return [
-        {"name": f"x{j}", "low": low, "high": high, **extra} for j in range(d)
-    ]
+    return [{"name": f"x{j}", "low": low, "high": high, **extra} for j in range(d)]
 
 
-def _pinball(alpha: float) -> Callable[[np.ndarray, float, np.ndarray, np.ndarray], float]:
+def _pinball(
+    alpha: float,
+) -> Callable[[np.ndarray, float, np.ndarray, np.ndarray], float]:
     def loss(beta: np.ndarray, b: float, X: np.ndarray, y: np.ndarray) -> float:
         r = y - (X @ beta + b)
         return float(np.mean(np.maximum(alpha * r, (alpha - 1.0) * r)))
@@ -157,7 +157,11 @@ def _onebit_private(rng: np.random.Generator) -> Draw:
 
 def _ldp_missing(rng: np.random.Generator) -> Draw:
     beta = (0.0, 1.0)
-    kw: dict[str, Any] = {"beta": beta, "alpha": (1.0, 1.0), "alpha_parametrizes": "observed"}
+    kw: dict[str, Any] = {
+        "beta": beta,
+        "alpha": (1.0, 1.0),
+        "alpha_parametrizes": "observed",
+    }
     data = simulate(LDP_N, rng=rng, **kw)
     test = simulate(N_TEST, rng=rng, **kw)
     return Draw(
@@ -259,7 +263,10 @@ def _context(case: Case) -> ReleaseContext:
 
 
 def seller_custody_fit(
-    case: Case, draw: Draw, public_rng: np.random.Generator, seed: np.random.SeedSequence
+    case: Case,
+    draw: Draw,
+    public_rng: np.random.Generator,
+    seed: np.random.SeedSequence,
 ) -> Any:
     """The order's protocol, every request answered as the seller's client does."""
     proto = LEARNERS.spec(case.learner).build_protocol(
@@ -277,7 +284,10 @@ def seller_custody_fit(
             wire = json.loads(json.dumps(req.to_json()))  # platform → seller
             rows = slice(int(starts[i]), int(starts[i + 1]))
             report = answer_request(
-                ReportRequest.from_json(wire), draw.X[rows], draw.y[rows], rng=sellers[i]
+                ReportRequest.from_json(wire),
+                draw.X[rows],
+                draw.y[rows],
+                rng=sellers[i],
             )
             reports[i] = json.loads(json.dumps(report))  # seller → platform
         proto.submit(reports)  # validated against the randomizer's output space
@@ -337,7 +347,9 @@ def run_case(case: Case, reps: int, seed: int) -> dict[str, Any]:
         draw = case.draw(np.random.default_rng(data_ss))
         base = case.loss(draw.beta, draw.intercept, draw.X_test, draw.y_test)
         t0 = time.perf_counter()
-        est_s = seller_custody_fit(case, draw, np.random.default_rng(public_ss), sellers_ss)
+        est_s = seller_custody_fit(
+            case, draw, np.random.default_rng(public_ss), sellers_ss
+        )
         t1 = time.perf_counter()
         est_p = platform_custody_fit(case, draw, np.random.default_rng(platform_ss))
         t2 = time.perf_counter()
@@ -347,7 +359,11 @@ def run_case(case: Case, reps: int, seed: int) -> dict[str, Any]:
         assert est_p.privacy_report_.custody == "platform"
         for key, est in (("seller", est_s), ("platform", est_p)):
             b, beta = raw_coefficients(case, est)
-            diff = np.r_[b - draw.intercept, beta - draw.beta] if fit_intercept else beta - draw.beta
+            diff = (
+                np.r_[b - draw.intercept, beta - draw.beta]
+                if fit_intercept
+                else beta - draw.beta
+            )
             err[key].append(float(np.linalg.norm(diff)))
             test[key].append(case.loss(beta, b, draw.X_test, draw.y_test) - base)
         print(
@@ -402,7 +418,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", default=None, help="run the cases whose label contains this")
+    ap.add_argument(
+        "--only", default=None, help="run the cases whose label contains this"
+    )
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     rows: list[list[str]] = []
