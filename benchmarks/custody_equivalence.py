@@ -9,7 +9,8 @@ each repetition fits the order twice:
   ``ReportRequest.from_json``, the seller runs ``answer_request`` on its own **raw**
   records (the client scales them with the request's public scaling) with its own
   generator, the report goes through JSON text and is validated by the platform
-  (``LocalProtocol.submit`` checks every report) before it is used;
+  (``LocalProtocol.submit`` checks every report) before it is used, and the protocol
+  goes through its JSON state between rounds, as the service stores it;
 - **platform custody** — what a platform-custody order runs: the records go through
   the market's intake scaling (``market.offers.records.scale_records``), the learner
   built by ``LEARNERS[name].for_order`` with the same context, and its ordinary
@@ -64,7 +65,7 @@ from _common import machine_note, markdown_table, write_section
 
 from learners import LEARNERS
 from learners.ldp_missing import cross_entropy, simulate
-from learners.local_protocol import ReportRequest, answer_request
+from learners.local_protocol import LocalProtocol, ReportRequest, answer_request
 from learners.onebit_quantile import sample_ald_noise
 from learners.registry import ReleaseContext
 from learners.uldp_sparse import independent_design
@@ -291,6 +292,8 @@ def seller_custody_fit(
             )
             reports[i] = json.loads(json.dumps(report))  # seller → platform
         proto.submit(reports)  # validated against the randomizer's output space
+        # the service stores the protocol as JSON between rounds and restores it
+        proto = LocalProtocol.from_state(json.loads(json.dumps(proto.to_state())))
     return proto.result()
 
 
@@ -450,7 +453,8 @@ def main() -> None:
         "fitted by both custodies with independent seeds (paired). Seller custody: the "
         "order's protocol answered seller by seller through the JSON of requests and "
         "reports, each seller scaling its raw records with the request's public scaling "
-        "and every report validated; platform custody: the market's intake scaling and "
+        "and every report validated, the protocol restored from its JSON state after "
+        "every round; platform custody: the market's intake scaling and "
         "the learner's ordinary `fit`. Errors in raw units against the known truth; "
         "excess test loss on 20,000 fresh records (pinball at α = 0.3, cross-entropy, "
         "squared error).\n\n" + "\n".join(notes) + "\n\n" + markdown_table(HEADER, rows)
