@@ -65,7 +65,12 @@ from _common import machine_note, markdown_table, write_section
 
 from learners import LEARNERS
 from learners.ldp_missing import cross_entropy, simulate
-from learners.local_protocol import LocalProtocol, ReportRequest, answer_request
+from learners.local_protocol import (
+    LocalProtocol,
+    ReportRequest,
+    answer_request,
+    seller_generators,
+)
 from learners.onebit_quantile import sample_ald_noise
 from learners.registry import ReleaseContext
 from learners.uldp_sparse import independent_design
@@ -267,7 +272,7 @@ def seller_custody_fit(
     case: Case,
     draw: Draw,
     public_rng: np.random.Generator,
-    seed: np.random.SeedSequence,
+    seed: np.random.SeedSequence | list[np.random.Generator],
 ) -> Any:
     """The order's protocol, every request answered as the seller's client does."""
     proto = LEARNERS.spec(case.learner).build_protocol(
@@ -277,7 +282,11 @@ def seller_custody_fit(
         n_records=draw.n_records,
         random_state=public_rng,
     )
-    sellers = [np.random.default_rng(s) for s in seed.spawn(draw.epsilon.size)]
+    sellers = (
+        list(seed)
+        if isinstance(seed, list)
+        else [np.random.default_rng(s) for s in seed.spawn(draw.epsilon.size)]
+    )
     starts = np.concatenate([[0], np.cumsum(draw.n_records)])
     while (reqs := proto.next_round()) is not None:
         reports: dict[int, Mapping[str, Any]] = {}
@@ -297,8 +306,15 @@ def seller_custody_fit(
     return proto.result()
 
 
-def platform_custody_fit(case: Case, draw: Draw, rng: np.random.Generator) -> Any:
-    """What a platform-custody order runs on the uploaded records."""
+def platform_custody_fit(
+    case: Case,
+    draw: Draw,
+    rng: np.random.Generator | int,
+    *,
+    round_size: int | None = None,
+) -> Any:
+    """What a platform-custody order runs on the uploaded records (``round_size``:
+    ``ldp_missing_logistic`` in report rounds instead, for :func:`same_coins`)."""
     records = [
         {"x": [None if math.isnan(v) else float(v) for v in row], "y": float(t)}
         for row, t in zip(draw.X, draw.y, strict=True)
@@ -312,8 +328,26 @@ def platform_custody_fit(case: Case, draw: Draw, rng: np.random.Generator) -> An
     )
     learner = LEARNERS[case.learner].for_order(case.params, context=_context(case))
     learner.set_params(random_state=rng)
+    if round_size is not None:
+        learner.set_params(round_size=round_size)
     groups = np.repeat(np.arange(draw.epsilon.size), draw.n_records)
     return learner.fit(Xs, ys, sample_epsilon=draw.epsilon[groups], groups=groups)
+
+
+def same_coins_difference(case: Case, draw: Draw, seed: int) -> float:
+    """Largest coefficient difference between the seller-custody path and the
+    platform-custody fit when both draw the library's coins: the platform's
+    ``fit(random_state=seed)`` and the sellers answering with
+    ``seller_generators(seed, n)`` (``ldp_missing_logistic`` in rounds of 100 on both
+    sides). 0.0 means the wire, the client-side scaling and the JSON state change
+    no number."""
+    public_rng, kids = seller_generators(seed, draw.epsilon.size)
+    est_s = seller_custody_fit(case, draw, public_rng, kids)
+    rounds = 100 if case.learner == "ldp_missing_logistic" else None
+    est_p = platform_custody_fit(case, draw, seed, round_size=rounds)
+    a = np.r_[est_s.coef_, est_s.intercept_]
+    b = np.r_[est_p.coef_, est_p.intercept_]
+    return float(np.max(np.abs(a - b)))
 
 
 def raw_coefficients(case: Case, est: Any) -> tuple[float, np.ndarray]:
@@ -417,6 +451,32 @@ HEADER = [
 ]
 
 
+def same_coins(seed: int, write: bool) -> None:
+    rows = []
+    for case in CASES:
+        draw = case.draw(np.random.default_rng(seed))
+        diff = same_coins_difference(case, draw, seed + 1)
+        rows.append([case.label, f"{diff:.3g}"])
+        print(rows[-1], flush=True)
+    cmd = (
+        "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python "
+        f"benchmarks/custody_equivalence.py --same-coins --seed {seed} --write"
+    )
+    body = (
+        f"`{cmd}`\n\nThe designs of the section above, one data set each. The "
+        "seller-custody path (raw records on the sellers' side, requests, reports and "
+        "protocol state through JSON, every report validated) answered with the "
+        "library's coins (`seller_generators(seed, n)`) against the platform-custody "
+        "fit with `random_state=seed` on the market's intake-scaled records "
+        "(`ldp_missing_logistic` with `round_size = 100` on both sides): the largest "
+        "absolute difference of the fitted coefficients.\n\n"
+        + markdown_table(["learner", "largest coefficient difference"], rows)
+    )
+    print(body)
+    if write:
+        write_section("Seller custody against platform custody: same coins", body)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
@@ -425,7 +485,15 @@ def main() -> None:
         "--only", default=None, help="run the cases whose label contains this"
     )
     ap.add_argument("--write", action="store_true")
+    ap.add_argument(
+        "--same-coins",
+        action="store_true",
+        help="only check that both paths agree exactly on the library's coins",
+    )
     args = ap.parse_args()
+    if args.same_coins:
+        same_coins(args.seed, args.write)
+        return
     rows: list[list[str]] = []
     notes = []
     t0 = time.perf_counter()
