@@ -447,7 +447,7 @@ HEADER = [
     "seller custody (mean ± s.e.)",
     "platform custody (mean ± s.e.)",
     "seller − platform (± s.e.)",
-    "|diff| < 2 s.e.",
+    "difference within 2 s.e.",
 ]
 
 
