@@ -44,6 +44,9 @@ Designs (the learners' benchmarks' generators):
 
 Run: ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/custody_equivalence.py
 [--reps 30] [--seed 0] [--only NAME] [--write]``.
+``--same-coins``: instead, check that both paths give identical coefficients when they
+draw the library's coins (``seller_generators(seed, n)`` against
+``fit(random_state=seed)``).
 """
 
 from __future__ import annotations
