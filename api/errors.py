@@ -6,9 +6,13 @@ never a 500 for bad input.
   field as a path like ``records[3].x[1]`` (the same form as domain errors).
 - A body that cannot be decoded (invalid UTF-8, JSON nested deeper than the parser's
   recursion limit): ``422`` with ``field = "body"``, not Starlette's bare ``400``.
+- An integer literal longer than the parser's limit (``sys.get_int_max_str_digits``):
+  ``422`` naming the field that holds it (``records[0].x[0]``).
 - ``405``: the ``Allow`` header lists every method the path serves.
 """
 
+import json
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request, status
@@ -19,6 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from api.middleware import BODY_STATE_KEY
 from market import errors
 
 STATUS_BY_ERROR: dict[type[errors.MarketError], int] = {
@@ -143,6 +148,24 @@ async def http_error_handler(request: Request, exc: Exception) -> Any:
     """Starlette's HTTP errors, with an undecodable body as ``422`` and a complete
     ``Allow`` header on ``405``; everything else as FastAPI renders it."""
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == status.HTTP_400_BAD_REQUEST and _int_too_long(exc.__cause__):
+        raw = getattr(request.state, BODY_STATE_KEY, b"")
+        where = huge_integer_path(raw) or "body"
+        return JSONResponse(
+            {
+                "detail": [
+                    {
+                        "loc": ["body", where],
+                        "msg": "integer with more digits than a number can have here "
+                        f"(at most {sys.get_int_max_str_digits()})",
+                        "type": "json_invalid",
+                    }
+                ],
+                "code": "invalid_input",
+                "field": where,
+            },
+            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        )
     if exc.status_code == status.HTTP_400_BAD_REQUEST and isinstance(
         exc.__cause__, UNDECODABLE
     ):
@@ -162,6 +185,54 @@ async def http_error_handler(request: Request, exc: Exception) -> Any:
     if exc.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
         exc.headers = {**(exc.headers or {}), "Allow": allowed_methods(request)}
     return await http_exception_handler(request, exc)
+
+
+def _int_too_long(cause: BaseException | None) -> bool:
+    """The JSON parser refused an integer literal longer than Python's conversion
+    limit (``sys.get_int_max_str_digits``)."""
+    return isinstance(cause, ValueError) and "integer string conversion" in str(cause)
+
+
+class _LongInt(str):
+    """An integer literal the parser kept as text."""
+
+
+def huge_integer_path(raw: bytes) -> str | None:
+    """The field path (``records[0].x[0]``) of the first integer literal in ``raw``
+    longer than the conversion limit, or ``None``."""
+    limit = sys.get_int_max_str_digits()
+
+    def parse_int(text: str) -> Any:
+        digits = len(text.lstrip("-"))
+        return _LongInt(text) if limit and digits > limit else int(text)
+
+    try:
+        doc = json.loads(raw, parse_int=parse_int)
+    except (ValueError, RecursionError):
+        return None
+
+    def walk(node: Any, path: str) -> str | None:
+        if isinstance(node, _LongInt):
+            return path or "body"
+        items: Any = (
+            node.items()
+            if isinstance(node, dict)
+            else enumerate(node)
+            if isinstance(node, list)
+            else ()
+        )
+        for key, child in items:
+            sub = (
+                f"{path}[{key}]"
+                if isinstance(key, int)
+                else (f"{path}.{key}" if path else str(key))
+            )
+            found = walk(child, sub)
+            if found is not None:
+                return found
+        return None
+
+    return walk(doc, "")
 
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")

@@ -12,6 +12,8 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 BULK_SUFFIX = ":bulk"
+BODY_STATE_KEY = "raw_body"
+"""``request.state`` key of the buffered request body."""
 
 
 class BodySizeLimitMiddleware:
@@ -51,7 +53,11 @@ class BodySizeLimitMiddleware:
             chunks.append(body)
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        data = b"".join(chunks)
+        # Kept for error reporting only (api.errors: which field held an integer too
+        # long for the JSON parser); the request itself reads the replayed body.
+        scope.setdefault("state", {})[BODY_STATE_KEY] = data
+        await self.app(scope, _replay(data, receive), send)
 
 
 def _content_length(scope: Scope) -> int | None:

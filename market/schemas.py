@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from market.numerics import list_learners
+from market.numerics.pricing import SETTING_RANGES
 from market.prior_schemas import CostPriorSpec
 
 
@@ -32,13 +33,29 @@ NO_NUL = r"^[^\x00]*$"
 BOUND_MAX = 1e150
 """Largest ``|low|``, ``|high|`` of a public bound: spans ``high − low`` and scaled
 values ``2(x − low)/(high − low) − 1`` stay finite."""
-GAMMA_MAX = 1e6
+GAMMA_MAX = SETTING_RANGES["gamma"][1]
 """Largest trade-off weight ``γ``: far beyond any useful weight of the payment term
 (an 8-seller allocation with payments at ``γ = 10⁶`` solves in seconds; at
 ``γ = 10³⁰⁸`` it did not finish in two minutes, and a trade-off job failed)."""
 SETTING_MAX = 1e6
 """Largest value of the other positive mechanism settings (``λ``, ``μ``, ``σ``, ``k``,
 ``eps_avg_max``)."""
+
+
+def _setting(name: str, *, open_low: bool = False) -> Any:
+    """The accepted range of mechanism setting ``name`` (``numerics.SETTING_RANGES``,
+    decided by ``MechanismConfig``; ``docs/money-and-settings.md``)."""
+    low, high = SETTING_RANGES[name]
+    if open_low:
+        return Annotated[float, Field(gt=low, le=high, allow_inf_nan=False)]
+    return Annotated[float, Field(ge=low, le=high, allow_inf_nan=False)]
+
+
+Lam = _setting("lam")
+EpsAvgMax = _setting("eps_avg_max")
+KCap = _setting("k")
+UPower = _setting("u_power")
+Weight = _setting("mu")
 
 Bound = Annotated[float, Field(ge=-BOUND_MAX, le=BOUND_MAX, allow_inf_nan=False)]
 Gamma = Annotated[float, Field(ge=0, le=GAMMA_MAX, allow_inf_nan=False)]
@@ -121,7 +138,7 @@ class TargetSpec(_In):
 
 Positive = Annotated[float, Field(gt=0, le=SETTING_MAX, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, le=SETTING_MAX, allow_inf_nan=False)]
-GridList = Annotated[list[Positive], Field(min_length=1, max_length=100)]
+GridList = Annotated[list[Lam], Field(min_length=1, max_length=100)]
 
 
 class MechanismGrids(_In):
@@ -130,10 +147,8 @@ class MechanismGrids(_In):
 
     gamma: Annotated[list[GridGamma], Field(min_length=1, max_length=100)] | None = None
     lam: GridList | None = None
-    mu: Annotated[list[NonNegative], Field(min_length=1, max_length=100)] | None = None
-    sigma: Annotated[list[NonNegative], Field(min_length=1, max_length=100)] | None = (
-        None
-    )
+    mu: Annotated[list[Weight], Field(min_length=1, max_length=100)] | None = None
+    sigma: Annotated[list[Weight], Field(min_length=1, max_length=100)] | None = None
 
     @model_serializer(mode="wrap")
     def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -147,7 +162,9 @@ class MechanismSettings(_In):
     ``gamma`` weights the expected payment in the allocation objective (spec
     ``mechanism.md`` §4.1), ``eps_avg_max`` is the largest average privacy loss ``L``,
     ``k`` caps weights at ``k/m``, ``u`` is the seller disutility ``ε`` or ``ε^p``;
-    ``lam``, ``mu``, ``sigma`` are the ridge, spread and noise weights. ``grids`` holds
+    ``lam``, ``mu``, ``sigma`` are the ridge, spread and noise weights. Each numeric
+    setting's accepted range is what the numerics can run (``SETTING_RANGES``,
+    ``docs/money-and-settings.md``). ``grids`` holds
     optional hyperparameter grids (e.g. ``{"gamma": [...]}`` for the trade-off job).
     ``mode`` defaults to ``"strict"``: the allocation sees only costs and
     public data, so the released model's guarantee is end to end; measured on
@@ -156,13 +173,13 @@ class MechanismSettings(_In):
     """
 
     gamma: Gamma = 1.0
-    eps_avg_max: Positive = 5.0
-    k: Annotated[float, Field(ge=1, le=SETTING_MAX, allow_inf_nan=False)] = 4.0
+    eps_avg_max: EpsAvgMax = 5.0
+    k: KCap = 4.0
     u: Literal["linear", "power"] = "linear"
-    u_power: Annotated[float, Field(ge=1, le=10, allow_inf_nan=False)] = 2.0
-    lam: Positive = 1e-2
-    mu: NonNegative = 0.1
-    sigma: NonNegative = 1.0
+    u_power: UPower = 2.0
+    lam: Lam = 1e-2
+    mu: Weight = 0.1
+    sigma: Weight = 1.0
     mode: Literal["default", "strict"] = "strict"
     grids: MechanismGrids = Field(default_factory=MechanismGrids)
 
@@ -171,13 +188,13 @@ class MechanismUpdate(_In):
     """Partial mechanism settings for ``PATCH``; given fields replace current ones."""
 
     gamma: Gamma | None = None
-    eps_avg_max: Positive | None = None
-    k: Annotated[float, Field(ge=1, le=SETTING_MAX, allow_inf_nan=False)] | None = None
+    eps_avg_max: EpsAvgMax | None = None
+    k: KCap | None = None
     u: Literal["linear", "power"] | None = None
-    u_power: Annotated[float, Field(ge=1, le=10, allow_inf_nan=False)] | None = None
-    lam: Positive | None = None
-    mu: NonNegative | None = None
-    sigma: NonNegative | None = None
+    u_power: UPower | None = None
+    lam: Lam | None = None
+    mu: Weight | None = None
+    sigma: Weight | None = None
     mode: Literal["default", "strict"] | None = None
     grids: MechanismGrids | None = None
 
@@ -392,6 +409,10 @@ class AllocationPublic(BaseModel):
     epsilon: float
     payment: float
     payment_minor: int
+    privacy_cost: float
+    """``c·u(ε)``: the reported cost of the privacy given (the IR line)."""
+    individually_rational: bool
+    """``payment ≥ c·u(ε)`` in the whole minor units paid, without slack."""
     certificate: dict[str, Any] | None = None
 
 
@@ -399,6 +420,8 @@ class AllocationsPublic(BaseModel):
     order_id: int
     items: list[AllocationPublic]
     total_payment: float
+    individually_rational: int = 0
+    """How many sellers IR holds for (``items[*].individually_rational``)."""
 
 
 class TradeoffRequest(_In):

@@ -29,7 +29,7 @@ from mechanisms.audit import (
 from mechanisms.audit._monotonicity import MonotonicityReport, audit_monotonicity
 from mechanisms.config import MechanismConfig
 from mechanisms.instance import Instance
-from mechanisms.money import fits_budget, round_down
+from mechanisms.money import fits_budget, payment_units, round_up
 from mechanisms.payments import (
     PaymentResult,
     expected_payments,
@@ -98,9 +98,10 @@ __all__ = [
     "fits_budget",
     "myerson_payments",
     "myerson_total",
+    "payment_units",
     "prior_from_dict",
     "reference_allocate",
-    "round_down",
+    "round_up",
     "select_hyperparameters",
     "tradeoff_curve",
     "virtual_costs",

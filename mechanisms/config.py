@@ -19,6 +19,32 @@ _OVERHEADS = ("auto", "objective_perturbation", "none")
 _CERTIFY = ("auto", "report", "raise_lambda")
 
 
+SETTING_RANGES: dict[str, tuple[float, float]] = {
+    "gamma": (0.0, 1e6),
+    "lam": (1e-8, 1e6),
+    "mu": (0.0, 1e6),
+    "sigma": (0.0, 1e6),
+    "k": (1.0, 1e6),
+    "eps_avg_max": (1e-6, 1e6),
+    "u_power": (1.0, 2.0),
+}
+"""The closed range ``[low, high]`` of each numeric setting the numerics can run
+(``docs/money-and-settings.md`` gives the measurements behind each bound):
+
+* ``gamma ≤ 10⁶``: an 8-seller allocation with payments solves in seconds at ``10⁶``;
+  at ``10³⁰⁸`` it did not finish in two minutes.
+* ``lam ≥ 10⁻⁸``: the release overhead ``Δ_i = 2 ln(1 + a_i/(4λ))`` (spec §3) is at
+  most ``2 ln(1 + 2.5·10⁷) ≈ 34`` there, finite; at ``λ = 5·10⁻³²⁴`` ``a_i/(4λ)``
+  overflows. ``lam ≤ 10⁶``: ``λ‖w‖²`` then dominates every loss; larger gains nothing.
+* ``eps_avg_max ≥ 10⁻⁶``: the ``ε_avg`` grid starts at ``L·eps_floor_ratio``, so ``η``
+  stays above ``10⁻¹⁰·m`` and ``σ/η²`` (the ``η``-block's derivative) stays finite; at
+  ``L = 10⁻³⁰⁰`` it overflows and the solve divides by zero.
+* ``u_power ≤ 2``: the power utility's ``a``-step is a conic programme (CLARABEL); it
+  failed (``SolverError``) at ``p = 3`` with 50 sellers and at ``p = 6`` with 10.
+* ``mu``, ``sigma``, ``k`` ``≤ 10⁶``: beyond any useful weight, and finite in ``G``.
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class MechanismConfig:
     """Hyperparameters of the allocation objective ``G`` (spec §4.1, paper eq. (10)).
@@ -29,6 +55,9 @@ class MechanismConfig:
         Weight ``γ ≥ 0`` on the expected payment ``Σ Ψ_i u(ε_i)``.
     lam : float
         Ridge weight ``λ > 0`` on ``‖w‖²/2``.
+
+    The numeric settings must lie in :data:`SETTING_RANGES` (what the numerics can
+    run); a value outside raises ``ValueError`` naming the setting.
     mu : float
         Weight ``μ ≥ 0`` on ``‖a‖₂`` (spreads weight across sellers).
     sigma : float
@@ -102,13 +131,8 @@ class MechanismConfig:
     certify: CertifyName = "auto"
 
     def __post_init__(self) -> None:
-        _check_real("gamma", self.gamma, low=0.0)
-        _check_real("lam", self.lam, low=0.0, strict=True)
-        _check_real("mu", self.mu, low=0.0)
-        _check_real("sigma", self.sigma, low=0.0)
-        _check_real("k", self.k, low=1.0)
-        _check_real("eps_avg_max", self.eps_avg_max, low=0.0, strict=True)
-        _check_real("u_power", self.u_power, low=1.0)
+        for name, (low, high) in SETTING_RANGES.items():
+            _check_real(name, getattr(self, name), low=low, high=high)
         _check_real("quantile", self.quantile, low=0.0, strict=True)
         if self.quantile >= 1.0:
             raise ValueError(f"quantile must be in (0, 1), got {self.quantile!r}")
@@ -146,15 +170,27 @@ class MechanismConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def _check_real(name: str, value: object, *, low: float, strict: bool = False) -> None:
+def _check_real(
+    name: str,
+    value: object,
+    *,
+    low: float,
+    strict: bool = False,
+    high: float = math.inf,
+) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be finite, got an integer too large") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {value!r}")
     if (strict and v <= low) or (not strict and v < low):
         op = ">" if strict else ">="
-        raise ValueError(f"{name} must be {op} {low}, got {value!r}")
+        raise ValueError(f"{name} must be {op} {low:g}, got {value!r}")
+    if v > high:
+        raise ValueError(f"{name} must be <= {high:g}, got {value!r}")
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:

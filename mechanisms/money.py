@@ -1,18 +1,34 @@
 """Money in ledger units: the one rounding rule, used by the numerics and the ledgers.
 
 Payments and budgets are floats in the numerics; a ledger holds whole minor units.
-**The rule**: an amount ``t`` becomes ``n = ⌊D(t) / unit⌋`` minor units, where ``D(t)``
-is the float's shortest decimal form (``repr``), computed exactly in ``Decimal``.
-Rounding is always **down** (spec §4.3: the total paid never exceeds the budget;
-reliability T-MD-5: round per seller, then compare the sum in integer minor units).
-The shortest decimal form makes a typed budget of ``0.29`` 29 cents, not 28 (the binary
-``0.29`` is ``0.28999…``); it differs from the binary value by less than half an ulp, so
-no amount is ever rounded up by more than that.
+Every amount is first read as its shortest decimal form ``D(t)`` (``repr``), computed
+exactly in ``Decimal`` (so a typed ``0.29`` is 29 cents, not 28: the binary ``0.29`` is
+``0.28999…``, and ``D`` differs from the binary value by less than half an ulp).
+
+**The rule** (one rule, two directions, by what the amount is):
+
+* an amount **owed** to a seller rounds **up**: seller ``i`` is paid
+  ``n_i = max(⌈D(t_i)/unit⌉, ⌈D(k_i)/unit⌉, [ε_i > 0])`` units, where ``t_i`` is the
+  Myerson payment, ``k_i = c_i·u(ε_i)`` the seller's reported cost of the privacy it
+  gives and ``[ε_i > 0]`` one unit for any seller that gives privacy
+  (:func:`payment_units`). So individual rationality holds in the units the seller is
+  paid in: ``n_i·unit ≥ c_i·u(ε_i)`` exactly (spec ``mechanism.md`` §5, §6 IR).
+  (``t_i ≥ k_i`` holds for the exact Myerson payment; the ``k_i`` term only absorbs
+  the quadrature's and floating point's error below it.)
+* a **cap** (a budget) rounds **down**: ``N = ⌊D(B)/unit⌋`` (:func:`to_minor`).
+
+A budget check compares integers: ``Σ_i n_i ≤ N`` (:func:`fits_budget`; reliability
+T-MD-5: round per seller, then compare the sum). Since payments round up, the rounded
+total can exceed the real-number total by up to ``m`` units; the mechanism itself is
+not budget-constrained (spec §4.3: ``γ`` is admin-set or chosen for the budget), so
+every budget decision — the order's check at a fixed ``γ``, the affordability of each
+candidate ``γ`` in :func:`mechanisms.choose_gamma` — is taken on the rounded-up units.
+``Σ paid ≤ B`` then holds exactly in whole units.
 """
 
 from __future__ import annotations
 
-from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -20,50 +36,113 @@ from numpy.typing import ArrayLike, NDArray
 FloatArray = NDArray[np.float64]
 
 
-def to_minor_units(amounts: ArrayLike, unit: float | str) -> NDArray[np.int64]:
-    """Floor each amount to whole ledger units (the module's rule):
-    ``n_i = ⌊D(t_i) / unit⌋`` with ``D`` the shortest decimal form, computed exactly.
-    """
-    u = _unit(unit)
-    p = np.asarray(amounts, dtype=float)
-    if p.ndim > 1 or not np.isfinite(p).all() or (p < 0).any():
-        raise ValueError("payments must be a finite, non-negative 1-D array")
+def _units(p: FloatArray, u: Decimal, rounding: str) -> NDArray[np.int64]:
     return np.array(
         [
-            int((Decimal(repr(float(v))) / u).to_integral_value(ROUND_FLOOR))
+            int((Decimal(repr(float(v))) / u).to_integral_value(rounding))
             for v in p.ravel()
         ],
         dtype=np.int64,
     ).reshape(p.shape)
 
 
-def round_down(payments: ArrayLike, unit: float | str) -> FloatArray:
-    """Payments floored to the ledger ``unit`` (e.g. ``0.01``), never rounded up.
+def _amounts(amounts: ArrayLike, name: str) -> FloatArray:
+    p = np.asarray(amounts, dtype=float)
+    if p.ndim > 1 or not np.isfinite(p).all() or (p < 0).any():
+        raise ValueError(f"{name} must be a finite, non-negative 1-D array")
+    return p
 
-    The exact amounts are ``to_minor_units(payments, unit) × unit``; budget checks
-    should compare integer minor units (:func:`fits_budget`).
+
+def to_minor_units(amounts: ArrayLike, unit: float | str) -> NDArray[np.int64]:
+    """Each amount owed, rounded **up** to whole ledger units:
+    ``n_i = ⌈D(t_i) / unit⌉`` with ``D`` the shortest decimal form, computed exactly.
+    (:func:`payment_units` adds the IR and one-unit floors of a payment.)
+    """
+    return _units(_amounts(amounts, "payments"), _unit(unit), ROUND_CEILING)
+
+
+def payment_units(
+    payments: ArrayLike,
+    unit: float | str,
+    *,
+    privacy_costs: ArrayLike | None = None,
+    epsilon: ArrayLike | None = None,
+) -> NDArray[np.int64]:
+    """The units each seller is paid (the module's rule for an amount owed):
+    ``n_i = max(⌈D(t_i)/unit⌉, ⌈D(k_i)/unit⌉, [ε_i > 0])``.
+
+    Parameters
+    ----------
+    payments : array-like of shape (m,)
+        Myerson payments ``t_i ≥ 0``.
+    unit : float or str
+        The ledger unit (e.g. ``"0.01"``).
+    privacy_costs : array-like of shape (m,), optional
+        ``k_i = c_i·u(ε_i^total)``, the reported cost of the privacy given (IR floor).
+    epsilon : array-like of shape (m,), optional
+        ``ε_i``; a seller with ``ε_i > 0`` is paid at least one unit.
     """
     n = to_minor_units(payments, unit)
-    return np.array([float(int(k) * _unit(unit)) for k in n.ravel()]).reshape(n.shape)
+    if privacy_costs is not None:
+        k = _amounts(np.maximum(np.asarray(privacy_costs, dtype=float), 0.0), "costs")
+        if k.shape != n.shape:
+            raise ValueError(f"privacy_costs must have shape {n.shape}, got {k.shape}")
+        n = np.maximum(n, _units(k, _unit(unit), ROUND_CEILING))
+    if epsilon is not None:
+        e = np.asarray(epsilon, dtype=float)
+        if e.shape != n.shape:
+            raise ValueError(f"epsilon must have shape {n.shape}, got {e.shape}")
+        n = np.where(e > 0, np.maximum(n, 1), n)
+    return n.astype(np.int64)
 
 
-def fits_budget(payments: ArrayLike, budget: float, unit: float | str) -> bool:
-    """``Σ_i ⌊t_i/unit⌋ ≤ ⌊B/unit⌋`` in integer minor units (spec §6, T-MD-5)."""
+def from_units(n: ArrayLike, unit: float | str) -> FloatArray:
+    """Whole units back to currency amounts: ``float(n_i × unit)`` (exact decimal
+    product, then the nearest float, so ``D`` of the result is ``n_i × unit``)."""
+    u = _unit(unit)
+    k = np.asarray(n, dtype=np.int64)
+    return np.array([float(int(v) * u) for v in k.ravel()]).reshape(k.shape)
+
+
+def round_up(
+    payments: ArrayLike,
+    unit: float | str,
+    *,
+    privacy_costs: ArrayLike | None = None,
+    epsilon: ArrayLike | None = None,
+) -> FloatArray:
+    """Payments as paid: :func:`payment_units` × ``unit`` (never below ``t_i``, never
+    below ``c_i·u(ε_i)``, at least one unit for ``ε_i > 0``)."""
+    n = payment_units(payments, unit, privacy_costs=privacy_costs, epsilon=epsilon)
+    return from_units(n, unit)
+
+
+def fits_budget(
+    payments: ArrayLike,
+    budget: float,
+    unit: float | str,
+    *,
+    privacy_costs: ArrayLike | None = None,
+    epsilon: ArrayLike | None = None,
+) -> bool:
+    """``Σ_i n_i ≤ ⌊D(B)/unit⌋`` in integer units, ``n_i`` the rounded-up payments of
+    :func:`payment_units` (spec §6, T-MD-5)."""
     if not (isinstance(budget, int | float) and np.isfinite(budget) and budget >= 0):
         raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
-    total = int(to_minor_units(payments, unit).sum())
-    return total <= to_minor(budget, unit)
+    n = payment_units(payments, unit, privacy_costs=privacy_costs, epsilon=epsilon)
+    return int(n.sum()) <= to_minor(budget, unit)
 
 
 def to_minor(amount: float, unit: float | str) -> int:
-    """One amount (e.g. a budget) in whole ledger units, by the module's rule.
+    """A cap (a budget) in whole ledger units, rounded **down**: ``⌊D(B)/unit⌋``.
 
     Raises
     ------
     ValueError
         ``amount`` is not finite or negative, or ``unit`` is not a positive number.
     """
-    return int(to_minor_units(np.array([float(amount)]), unit)[0])
+    p = _amounts(np.array([float(amount)]), "amount")
+    return int(_units(p, _unit(unit), ROUND_FLOOR)[0])
 
 
 def _unit(unit: float | str) -> Decimal:

@@ -26,7 +26,14 @@ class SolveStatus(StrEnum):
     ``LOCAL``: a KKT point with no global certificate (``certify="report"`` at
     ``λ ≤ λ_conv``, or no certificate exists for the utility / mode).
     ``UNCERTIFIED``: convexity holds but the range branch-and-bound did not close
-    within its budget. ``OPTIMAL_INACCURATE``: the KKT tolerance was not met.
+    within its budget. ``OPTIMAL_INACCURATE``: a point was returned but its block KKT
+    residuals (:class:`KKTResiduals`) exceed ``KKT_TOL = 10⁻⁶``
+    (:mod:`mechanisms.allocation._eta_search`): the blocks did not reach their
+    first-order tolerance, so the point is neither certified nor known to be a local
+    optimum; the message gives the residuals. Only ``OPTIMAL`` is certified
+    (:attr:`Allocation.certified`, ``PaymentResult.rule_certified``); the market
+    never pays on an ``OPTIMAL_INACCURATE`` allocation (the order fails before
+    payment) and reports any other uncertified status in the order's summary.
     """
 
     OPTIMAL = "optimal"

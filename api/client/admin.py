@@ -15,11 +15,10 @@ run the trade-off curve, read allocations, follow and cancel any order.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from api.client.buyer import OrdersClient, Progress, _TqdmProgress
+from api.client.buyer import OrdersClient, Progress, poll_until_finished
 
 
 class JobFailed(RuntimeError):
@@ -108,28 +107,13 @@ class AdminClient(OrdersClient):
         TimeoutError
             When ``timeout`` seconds passed first.
         """
-        bar = _TqdmProgress(what="job") if progress is True else None
-        report = bar if bar is not None else (progress or None)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last = None
-        try:
-            while True:
-                view = self.job(job_id)
-                now = (
-                    view["status"],
-                    view["progress"]["stage"],
-                    view["progress"]["fraction"],
-                )
-                if callable(report) and now != last:
-                    report(view)
-                last = now
-                if view["status"] == "succeeded":
-                    return view
-                if view["status"] == "failed":
-                    raise JobFailed(view)
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"job {job_id} still {view['status']}")
-                time.sleep(interval)
-        finally:
-            if bar is not None:
-                bar.close()
+        view = poll_until_finished(
+            lambda: self.job(job_id),
+            what=f"job {job_id}",
+            progress=progress,
+            interval=interval,
+            timeout=timeout,
+        )
+        if view["status"] == "failed":
+            raise JobFailed(view)
+        return view

@@ -19,7 +19,7 @@ import httpx
 from api.client._http import ApiClient
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
-"""Order statuses that do not change any more."""
+"""Statuses of orders and jobs that do not change any more."""
 
 STAGE_NAMES = {
     "queued": "waiting in the queue",
@@ -95,6 +95,44 @@ class _TqdmProgress:
         self.bar.close()
 
 
+def poll_until_finished(
+    fetch: Callable[[], dict[str, Any]],
+    *,
+    what: str,
+    progress: Progress | bool | None,
+    interval: float,
+    timeout: float | None,
+) -> dict[str, Any]:
+    """Call ``fetch`` every ``interval`` seconds until the view it returns has a
+    finished status (:data:`FINISHED`); report each change of status, stage or
+    fraction to ``progress`` (a callback, or ``True`` for a tqdm bar).
+
+    Raises
+    ------
+    TimeoutError
+        When ``timeout`` seconds passed first (the work keeps running).
+    """
+    bar = _TqdmProgress(what=what.split()[0]) if progress is True else None
+    report = bar if bar is not None else (progress or None)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    last: tuple[str, str, float] | None = None
+    try:
+        while True:
+            view = fetch()
+            now = (view["status"], view["progress"]["stage"], view["progress"]["fraction"])
+            if callable(report) and now != last:
+                report(view)
+            last = now
+            if view["status"] in FINISHED:
+                return view
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{what} still {view['status']}")
+            time.sleep(interval)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 class OrdersClient(ApiClient):
     """What buyers and admins share: read, follow and cancel orders, list markets."""
 
@@ -136,31 +174,16 @@ class OrdersClient(ApiClient):
         TimeoutError
             When ``timeout`` seconds passed first (the order keeps running).
         """
-        bar = _TqdmProgress() if progress is True else None
-        report = bar if bar is not None else (progress or None)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last: tuple[str, str, float] | None = None
-        try:
-            while True:
-                view = self.order(order_id)
-                now = (
-                    view["status"],
-                    view["progress"]["stage"],
-                    view["progress"]["fraction"],
-                )
-                if callable(report) and now != last:
-                    report(view)
-                last = now
-                if view["status"] in FINISHED:
-                    if view["status"] != "succeeded":
-                        raise OrderFailed(view)
-                    return view
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"order {order_id} still {view['status']}")
-                time.sleep(interval)
-        finally:
-            if bar is not None:
-                bar.close()
+        view = poll_until_finished(
+            lambda: self.order(order_id),
+            what=f"order {order_id}",
+            progress=progress,
+            interval=interval,
+            timeout=timeout,
+        )
+        if view["status"] != "succeeded":
+            raise OrderFailed(view)
+        return view
 
     def cancel(self, order_id: int) -> dict[str, Any]:
         """Cancel the order: a queued one at once, a running one at its next stage

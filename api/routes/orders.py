@@ -107,6 +107,39 @@ def get_model(
     return orders.get_model(session, order_id=order_id, buyer=buyer)
 
 
+ONNX_MEDIA_TYPE = "application/octet-stream"
+
+
+@router.get(
+    "/orders/{order_id}/model.onnx",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {ONNX_MEDIA_TYPE: {}},
+            "description": "The model's linear predictor as an ONNX graph",
+        },
+        409: ERROR_RESPONSES[409],
+    },
+)
+def get_model_onnx(
+    session: SessionDep, buyer: BuyerAccount, order_id: OrderId
+) -> Response:
+    """Return the released model as ONNX (its buyer only): input ``X`` (raw features
+    in ``feature_names`` order, clipped to the public bounds); outputs ``score``,
+    ``probability`` and ``label`` (classification) or ``prediction``. ``409`` until
+    the order has succeeded."""
+    data = orders.get_model_onnx(session, order_id=order_id, buyer=buyer)
+    return Response(
+        content=data,
+        media_type=ONNX_MEDIA_TYPE,
+        headers={
+            "Content-Disposition": (
+                f'attachment; filename="privmarket-order-{order_id}-model.onnx"'
+            )
+        },
+    )
+
+
 @router.get("/orders/{order_id}/allocations")
 def get_allocations(
     session: SessionDep, _admin: AdminAccount, order_id: OrderId

@@ -49,6 +49,7 @@ from market.numerics.learners import (
 )
 from market.numerics.mechanism import (
     FIRST_RUN_NOTE,
+    SolverError,
     allocate,
     audit_incentives,
     audit_on_pool,
@@ -58,10 +59,18 @@ from market.numerics.mechanism import (
     payment_certificates,
     tradeoff,
 )
-from market.numerics.money import MONEY_UNIT, payments_to_minor, to_major, to_minor
+from market.numerics.money import (
+    MONEY_UNIT,
+    individually_rational,
+    payments_to_minor,
+    privacy_cost,
+    to_major,
+    to_minor,
+)
 from market.numerics.pricing import (
     CONFIG_KEYS,
     LOSS_BY_TASK,
+    SETTING_RANGES,
     SMALLEST_ORDER,
     build_prior,
     check_prior,
@@ -80,8 +89,10 @@ __all__ = [
     "LOSS_BY_TASK",
     "MONEY_UNIT",
     "SERIAL_PAYMENTS_MAX",
+    "SETTING_RANGES",
     "SMALLEST_ORDER",
     "LearnerRelease",
+    "SolverError",
     "align_blocks",
     "allocate",
     "audit_incentives",
@@ -100,6 +111,7 @@ __all__ = [
     "default_learner",
     "finish_vertical_session",
     "has_missable",
+    "individually_rational",
     "kernels_compiled",
     "learner_config",
     "learner_release",
@@ -111,6 +123,7 @@ __all__ = [
     "payment_certificates",
     "payments_executor",
     "payments_to_minor",
+    "privacy_cost",
     "records_per_seller_shortfall",
     "release",
     "release_overhead_floor",

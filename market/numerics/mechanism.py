@@ -18,6 +18,10 @@ from market.store.models import MINOR_UNITS
 
 FloatArray = NDArray[np.float64]
 
+SolverError = mech.SolverError
+"""An allocation solve that returned no usable point (``Allocation.raise_for_status``,
+a failed conic ``a``-step)."""
+
 
 def allocate(
     X: FloatArray,
@@ -251,17 +255,15 @@ FIRST_RUN_NOTE = (
 
 
 def kernels_compiled() -> bool:
-    """Whether numba's on-disk cache already holds the allocation search's machine code
-    (``cache=True``: compiled once per installation, about 30 s). Looks for the cache's
-    index files under ``NUMBA_CACHE_DIR`` when it is set, else next to the module or in
-    the user's numba cache (numba's fallback); reads nothing else, compiles nothing."""
+    """Whether numba's on-disk cache already holds the allocation's weight kernels,
+    which every order runs (``cache=True``: compiled once per installation, about
+    30 s). Looks for the cache's index files under ``NUMBA_CACHE_DIR`` when it is set,
+    else next to the module; reads nothing else, compiles nothing."""
     from pathlib import Path
 
-    pattern = "_one_seller_search.*.nbi"
+    pattern = "_weights_kernel.*.nbi"
     custom = os.environ.get("NUMBA_CACHE_DIR")
     if custom:
         return any(Path(custom).rglob(pattern))
-    root = (
-        Path(mech.__file__).resolve().parent / "allocation" / "_range" / "__pycache__"
-    )
+    root = Path(mech.__file__).resolve().parent / "allocation" / "__pycache__"
     return any(root.glob(pattern))

@@ -36,6 +36,10 @@ CONFIG_KEYS = (
 )
 """Stored mechanism settings passed through to ``MechanismConfig``."""
 
+SETTING_RANGES: dict[str, tuple[float, float]] = dict(mech.config.SETTING_RANGES)
+"""``[low, high]`` of each numeric mechanism setting (``MechanismConfig``'s, the one
+place the ranges are decided; ``market.schemas`` publishes them)."""
+
 
 def build_prior(spec: Mapping[str, Any]) -> Any:
     """Return the ``CostPrior`` of ``{"family", "params"}`` (``mechanisms.prior_from_dict``).

@@ -2,7 +2,8 @@
 
 - :mod:`market.orders.crud`: place an order, read its status, model and allocations
   (this facade);
-- :mod:`market.orders.jobs`: an admin's trade-off job.
+- :mod:`market.orders.jobs`: an admin's trade-off job;
+- :mod:`market.orders.onnx_model`: the buyer's linear model as an ONNX graph.
 
 One order's run is :mod:`market.pipeline` (the numerics) driven by
 :mod:`market.runtime` (the worker that claimed it).
@@ -11,6 +12,7 @@ One order's run is :mod:`market.pipeline` (the numerics) driven by
 from market.orders.crud import (
     cancel_order,
     get_model,
+    get_model_onnx,
     get_order_or_raise,
     list_allocations,
     list_learners,
@@ -22,6 +24,7 @@ from market.orders.crud import (
 __all__ = [
     "cancel_order",
     "get_model",
+    "get_model_onnx",
     "get_order_or_raise",
     "list_allocations",
     "list_learners",

@@ -335,10 +335,34 @@ def get_model(session: Session, *, order_id: int, buyer: Account) -> dict[str, A
     return order.model
 
 
+def get_model_onnx(session: Session, *, order_id: int, buyer: Account) -> bytes:
+    """The buyer's model as ONNX (:func:`market.orders.onnx_model.model_to_onnx`).
+
+    Raises
+    ------
+    NotFoundError
+        Not the buyer's order.
+    InvalidTransitionError
+        The order has not succeeded (yet), or its model has no linear predictor.
+    """
+    from market.orders.onnx_model import model_to_onnx  # onnx loads only when asked
+
+    model = get_model(session, order_id=order_id, buyer=buyer)
+    try:
+        return model_to_onnx(model, name=f"privmarket_order_{order_id}")
+    except ValueError as err:
+        raise InvalidTransitionError(f"order {order_id}: {err}") from err
+
+
 def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
-    """Return per-seller ``ε`` and payment of an order (admin view)."""
-    if session.get(Order, order_id) is None:
+    """Return per-seller ``ε`` and payment of an order (admin view), with each
+    seller's ``c·u(ε)`` and whether IR holds in whole minor units, without slack."""
+    order = session.get(Order, order_id)
+    if order is None:
         raise NotFoundError(f"order {order_id} not found")
+    params = session.get(MarketParameters, order.parameters_id)
+    mech = dict(params.values if params is not None else {})
+    u, u_power = str(mech.get("u", "linear")), float(mech.get("u_power", 2.0))
     rows = session.exec(
         select(Allocation, Offer.reported_cost)
         .join(Offer, col(Offer.id) == col(Allocation.offer_id))
@@ -353,13 +377,20 @@ def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
             epsilon=a.epsilon,
             payment=ledgers.to_major(a.payment_minor),
             payment_minor=a.payment_minor,
+            privacy_cost=numerics.privacy_cost(cost, a.epsilon, u=u, u_power=u_power),
+            individually_rational=numerics.individually_rational(
+                a.payment_minor, cost, a.epsilon, u=u, u_power=u_power
+            ),
             certificate=a.certificate,
         )
         for a, cost in rows
     ]
     total = sum(a.payment_minor for a, _ in rows)
     return AllocationsPublic(
-        order_id=order_id, items=items, total_payment=ledgers.to_major(total)
+        order_id=order_id,
+        items=items,
+        total_payment=ledgers.to_major(total),
+        individually_rational=sum(a.individually_rational for a in items),
     )
 
 

@@ -5,7 +5,7 @@ An order: the learner from the registry says which rows the mechanism prices
 the learner fits with the allocated per-record ``ε`` → :class:`~market.pipeline.results.Outcome`.
 A trade-off job: the same priced rows, caps and prior → the curve over a ``γ`` grid.
 
-Money: payments are rounded down per seller to minor units (``numerics.payments_to_minor``,
+Money: payments are rounded up per seller to minor units (``numerics.payments_to_minor``,
 the one rule); with a fixed ``γ`` an order whose payments exceed its budget **fails** with
 the reason (``γ`` is never changed behind the buyer's back). The paper's ``Ψ·ε`` rule is
 never paid.
@@ -140,6 +140,28 @@ def _allocate_and_pay(
     rep: Progress,
     checkpoint: Callable[[], None] | None = None,
 ) -> Priced:
+    """Allocate (or choose ``γ``) and pay; a solver that returns no point, or inputs
+    the mechanism refuses (its ``ValueError`` names the parameter, e.g. ``γ = 0`` on
+    an unbounded prior, whose payments would be infinite), is the order's failure with
+    its reason (never an internal error)."""
+    try:
+        return _solve_and_pay(run, rows, rep, checkpoint)
+    except numerics.SolverError as exc:
+        raise OrderFailedError(
+            f"the allocation did not solve at these settings: {exc}; nothing was paid"
+        ) from exc
+    except ValueError as exc:
+        raise OrderFailedError(
+            f"the mechanism cannot run at these settings: {exc}; nothing was paid"
+        ) from exc
+
+
+def _solve_and_pay(
+    run: OrderRun,
+    rows: PricedRows,
+    rep: Progress,
+    checkpoint: Callable[[], None] | None = None,
+) -> Priced:
     inst = run.instance
     X, y, X_val = rows.X, rows.y, rows.X_val
     cfg = inst.config(gamma=run.gamma)
@@ -172,6 +194,7 @@ def _allocate_and_pay(
                 + (f" ({note})" if note else "")
             )
         pay = getattr(choice, "payment_result", None)
+        check_certified(choice.allocation, pay)
         return Priced(
             choice.allocation,
             choice.payments if pay is None else pay,
@@ -183,6 +206,7 @@ def _allocate_and_pay(
     alloc = numerics.allocate(X, y, inst.costs, config=cfg, **common)
     if not alloc.success:
         raise OrderFailedError(f"the allocation did not solve ({alloc.status})")
+    check_certified(alloc, None)
     rep.stage("payments")
     pay = numerics.myerson_payments(
         X,
@@ -194,7 +218,42 @@ def _allocate_and_pay(
         checkpoint=checkpoint,
         **common,
     )
+    check_certified(alloc, pay)
     return Priced(alloc, pay, float(cfg.gamma), "order")
+
+
+def check_certified(alloc: Any, pay: Any) -> int:
+    """Never pay on an allocation that is not even a KKT point; return how many
+    sellers' payment sweeps rest on some uncertified re-solve.
+
+    ``optimal_inaccurate`` (block KKT residuals above the tolerance: neither certified
+    nor known to be a local optimum) fails the order before anything is paid.
+    ``uncertified`` (the range branch-and-bound did not close, e.g. a gap of 8·10⁻⁴)
+    and ``local`` allocations are paid, and the order summary says so
+    (``allocation_status``, ``payments_certified``): on the test markets' default
+    settings the range search regularly stops at such gaps, and refusing them would
+    refuse ordinary orders. The same holds for the re-solves of the payment sweeps;
+    each seller's certificate (``rule_certified``, ``n_uncertified``, the worst KKT
+    residual) is stored with its allocation.
+
+    Raises
+    ------
+    OrderFailedError
+        The allocation's status is ``optimal_inaccurate``; raised before payment.
+    """
+    if str(getattr(alloc, "status", "optimal")) == "optimal_inaccurate":
+        raise OrderFailedError(
+            f"the allocation at these settings did not meet its KKT tolerance (status "
+            f"{alloc.status}: {alloc.message}); its payments would not be truthful, "
+            "so nothing was paid"
+        )
+    if pay is None or getattr(pay, "rule_certified", True):
+        return 0
+    return sum(
+        1
+        for s in pay.sellers
+        if s.certificate is None or not s.certificate.rule_certified
+    )
 
 
 def _check_epsilon(alloc: Any, pay: Any, released: np.ndarray) -> None:
@@ -225,7 +284,7 @@ def _validation_error(learner: Any, X_val: Any, y_val: Any, task: str) -> float 
 
 
 def _payments_within_budget(run: OrderRun, pay: Any, gamma: float) -> list[int]:
-    minor = numerics.payments_to_minor(getattr(pay, "payments", pay))
+    minor = numerics.payments_to_minor(pay)
     if sum(minor) > run.budget_minor:
         raise OrderFailedError(
             f"the payments at gamma={gamma:g} total "
@@ -260,6 +319,7 @@ def _outcome(
         timings={},
         certificates=numerics.payment_certificates(pay),
         custody=str(getattr(report, "custody", "platform")),
+        allocation_status=str(getattr(alloc, "status", "optimal")),
     )
 
 
@@ -374,7 +434,30 @@ def compute_tradeoff(
     rows = priced_rows(inst, learner)
     if rows.X_val is None:
         raise OrderFailedError("the market has no public validation set")
-    points = numerics.tradeoff(
+    try:
+        points = _tradeoff_points(inst, rows, gammas, progress)
+    except numerics.SolverError as exc:
+        raise OrderFailedError(
+            f"the allocation did not solve at these settings: {exc}"
+        ) from exc
+    for point in points:
+        # What the admin sees per γ (api.md: admins see all): sellers used and the
+        # min/median/max ε of the allocation the point stands for.
+        eps = point.pop("epsilon_total", None)
+        if eps is not None:
+            eps = np.asarray(eps, dtype=float)
+            point["sellers_used"] = int(np.sum(eps > 0))
+            point["epsilon"] = eps_stats(eps)
+    return {"points": points, "learner": inst.learner, "sellers": len(inst.seller_ids)}
+
+
+def _tradeoff_points(
+    inst: OrderInstance,
+    rows: PricedRows,
+    gammas: Sequence[float],
+    progress: Callable[[int, int], None] | None,
+) -> list[dict[str, Any]]:
+    return numerics.tradeoff(  # type: ignore[no-any-return]
         rows.X,
         rows.y,
         inst.costs,
@@ -388,12 +471,3 @@ def compute_tradeoff(
         progress=progress,
         release=tuning_release(inst),
     )
-    for point in points:
-        # What the admin sees per γ (api.md: admins see all): sellers used and the
-        # min/median/max ε of the allocation the point stands for.
-        eps = point.pop("epsilon_total", None)
-        if eps is not None:
-            eps = np.asarray(eps, dtype=float)
-            point["sellers_used"] = int(np.sum(eps > 0))
-            point["epsilon"] = eps_stats(eps)
-    return {"points": points, "learner": inst.learner, "sellers": len(inst.seller_ids)}

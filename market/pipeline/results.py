@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from market.ledgers import SellerSpend, to_major
 from market.pipeline.instance import OrderInstance, OrderRun
+from market.store import Order, RunStatus, utcnow
 
 FloatArray = NDArray[np.float64]
 
@@ -49,6 +50,8 @@ class Outcome:
     """Seller custody: sellers allocated / delivered, reports expected / received."""
     gamma_note: str | None = None
     """Why a ``γ`` chosen for the budget leaves part of it unspent (else ``None``)."""
+    allocation_status: str = "optimal"
+    """The allocation's ``SolveStatus`` (only certified when ``"optimal"``)."""
 
 
 def spends(inp: OrderInstance, out: Outcome) -> list[SellerSpend]:
@@ -126,6 +129,11 @@ SUMMARY_FIELDS = {
     "(the records never left their sellers; only randomized reports were received)",
     "delivery": "seller custody: sellers allocated and delivered, reports expected "
     "and received (null on platform-custody markets)",
+    "allocation_status": '"optimal" (certified global optimum), "uncertified" or '
+    '"local" (paid, but without that certificate); an "optimal_inaccurate" '
+    "allocation is never paid",
+    "payments_certified": "whether every re-solve the payments rest on is a certified "
+    "optimum; each seller's certificate is in the admin allocations view",
 }
 """Every field of the buyer's order summary (documented in ``docs/buyer.md``, "What a buyer
 sees of an order"). Deliberately absent: how many sellers offered or were eligible (eligibility
@@ -159,6 +167,10 @@ def summary(run: OrderRun, out: Outcome) -> dict[str, Any]:
         "learner": inp.learner,
         "custody": out.custody,
         "delivery": out.delivery,
+        "allocation_status": out.allocation_status,
+        "payments_certified": all(
+            bool(c.get("rule_certified", False)) for c in (out.certificates or []) if c
+        ),
     }
 
 
@@ -203,3 +215,13 @@ def model_json(run: OrderRun, out: Outcome) -> dict[str, Any]:
         },
         "payments": {"total": to_major(total), "budget": to_major(run.budget_minor)},
     }
+
+
+def record_success(order: Order, run: OrderRun, out: "Outcome") -> None:
+    """Write a settled order's summary and model, mark it ``succeeded`` and release
+    its lease (inside the settlement's transaction)."""
+    order.summary = summary(run, out)
+    order.model = model_json(run, out)
+    order.status, order.error = RunStatus.SUCCEEDED, None
+    order.progress_stage, order.progress_fraction = "done", 1.0
+    order.finished_at, order.lease_owner, order.lease_expires_at = utcnow(), None, None

@@ -558,15 +558,7 @@ def _settle(
             list(out.certificates or [None] * len(sellers)),
         )
         ledgers.settle_order(session, order=order, market=market, spends=items)
-        order.summary = results.summary(run, out)
-        order.model = results.model_json(run, out)
-        order.status, order.error = RunStatus.SUCCEEDED, None
-        order.progress_stage, order.progress_fraction = "done", 1.0
-        order.finished_at, order.lease_owner, order.lease_expires_at = (
-            utcnow(),
-            None,
-            None,
-        )
+        results.record_success(order, run, out)
         session.add(order)
 
 

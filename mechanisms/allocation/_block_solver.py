@@ -30,6 +30,7 @@ from mechanisms.allocation._weights_step import (
     WeightsStepState,
     solve_weights_compiled,
 )
+from mechanisms.result import SolverError
 
 FloatArray = NDArray[np.float64]
 
@@ -74,9 +75,15 @@ def _weights_step_power(
     obj = losses @ a + cfg.mu * cp.norm(a, 2)
     obj = obj + cfg.gamma * eta**cfg.p * (prob.psi @ cp.power(a, cfg.p))
     cons = [cp.sum(a) == 1, a <= caps]
-    cp.Problem(cp.Minimize(obj), cons).solve(solver=cp.CLARABEL)
-    if a.value is None:  # pragma: no cover - feasible by construction
-        raise RuntimeError("power-utility a-step failed")
+    try:
+        cp.Problem(cp.Minimize(obj), cons).solve(solver=cp.CLARABEL)
+    except cp.error.SolverError as exc:
+        raise SolverError(
+            f"the power-utility a-step's conic solver failed (u_power = {cfg.p:g}, "
+            f"eta = {eta:.3g}): {exc}"
+        ) from exc
+    if a.value is None:
+        raise SolverError("the power-utility a-step returned no point")
     val = np.clip(np.asarray(a.value, dtype=float), 0.0, caps)
     return val / val.sum()
 

@@ -47,6 +47,10 @@ from mechanisms.result import Allocation, EtaProfile, KKTResiduals, SolveStatus
 
 FloatArray = NDArray[np.float64]
 KKT_TOL = 1e-6
+A_ZERO = 1e-7
+"""A weight at most this is read as at its lower bound by the KKT check (the block
+solves leave weights of ~1e-8 where the optimum sits at a kink of η, e.g. where an
+ε cap starts to bind; their ε is below ``A_ZERO·η``)."""
 GRID_TOL = 1e-6  # block-solve tolerance at coarse-grid points (they only rank cells)
 
 
@@ -436,25 +440,33 @@ def kkt_residuals(
     upsi = prob.psi * utility_derivative(eta * a, cfg)
     g = losses + cfg.gamma * eta * upsi + (cfg.mu * a / norm_a if norm_a > 0 else 0.0)
     caps = prob.caps(eta)
-    at_zero = a <= 1e-12
-    at_cap = a >= caps * (1.0 - 1e-9)
-    free = ~at_zero & ~at_cap
-    if free.any():
-        tau = float(np.median(g[free]))
-    else:
-        lo_t = float(g[at_cap].max()) if at_cap.any() else -np.inf
-        hi_t = float(g[at_zero].min()) if at_zero.any() else np.inf
-        tau = lo_t if np.isfinite(lo_t) else hi_t
-    viol = np.zeros_like(g)
-    viol[free] = np.abs(g[free] - tau)
-    viol[at_zero] = np.maximum(tau - g[at_zero], 0.0)
-    viol[at_cap] = np.maximum(g[at_cap] - tau, 0.0)
-    r_a = float(viol.max()) / (1.0 + abs(tau))
+    pinned = caps <= 0.0  # a_i = 0 is the only feasible value: no condition on g_i
+    at_zero = (a <= A_ZERO) & ~pinned
+    at_cap = (a >= caps * (1.0 - 1e-9)) & ~pinned
+    free = ~at_zero & ~at_cap & ~pinned
     # dP/dη = ∂G/∂η + Σ_{i held by ε_i^max} ν_i a_i, with ν_i = (τ − g_i)/η ≥ 0.
     dG = -cfg.sigma / eta**2 + cfg.gamma * float(a @ upsi)
     if c is not None:
         dG -= float(c @ w) / eta
     eps_held = at_cap & (prob.eps_max / eta < cfg.k / prob.m)
+    if free.any():
+        tau = float(np.median(g[free]))
+    else:
+        # No free seller: any τ in [max g(at cap), min g(at zero)] is a multiplier of
+        # Σa = 1; take the one that best meets the η condition (dP/dη is increasing in
+        # τ through the held sellers' ν_i), not just the lower end.
+        lo_t = float(g[at_cap].max()) if at_cap.any() else -np.inf
+        hi_t = float(g[at_zero].min()) if at_zero.any() else np.inf
+        tau = lo_t if np.isfinite(lo_t) else hi_t
+        held_a = float(a[eps_held].sum())
+        if held_a > 0 and np.isfinite(lo_t):
+            tau0 = (float((g[eps_held] * a[eps_held]).sum()) - dG * eta) / held_a
+            tau = float(np.clip(tau0, lo_t, hi_t))
+    viol = np.zeros_like(g)
+    viol[free] = np.abs(g[free] - tau)
+    viol[at_zero] = np.maximum(tau - g[at_zero], 0.0)
+    viol[at_cap] = np.maximum(g[at_cap] - tau, 0.0)
+    r_a = float(viol.max()) / (1.0 + abs(tau)) if viol.size else 0.0
     dG += float(((tau - g[eps_held]) * a[eps_held]).sum()) / eta
     if (eta >= eta_hi * (1 - 1e-9) and dG < 0) or (
         eta <= eta_lo * (1 + 1e-9) and dG > 0

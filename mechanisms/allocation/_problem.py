@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +36,57 @@ class Problem:
     noise: FloatArray | None = None
     scenario_psi: FloatArray | None = None
 
+    given_psi: FloatArray | None = field(default=None, repr=False)
+    given_eps_max: FloatArray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # An infinite virtual cost (a prior whose density vanishes at the top of its
+        # support, e.g. Beta with b > 1: Ψ(c̄) = c̄ + F/f = c̄ + 1/0 = ∞) makes every
+        # ε_i > 0 infinitely expensive when γ > 0: the exact optimum gives that seller
+        # ε_i = 0, which is what a cap of 0 imposes. The entry is then replaced by a
+        # finite stand-in (the largest finite Ψ; its weight is 0, so G does not see
+        # it), so no kernel meets ∞·0 or a division by a vanishing density. With
+        # γ = 0 the Ψ term is absent from G and only the stand-in is needed. The
+        # arrays as given are kept (``given_psi``, ``given_eps_max``) so that
+        # :meth:`with_seller_psi` re-derives both from them. ``dataclasses.replace``
+        # keeps them as they are: it takes ``psi`` and ``eps_max`` as already derived.
+        if self.given_psi is not None:
+            return
+        psi = np.asarray(self.psi, dtype=float)
+        eps_max = np.asarray(self.eps_max, dtype=float)
+        object.__setattr__(self, "given_psi", psi)
+        object.__setattr__(self, "given_eps_max", eps_max)
+        if np.isnan(psi).any():
+            j = int(np.flatnonzero(np.isnan(psi))[0])
+            raise ValueError(f"virtual cost of seller {j} is not a number")
+        bad = ~np.isfinite(psi)
+        if bad.any():
+            object.__setattr__(self, "psi", np.where(bad, _finite_stand_in(psi), psi))
+            if self.cfg.gamma > 0:
+                object.__setattr__(self, "eps_max", np.where(bad, 0.0, eps_max))
+        scen = self.scenario_psi
+        if scen is not None and not np.isfinite(scen).all():
+            scen = np.asarray(scen, dtype=float)
+            scen = np.where(np.isfinite(scen), scen, _finite_stand_in(scen))
+            object.__setattr__(self, "scenario_psi", scen)
+
+    def with_seller_psi(self, i: int, psi_i: float) -> Problem:
+        """The problem with seller ``i``'s virtual cost (as given) replaced by
+        ``psi_i`` (possibly ``∞``), everything else as given."""
+        assert self.given_psi is not None
+        assert self.given_eps_max is not None
+        psi = self.given_psi.copy()
+        psi[i] = psi_i
+        return Problem(
+            self.X,
+            self.y,
+            psi,
+            self.given_eps_max,
+            self.cfg,
+            self.noise,
+            scenario_psi=self.scenario_psi,
+        )
+
     @property
     def m(self) -> int:
         return int(self.X.shape[0])
@@ -63,6 +114,12 @@ class Problem:
     def linear_term(self, eta: float) -> FloatArray | None:
         """``c = 2b/η`` of the paper's literal objective, else ``None``."""
         return None if self.noise is None else 2.0 * self.noise / eta
+
+
+def _finite_stand_in(psi: FloatArray) -> float:
+    """The largest finite entry of ``psi`` (1.0 when there is none)."""
+    finite = psi[np.isfinite(psi)]
+    return float(finite.max()) if finite.size else 1.0
 
 
 def utility(eps: FloatArray, cfg: MechanismConfig) -> FloatArray:

@@ -159,9 +159,8 @@ def _deviation_chunk(
     for i, r in tries:
         reports = job.reports.copy()
         reports[i] = r
-        psi = job.prob.psi.copy()
-        psi[i] = float(np.asarray(job.prior.virtual_cost(np.array([r])))[0])
-        prob = dataclasses.replace(job.prob, psi=psi)
+        psi_i = float(np.asarray(job.prior.virtual_cost(np.array([r])))[0])
+        prob = job.prob.with_seller_psi(i, psi_i)
         base = audit.solver(prob, warm_start=None)
         # The truthful base's stale nodes bound problems with Ψ at least the truthful
         # one's; a downward misreport lowers Ψ_i, so the deviated base gets its own.
@@ -279,7 +278,15 @@ def _report(
         ir_violations=ir_viol,
         budget=budget,
         budget_total=pay.total,
-        budget_ok=None if budget is None else fits_budget(pay.payments, budget, unit),
+        budget_ok=None
+        if budget is None
+        else fits_budget(
+            pay.payments,
+            budget,
+            unit,
+            privacy_costs=pay.privacy_costs,
+            epsilon=pay.epsilon,
+        ),
         monotonicity_max_violation=mono,
         max_payment=float(pay.payments.max()),
         payments=pay,

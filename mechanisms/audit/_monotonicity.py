@@ -13,7 +13,6 @@ between local optima (a local, uncertified search) shows steps of the size of ``
 
 from __future__ import annotations
 
-import dataclasses
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -99,9 +98,8 @@ def _sweep(
     prev = base if reuse else None
     eps, statuses = [], []
     for s in reports:
-        psi = prob.psi.copy()
-        psi[i] = float(np.asarray(prior.virtual_cost(np.array([s])))[0])
-        alloc = solve_allocation(dataclasses.replace(prob, psi=psi), warm_start=prev)
+        psi_i = float(np.asarray(prior.virtual_cost(np.array([s])))[0])
+        alloc = solve_allocation(prob.with_seller_psi(i, psi_i), warm_start=prev)
         if reuse:
             prev = alloc
         eps.append(float(alloc.epsilon_total[i]) if alloc.success else 0.0)

@@ -36,7 +36,12 @@ from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
 from mechanisms.config import MechanismConfig
-from mechanisms.money import fits_budget, round_down, to_minor_units
+from mechanisms.money import (
+    fits_budget,
+    payment_units,
+    round_up,
+    to_minor_units,
+)
 from mechanisms.payments._executors import Progress, map_chunks
 from mechanisms.payments._resolve._local_resolve import stale_nodes
 from mechanisms.payments._resolve._seller_curve import Solver
@@ -58,7 +63,8 @@ __all__ = [
     "myerson_payments",
     "myerson_total",
     "payment_job",
-    "round_down",
+    "payment_units",
+    "round_up",
     "seller_payment",
     "to_minor_units",
     "verification_sample",
@@ -73,7 +79,7 @@ class PaymentResult:
     Attributes
     ----------
     payments : ndarray of shape (m,)
-        ``t_i`` (floats; round with :func:`round_down` for a ledger).
+        ``t_i`` (floats; a ledger pays :meth:`PaymentResult.units`, rounded up).
     epsilon : ndarray of shape (m,)
         ``ε_i^total`` the payments are for (``allocation.epsilon_total``).
     expected_payments : ndarray of shape (m,)
@@ -88,6 +94,9 @@ class PaymentResult:
         seller recompute with full re-solves only).
     escalated : bool
         Whether a sampled check failed, so every winner was recomputed with checks.
+    privacy_costs : ndarray of shape (m,) or None
+        ``c_i·u(ε_i^total)``: each seller's reported cost of the privacy it gives (the
+        IR floor of :func:`mechanisms.money.payment_units`).
     sellers : tuple of SellerPayment
         Per-seller results; each carries a ``certificate``
         (:class:`mechanisms.payments._seller_certificate.SellerCertificate`: method
@@ -108,6 +117,7 @@ class PaymentResult:
     n_verified: int = 0
     max_shortcut_mismatch: float = 0.0
     escalated: bool = False
+    privacy_costs: FloatArray | None = None
 
     @property
     def total(self) -> float:
@@ -128,6 +138,19 @@ class PaymentResult:
         return all(
             s.certificate is not None and s.certificate.rule_certified
             for s in self.sellers
+        )
+
+    def units(self, unit: float | str) -> NDArray[np.int64]:
+        """Whole ledger units paid to each seller (:func:`mechanisms.money.payment_units`:
+        ``t_i`` rounded up, never below ``c_i·u(ε_i)``, at least one unit if ``ε_i > 0``)."""
+        return payment_units(
+            self.payments, unit, privacy_costs=self.privacy_costs, epsilon=self.epsilon
+        )
+
+    def paid(self, unit: float | str) -> FloatArray:
+        """The amounts paid: :meth:`units` × ``unit``."""
+        return round_up(
+            self.payments, unit, privacy_costs=self.privacy_costs, epsilon=self.epsilon
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -187,7 +210,9 @@ def payment_job(
     )
     if base is None:
         base = solver(prob, warm_start=None)
-    elif base.weights.shape != (prob.m,) or not np.allclose(base.virtual_costs, psi):
+    elif base.weights.shape != (prob.m,) or not np.allclose(
+        base.virtual_costs, prob.psi
+    ):
         raise ValueError(
             "base: not an allocation of these reports (virtual costs differ)"
         )
@@ -342,6 +367,9 @@ def collect(
         n_verified=sum(sp.verified and sp.epsilon > 0 for sp in done),
         max_shortcut_mismatch=max((sp.fast_mismatch for sp in done), default=0.0),
         escalated=escalated,
+        privacy_costs=np.where(
+            computed & (eps > 0), job.reports * utility(eps, job.prob.cfg), 0.0
+        ),
     )
 
 

@@ -22,6 +22,8 @@ from mechanisms.tuning._tradeoff import TradeoffPoint, tradeoff_curve
 from mechanisms.tuning._validation_error import (
     Predictor,
     Release,
+    ValidationDraws,
+    public_validation_draws,
     public_validation_error,
     released_validation_error,
 )
@@ -34,8 +36,10 @@ __all__ = [
     "Selection",
     "SelectionRow",
     "TradeoffPoint",
+    "ValidationDraws",
     "choose_gamma",
     "myerson_total_fn",
+    "public_validation_draws",
     "public_validation_error",
     "released_validation_error",
     "select_hyperparameters",

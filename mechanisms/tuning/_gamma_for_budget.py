@@ -1,7 +1,11 @@
 """Choose ``γ`` for a buyer's budget (spec ``mechanism.md`` §4.3, §5, §6).
 
 The most accurate ``γ`` whose total **Myerson** payment, in ledger units by the caller's
-money rule, fits the budget ``B``. Accuracy is the validation error of the release
+money rule, fits the budget ``B``. The units are the amounts as paid
+(:mod:`mechanisms.money`: each payment rounded **up**, never below ``c_i u(ε_i)``, one
+unit at least for ``ε_i > 0``); the allocation at a ``γ`` is not budget-constrained in
+real numbers, so only a ``γ`` whose rounded-up total fits ``⌊B/unit⌋`` is affordable,
+and ``Σ paid ≤ B`` holds exactly in whole units. Accuracy is the validation error of the release
 fitted on a **public** proxy of the sellers' records
 (:func:`mechanisms.tuning.public_validation_error`): no private record reaches a
 release, so the choice spends no privacy and a ``strict`` order stays
@@ -54,7 +58,7 @@ from numpy.typing import ArrayLike, NDArray
 from mechanisms.allocation._eta_search import allocate
 from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
-from mechanisms.money import round_down, to_minor, to_minor_units
+from mechanisms.money import to_minor, to_minor_units
 from mechanisms.payments._executors import default_workers
 from mechanisms.payments._payments import PaymentResult, myerson_payments
 from mechanisms.priors import CostPrior, ensure_regular
@@ -107,7 +111,7 @@ class GammaChoice:
 
     ``status`` is ``"ok"`` or ``"nothing_affordable"`` (then ``gamma``, ``allocation``
     and ``payments`` are ``None`` and ``total_payment`` is the cheapest total known: an
-    exact one, or the proven lower bound). ``payments`` are rounded down to ``unit``
+    exact one, or the proven lower bound). ``payments`` are rounded up to ``unit``
     (``payment_result`` holds the exact ones, for a caller with its own money rule);
     ``path`` lists ``(γ, Myerson total or nan, validation error, expected payment)`` in
     increasing ``γ``; ``non_monotone`` the neighbouring pairs ``(γ₁, γ₂, total₁,
@@ -154,8 +158,23 @@ class _Money:
     unit: float | str
     cap: int
 
-    def minor(self, amounts: FloatArray) -> int:
-        return int(np.sum(np.asarray(self.rule(np.maximum(amounts, 0.0)), dtype=int)))
+    def minor(
+        self,
+        amounts: FloatArray,
+        *,
+        epsilon: ArrayLike | None = None,
+        floor: ArrayLike | None = None,
+    ) -> int:
+        """``Σ_i n_i`` of the amounts as paid (:mod:`mechanisms.money`: rounded up,
+        never below the rule's units of ``floor`` (``c_i u(ε_i)``), at least one unit
+        where ``ε_i > 0``)."""
+        n = np.asarray(self.rule(np.maximum(amounts, 0.0)), dtype=int)
+        if floor is not None:
+            k = np.maximum(np.asarray(floor, dtype=float), 0.0)
+            n = np.maximum(n, np.asarray(self.rule(k), dtype=int))
+        if epsilon is not None:
+            n = np.where(np.asarray(epsilon, dtype=float) > 0, np.maximum(n, 1), n)
+        return int(np.sum(n))
 
 
 def payment_bounds(
@@ -218,7 +237,8 @@ def choose_gamma(
         Proxy releases per validation error (common random numbers across ``γ``).
     unit, minor_units
         The ledger unit and the money rule turning each payment into whole units
-        (default: :func:`mechanisms.money.to_minor_units`, rounding down); the budget
+        (default: :func:`mechanisms.money.to_minor_units`, rounding up; the IR and
+        one-unit floors of :func:`mechanisms.money.payment_units` are added); the budget
         is ``mechanisms.money.to_minor(budget, unit)`` units.
     exact : {"needed", "all"}
         ``"needed"`` (default): exact payments only where the bounds do not decide and
@@ -261,8 +281,9 @@ def choose_gamma(
         alloc = allocate(X, y, c, prior, cfg.with_(gamma=float(g)), eps_max)
         alloc.raise_for_status()
         low, high = payment_bounds(alloc, c, prior)
-        lo_minor = money.minor(low)
-        hi_minor = money.minor(high) if np.all(np.isfinite(high)) else None
+        eps = alloc.epsilon_total
+        lo_minor = money.minor(low, epsilon=eps)
+        hi_minor = money.minor(high, epsilon=eps) if np.all(np.isfinite(high)) else None
         decided: Decided = (
             "no"
             if lo_minor > money.cap
@@ -314,7 +335,7 @@ def choose_gamma(
             base=p.allocation,
             checkpoint=checkpoint,
         )
-        n_paid = money.minor(res.payments)
+        n_paid = money.minor(res.payments, epsilon=res.epsilon, floor=res.privacy_costs)
         if math.isnan(p.validation_error):
             p = replace(
                 p,
@@ -609,7 +630,7 @@ def _choose(
         status="ok",
         gamma=best.gamma,
         allocation=best.payments.allocation,
-        payments=round_down(best.payments.payments, unit),
+        payments=best.payments.paid(unit),
         validation_error=best.validation_error,
         total_payment=best.total_paid,
         payment_result=best.payments,

@@ -26,7 +26,7 @@ from mechanisms.tuning._hyperparameters import (
     noise_seed,
     select_hyperparameters,
 )
-from mechanisms.tuning._validation_error import Release
+from mechanisms.tuning._validation_error import Release, public_validation_draws
 
 __all__ = ["TradeoffPoint", "tradeoff_curve"]
 
@@ -48,6 +48,13 @@ class TradeoffPoint:
     eps_avg: float = math.nan
     epsilon_total: NDArray[np.float64] | None = None
     """Per-seller ``ε_i^total`` of the chosen allocation (not a JSON key)."""
+    validation_error_se: float | None = None
+    """Standard error of ``validation_error`` over its public-data draws
+    (:class:`ValidationDraws.standard_error`); ``None`` for a single draw."""
+    validation_error_band: tuple[float, float] | None = None
+    """``validation_error ± validation_error_se``: the band the console shades."""
+    n_draws: int = 0
+    """Public-data release draws averaged into ``validation_error``."""
 
     _KEYS = (
         "gamma",
@@ -58,6 +65,9 @@ class TradeoffPoint:
         "mu",
         "sigma",
         "eps_avg",
+        "validation_error_se",
+        "validation_error_band",
+        "n_draws",
     )
 
     def keys(self) -> tuple[str, ...]:
@@ -68,6 +78,8 @@ class TradeoffPoint:
             return getattr(self.cfg, key)
         if key not in self._KEYS:
             raise KeyError(key)
+        if key == "validation_error_band" and self.validation_error_band is not None:
+            return list(self.validation_error_band)
         return getattr(self, key)
 
     def __iter__(self) -> Iterator[str]:
@@ -112,7 +124,12 @@ def tradeoff_curve(
     For each ``γ``: :func:`select_hyperparameters` at ``cfg.with_(gamma=γ)``, then the
     chosen allocation's ``total_payment`` — ``payment_fn`` if given, else the Myerson
     total when ``myerson`` (:func:`myerson_total_fn`), else ``None`` — beside its
-    ``expected_payment``. The scores use the expected payment unless
+    ``expected_payment``. Each point's ``validation_error`` is the mean over
+    ``n_draws`` public-data release draws at the chosen allocation
+    (:func:`~mechanisms.tuning.public_validation_draws`, the same draws that chose it),
+    with ``validation_error_se = s/√D`` (``s`` the draws' sample standard deviation)
+    and ``validation_error_band = mean ± se``: more draws narrow the band as ``1/√D``.
+    The scores use the expected payment unless
     ``select_on_total`` (then every grid point pays for a full payment computation).
     All ``γ`` share one noise seed. ``progress(done, total)`` counts grid points;
     ``release`` is the private release, fitted on ``n_rows`` public proxy rows drawn
@@ -160,10 +177,23 @@ def tradeoff_curve(
         total = sel.best.total_payment
         if total is None and fn is not None:
             total = float(fn(Xa, ya, ca, prior, sel.cfg, sel.allocation))
+        # the chosen allocation's draws again, one by one (same seed: same mean)
+        draws = public_validation_draws(
+            sel.allocation,
+            X_val,
+            y_val,
+            n_draws=n_draws,
+            random_state=seed,
+            release=release,
+            n_rows=n_rows,
+        )
         points.append(
             TradeoffPoint(
                 gamma=gamma,
-                validation_error=sel.best.validation_error,
+                validation_error=draws.mean,
+                validation_error_se=draws.standard_error,
+                validation_error_band=draws.band(),
+                n_draws=n_draws,
                 total_payment=total,
                 expected_payment=sel.best.expected_payment,
                 cfg=sel.cfg,

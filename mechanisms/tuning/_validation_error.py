@@ -24,6 +24,8 @@ Two scores:
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -37,7 +39,9 @@ FloatArray = NDArray[np.float64]
 __all__ = [
     "Predictor",
     "Release",
+    "ValidationDraws",
     "logistic_release",
+    "public_validation_draws",
     "public_validation_error",
     "release_model",
     "released_validation_error",
@@ -223,6 +227,67 @@ def public_validation_error(
         ``n_draws < 1``, an empty validation set, ``n_rows < 1``, or a non-logistic
         loss without a ``release``.
     """
+    draws = public_validation_draws(
+        alloc,
+        X_val,
+        y_val,
+        n_draws=n_draws,
+        random_state=random_state,
+        release=release,
+        n_rows=n_rows,
+    )
+    return draws.mean
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationDraws:
+    """The per-draw errors behind :func:`public_validation_error`.
+
+    ``errors[d]`` is draw ``d``'s error on its scored half; ``weights[d]`` is the
+    draw's weight in the mean (its scored half's rows over the draws scored on that
+    half, normalised to sum to one), so ``mean = Σ_d weights[d]·errors[d]`` is the
+    row-weighted two-fold average :func:`public_validation_error` returns.
+    """
+
+    errors: FloatArray
+    weights: FloatArray
+
+    @property
+    def mean(self) -> float:
+        return float(np.dot(self.weights, self.errors))
+
+    @property
+    def standard_error(self) -> float | None:
+        """Standard error of :attr:`mean` over the draws, ``s / √D`` with ``s`` the
+        sample standard deviation (``ddof = 1``) of the ``D`` draws' errors; ``None``
+        for a single draw (no spread to measure)."""
+        n = int(self.errors.size)
+        if n < 2:
+            return None
+        return float(np.std(self.errors, ddof=1) / math.sqrt(n))
+
+    def band(self) -> tuple[float, float] | None:
+        """``mean ± standard_error`` (``None`` for a single draw)."""
+        se = self.standard_error
+        if se is None:
+            return None
+        return (self.mean - se, self.mean + se)
+
+
+def public_validation_draws(
+    alloc: Allocation,
+    X_val: ArrayLike,
+    y_val: ArrayLike,
+    *,
+    n_draws: int = 15,
+    random_state: int | np.random.Generator | None = None,
+    release: Release | None = None,
+    n_rows: int | None = None,
+) -> ValidationDraws:
+    """The ``n_draws`` public-data draws of :func:`public_validation_error`, one by one
+    (same parameters, same random stream: with the same seed, ``.mean`` equals
+    :func:`public_validation_error`'s value). Reads no private record.
+    """
     if n_draws < 1:
         raise ValueError(f"n_draws must be >= 1, got {n_draws!r}")
     Xv = np.asarray(X_val, dtype=float)
@@ -258,5 +323,11 @@ def public_validation_error(
         errors[1 - d % 2].append(float(err))
     # each scored half weighted by its rows: a whole-set average when both are scored
     sizes = [folds[k].size if errors[k] else 0 for k in (0, 1)]
-    means = [float(np.mean(errors[k])) if errors[k] else 0.0 for k in (0, 1)]
-    return float(np.dot(sizes, means) / sum(sizes))
+    per_draw = np.empty(n_draws)
+    weights = np.empty(n_draws)
+    for k in (0, 1):
+        at = [d for d in range(n_draws) if 1 - d % 2 == k]
+        for i, d in enumerate(at):
+            per_draw[d] = errors[k][i]
+            weights[d] = sizes[k] / len(at)
+    return ValidationDraws(per_draw, weights / weights.sum())

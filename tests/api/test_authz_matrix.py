@@ -31,6 +31,7 @@ MATRIX: list[tuple[str, str, Any, dict[str, int | None]]] = [
     ("POST", "/v1/markets/{M}/orders", ORDER, _row(401, 403, 403, 403, 202, 202)),
     ("GET", "/v1/orders/{R}", None, _row(401, 200, 403, 403, 200, 404)),
     ("GET", "/v1/orders/{R}/model", None, _row(401, 403, 403, 403, 409, 404)),
+    ("GET", "/v1/orders/{R}/model.onnx", None, _row(401, 403, 403, 403, 409, 404)),
     ("GET", "/v1/orders/{R}/allocations", None, _row(401, 200, 403, 403, 403, 403)),
     ("GET", "/v1/sellers/me/earnings", None, _row(401, 403, 200, 200, 403, 403)),
     ("GET", "/v1/sellers/me/privacy", None, _row(401, 403, 200, 200, 403, 403)),

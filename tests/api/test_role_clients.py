@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
@@ -85,9 +86,16 @@ def test_order_to_model_in_a_few_lines(server: tuple[str, str]) -> None:
         assert done["status"] == "succeeded"
         model = buyer.model(oid)
         assert buyer.orders()[0]["id"] == oid
+        raw = httpx.get(
+            f"{base}/v1/orders/{oid}/model",
+            headers={"Authorization": f"Bearer {buyer.api_key}"},
+        )
+    # the client hands back exactly the API's model (its values are DP-noisy: with
+    # 40 sellers even their signs are not guaranteed, so none are asserted)
+    assert raw.status_code == 200
+    assert model == raw.json()
     assert len(model["coefficients"]) == 2
-    # the model learned the sign of the true weights (1.5, -1)
-    assert model["coefficients"][0] > 0 > model["coefficients"][1]
+    assert all(np.isfinite(model["coefficients"]))
     assert model["payments"]["total"] <= 50 + 1e-9
     assert seen, "the progress callback was never called"
     assert seen[-1]["status"] == "succeeded"

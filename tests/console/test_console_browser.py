@@ -74,6 +74,10 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     assert "Prices the learner hetero_dp_logistic" in note
     assert "misclassifies (0 to 1)" in note
     assert "currency units" in page.inner_text("#curve")
+    # Averaged over noise draws with a band: a shaded area and one whisker per γ.
+    assert page.locator("#curve polygon.band").count() == 1
+    assert page.locator("#curve line.band-whisker").count() == 3
+    assert "standard error" in note
     assert page.locator(
         "#gamma-choice"
     ).is_hidden()  # "Set γ" only once a point is chosen
@@ -85,6 +89,7 @@ def test_admin_runs_a_tradeoff_job_and_sets_gamma_from_the_curve(
     text = tip.inner_text()
     assert "γ = 0.1" in text
     assert "sellers used" in text
+    assert re.search(r"± \S+ standard error over \d+ draws", text)
     assert re.search(r"ε min .* median .* max", text)
     second.click()
     page.click("#set-gamma")
@@ -137,6 +142,55 @@ def test_buyer_places_an_order_and_watches_it_succeed(page: Any, live: Live) -> 
     assert "validation_error" in page.inner_text("#metrics")
     assert f"of {BUDGET:.2f}" in page.inner_text("#payments")
     shot(page, live, "order")
+
+
+def test_the_estimate_follows_the_stages_progress_rate(page: Any, live: Live) -> None:
+    """The rule by hand: fraction 0.2 first seen at t0, 0.6 ten seconds later leaves
+    (1 − 0.6)·10/0.4 = 10 s; no estimate while the stage has not moved, within its
+    first second, in the queue or while collecting the sellers' reports."""
+    sign_in(page, live, live.buyer_key, "/console/buy")
+    left = "(s, dt, f) => PM.stageSecondsLeft({stage: s, t0: 0, f0: 0.2}, dt, f)"
+    assert page.evaluate(f"({left})('payments', 10000, 0.6)") == 10.0
+    assert page.evaluate(f"({left})('releasing', 30000, 0.5)") == 50.0
+    assert page.evaluate(f"({left})('payments', 10000, 0.2)") is None
+    assert page.evaluate(f"({left})('payments', 500, 0.6)") is None
+    assert page.evaluate(f"({left})('queued', 10000, 0.6)") is None
+    assert page.evaluate(f"({left})('collecting', 10000, 0.6)") is None
+    assert page.evaluate("PM.leftText(10.2)") == "about 10 s left in this stage"
+    assert page.evaluate("PM.leftText(600)") == "about 10 min left in this stage"
+
+
+def test_a_running_order_shows_about_how_long_its_stage_has_left(
+    page: Any, live: Live
+) -> None:
+    """A running order whose payments stage advances 5 % per poll (the order is served
+    by a stand-in route, so its pace is known): the page says "about N s left"."""
+    polls = {"n": 0}
+
+    def order(route: Any) -> None:
+        polls["n"] += 1
+        fraction = min(0.9, 0.05 * polls["n"])
+        route.fulfill(
+            json={
+                "id": 987654,
+                "market_id": live.market_id,
+                "learner": "hetero_dp_logistic",
+                "budget": BUDGET,
+                "gamma": GAMMA,
+                "status": "running",
+                "created_at": "2026-01-01T00:00:00Z",
+                "progress": {"stage": "payments", "fraction": fraction},
+                "error": None,
+            }
+        )
+
+    sign_in(page, live, live.buyer_key, "/console/buy")
+    page.route(re.compile(r".*/v1/orders/987654$"), order)
+    page.goto(live.base + "/console/orders/987654")
+    page.locator("#order-left", has_text="left").wait_for(timeout=20_000)
+    text = page.inner_text("#order-left")
+    assert re.fullmatch(r"about \d+ s left in this stage", text), text
+    assert "Computing the sellers' payments" in page.inner_text("#order-stage")
 
 
 def test_a_failed_order_shows_its_error(page: Any, live: Live) -> None:

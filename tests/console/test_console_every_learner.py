@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import onnx
 import pytest
 
 from api.demo import LocalServer
@@ -213,6 +214,21 @@ def test_buyer_orders_each_learner_with_the_forms_defaults(
     assert model == api_model
     assert model["payments"]["total"] <= ORDER_BUDGET
     assert len(model["coefficients"]) >= 1
+    # The same linear predictor as ONNX: a valid graph that scores like the JSON model.
+    with page.expect_download() as info:
+        page.click("#download-onnx")
+    assert info.value.suggested_filename == f"privmarket-order-{oid}-model.onnx"
+    graph = Path(info.value.path()).read_bytes()
+    onnx.checker.check_model(onnx.load_from_string(graph), full_check=True)
+    try:
+        import onnxruntime as ort  # a dev dependency: compare when installed
+    except ImportError:
+        return
+    X = np.random.default_rng(0).normal(size=(20, len(model["coefficients"])))
+    want = X @ np.array(model["coefficients"]) + (model["intercept"] or 0.0)
+    session = ort.InferenceSession(graph)
+    (got,) = session.run([session.get_outputs()[0].name], {"X": X})
+    assert got.ravel() == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
 @pytest.fixture(scope="module")

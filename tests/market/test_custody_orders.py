@@ -152,6 +152,12 @@ def _pass_deadline(world: World, order_id: int) -> None:
         ).all():
             r.deadline = past
             s.add(r)
+        # and the order claimable now (a collecting order waits out its poll delay)
+        order = s.get(Order, order_id)
+        assert order is not None
+        if order.status == "queued":
+            order.lease_expires_at = past
+            s.add(order)
         s.commit()
 
 

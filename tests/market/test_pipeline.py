@@ -298,13 +298,17 @@ def test_one_money_rule_settlement_equals_choose_gamma(
     if fits:
         assert ours <= budget_minor
     for t, n in zip(payments, settled, strict=True):
-        assert n <= round(t * 100) + 1e-9  # never rounded up past the cent
+        assert n / 100 >= t  # never paid below the payment
+        assert n <= round(t * 100) + 1  # rounded up by less than one cent
 
 
 def test_decimal_amounts_are_not_lost_to_binary_rounding() -> None:
     # 0.29 is 0.28999… in binary: both the budget and a payment of 0.29 are 29 cents.
+    # A payment owed rounds up (1.005 → 101); 0.1 + 0.2 is 0.30000000000000004, above
+    # 0.30, so it is paid 31 (never below the payment); a budget rounds down.
     assert numerics.to_minor(0.29) == 29
-    assert numerics.payments_to_minor([0.29, 1.005, 0.1 + 0.2]) == [29, 100, 30]
+    assert numerics.to_minor(1.005) == 100
+    assert numerics.payments_to_minor([0.29, 1.005, 0.1 + 0.2]) == [29, 101, 31]
 
 
 @pytest.mark.parametrize("task", ["classification", "regression"])

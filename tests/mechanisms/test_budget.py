@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mechanisms import audit_gamma_choice, myerson_payments
 from mechanisms.payments._executors import SerialExecutor
-from mechanisms.payments._payments import fits_budget, round_down, to_minor_units
+from mechanisms.payments._payments import fits_budget, round_up, to_minor_units
 from mechanisms.tuning._gamma_for_budget import GammaPoint, _choose, choose_gamma
 from tests.mechanisms.test_payments_instances import Instance, toy_instance
 
@@ -49,18 +49,18 @@ def path():
 
 
 @given(st.lists(money, min_size=0, max_size=30), units)
-def test_round_down_never_rounds_up(payments: list[float], unit) -> None:
-    r = round_down(payments, unit)
+def test_round_up_never_rounds_down(payments: list[float], unit) -> None:
+    r = round_up(payments, unit)
     n = to_minor_units(payments, unit)
     np.testing.assert_allclose(r, n * float(unit))
-    # The rule, exactly: n·unit ≤ D(t) < (n + 1)·unit for the shortest decimal D(t);
-    # against the binary value it never rounds up by more than half an ulp.
+    # The rule, exactly: (n − 1)·unit < D(t) ≤ n·unit for the shortest decimal D(t),
+    # and the float paid is never below the binary value.
     from decimal import Decimal
 
     u = Decimal(str(unit))
-    for t, k in zip(payments, n, strict=True):
-        assert Decimal(int(k)) * u <= Decimal(repr(t)) < Decimal(int(k) + 1) * u
-        assert Decimal(int(k)) * u - Decimal(t) <= Decimal(np.spacing(t)) / 2
+    for t, k, paid in zip(payments, n, r, strict=True):
+        assert Decimal(int(k) - 1) * u < Decimal(repr(t)) <= Decimal(int(k)) * u
+        assert paid >= t
 
 
 @given(st.lists(money, min_size=0, max_size=30), money, units)
@@ -79,7 +79,7 @@ def _point(g: float, total: float, err: float, budget: float, unit=0.01) -> Gamm
     return GammaPoint(
         g,
         total,
-        float(round_down(pays, unit).sum()),
+        float(round_up(pays, unit).sum()),
         total,
         err,
         fits_budget(pays, budget, unit),
@@ -113,6 +113,9 @@ class _FakePay:
     payments: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(1))
     allocation: None = None
 
+    def paid(self, unit: float | str) -> np.ndarray:
+        return round_up(self.payments, unit)
+
 
 def test_path_uses_myerson_totals_decreasing_in_gamma(path) -> None:
     totals = [t for _, t, _, _ in path.path]
@@ -126,7 +129,7 @@ def test_path_uses_myerson_totals_decreasing_in_gamma(path) -> None:
 
 @pytest.mark.parametrize("where", [0.0, 0.5, 1.5])
 def test_choose_gamma_respects_random_budgets(path, rng, where: float) -> None:
-    totals = sorted(t for _, t, _, _ in path.path)
+    totals = sorted(p.total_paid for p in path.points)  # as paid: rounded up
     if where == 0.0:
         budget = float(rng.uniform(0, totals[0] * 0.99))
     elif where == 0.5:
@@ -183,7 +186,7 @@ def test_bad_arguments_are_named() -> None:
             **kw,
         )
     with pytest.raises(ValueError, match="unit"):
-        round_down([1.0], 0.0)
+        round_up([1.0], 0.0)
 
 
 def test_gamma_choice_regret_is_measured_at_the_true_cost(path) -> None:

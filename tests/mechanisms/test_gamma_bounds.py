@@ -178,7 +178,7 @@ def test_bounded_search_matches_the_exhaustive_one(
     fits = [
         p
         for p in full.points
-        if int(to_minor_units(p.payments.payments, 0.01).sum()) <= round(budget * 100)
+        if int(p.payments.units(0.01).sum()) <= round(budget * 100)
     ]
     want = min(fits, key=lambda p: (p.validation_error, p.total_paid, p.gamma))
     kw = {"X_val": Xv, "y_val": yv, **BOUNDED_KW}
@@ -193,7 +193,7 @@ def test_bounded_search_matches_the_exhaustive_one(
     assert len(seen) == tight.n_exact <= 2
     assert tight.status == "ok"
     assert tight.payment_result is not None
-    paid = int(to_minor_units(tight.payment_result.payments, 0.01).sum())
+    paid = int(tight.payment_result.units(0.01).sum())
     assert paid <= round(budget * 100)
     assert tight.total_payment == pytest.approx(paid / 100)
     assert tight.validation_error >= want.validation_error

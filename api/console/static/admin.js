@@ -68,7 +68,10 @@ function pointLabel(p) {
   const eps = p.epsilon || {};
   return [
     `γ = ${PM.fmt(p.gamma)}`,
-    `validation error ${PM.fmt(p.validation_error)}`,
+    `validation error ${PM.fmt(p.validation_error)}` +
+      (Array.isArray(p.validation_error_band)
+        ? ` (± ${PM.fmt(p.validation_error_se)} standard error over ${p.n_draws} draws)`
+        : ""),
     `total payment ${PM.money(p.total_payment)} (currency units)`,
     `sellers used ${p.sellers_used ?? "—"}`,
     `ε min ${PM.fmt(eps.min)} · median ${PM.fmt(eps.median)} · max ${PM.fmt(eps.max)}`,
@@ -98,13 +101,23 @@ function drawCurve(marketId, points, market, learner) {
   const metric = metricOf(market);
   PM.byId("curve-note").textContent =
     `Prices the learner ${learner || "(the market's default)"}. Vertical: ${metric.text}. ` +
-    "Horizontal: total payment to the sellers in currency units (Myerson payments). One point per γ.";
+    "Horizontal: total payment to the sellers in currency units (Myerson payments). One point per γ; " +
+    "each point is the mean over several noise draws of a model released on public validation data, " +
+    "and the shaded band is that mean ± one standard error.";
   PM.byId("curve-note").hidden = false;
   PM.charts.scatter(
     PM.byId("curve"),
-    usable.map((p) => ({ x: p.total_payment, y: p.validation_error, label: pointLabel(p), tag: `γ=${PM.fmt(p.gamma)}`, point: p })),
+    usable.map((p) => ({
+      x: p.total_payment,
+      y: p.validation_error,
+      band: p.validation_error_band || null,
+      label: pointLabel(p),
+      tag: `γ=${PM.fmt(p.gamma)}`,
+      point: p,
+    })),
     {
-      title: `${metric.axis} vs total payment, one point per γ`,
+      title: `${metric.axis} vs total payment, one point per γ (mean with ± one standard error band)`,
+      bandLabel: "mean ± one standard error over the noise draws",
       xLabel: "total payment (currency units)",
       yLabel: metric.axis,
       connect: true,
@@ -296,7 +309,7 @@ PM.pages.allocations = async function (data) {
     yLabel: "sellers",
     bins: 12,
   });
-  const spend = items.map((a) => a.reported_cost * a.epsilon);
+  const spend = items.map((a) => a.privacy_cost);
   const top = Math.max(0, ...spend, ...items.map((a) => a.payment));
   PM.charts.scatter(
     PM.byId("scatter"),
@@ -311,17 +324,17 @@ PM.pages.allocations = async function (data) {
       ],
     })),
     {
-      title: "payment vs reported cost times ε, with the IR line",
-      xLabel: "reported cost · ε",
+      title: "payment vs reported cost times u(ε), with the IR line",
+      xLabel: "reported cost · u(ε)",
       yLabel: "payment",
-      line: { from: [0, 0], to: [top, top], label: "payment = cost · ε (IR)" },
+      line: { from: [0, 0], to: [top, top], label: "payment = cost · u(ε) (IR)" },
       fromZero: true,
       radius: 4,
       pointClass: "dot",
     },
   );
-  // Payments are floored to cents, so allow one cent below cost·ε.
-  const ir = items.filter((a) => a.payment + 0.01 >= a.reported_cost * a.epsilon).length;
+  // IR as the server checks it: payment ≥ cost · u(ε) in the whole units paid, no slack.
+  const ir = items.filter((a) => a.individually_rational).length;
   PM.byId("ir-summary").textContent = `IR holds for ${ir} of ${items.length} sellers.`;
   PM.fillTable(
     PM.byId("allocations"),

@@ -291,8 +291,31 @@ function elapsedText(since) {
   return m ? `${m} min ${seconds % 60} s` : `${seconds} s`;
 }
 
+// Rough time left in the current stage. A stage reports only its own fraction done, so
+// the estimate assumes the fraction keeps growing at the rate this page has seen since
+// it first saw the stage (fraction f0 at time t0; f now): left = (1 − f)·(now − t0)/(f − f0).
+// No estimate before the stage has moved for a second, nor for stages whose length is
+// not the service's to predict (the queue, collecting the sellers' reports).
+const NO_ESTIMATE = ["queued", "collecting", "done", "failed", "cancelled"];
+PM.stageSecondsLeft = function (seen, now, fraction) {
+  if (!seen || NO_ESTIMATE.includes(seen.stage)) return null;
+  const dt = (now - seen.t0) / 1000;
+  const df = fraction - seen.f0;
+  if (!(dt >= 1 && df > 0) || fraction >= 1) return null;
+  return ((1 - fraction) * dt) / df;
+};
+
+PM.leftText = function (seconds) {
+  if (seconds === null) return "";
+  if (seconds < 90) return `about ${Math.max(1, Math.round(seconds))} s left in this stage`;
+  return `about ${Math.round(seconds / 60)} min left in this stage`;
+};
+
 function downloadJson(filename, value) {
-  const blob = new Blob([JSON.stringify(value, null, 2)], { type: "application/json" });
+  downloadBlob(filename, new Blob([JSON.stringify(value, null, 2)], { type: "application/json" }));
+}
+
+function downloadBlob(filename, blob) {
   const url = URL.createObjectURL(blob);
   const a = PM.el("a", { href: url, download: filename });
   document.body.append(a);
@@ -346,6 +369,7 @@ PM.pages.order = async function (data) {
     }
   });
   const stages = [];
+  let seen = null; // {stage, t0, f0}: when this page first saw the current stage
   const order = await PM.poll(
     () => PM.load(`/v1/orders/${orderId}`, `order ${orderId}`),
     (o) => {
@@ -356,6 +380,9 @@ PM.pages.order = async function (data) {
       PM.byId("order-progress").value = o.progress.fraction;
       PM.byId("order-percent").textContent = `${Math.round(o.progress.fraction * 100)} %`;
       if (!done) PM.byId("order-elapsed").textContent = `${elapsedText(since)} since it was placed`;
+      const now = Date.now();
+      if (!seen || seen.stage !== o.progress.stage) seen = { stage: o.progress.stage, t0: now, f0: o.progress.fraction };
+      PM.byId("order-left").textContent = done ? "" : PM.leftText(PM.stageSecondsLeft(seen, now, o.progress.fraction));
       cancel.hidden = done;
       if (stages[stages.length - 1] !== o.progress.stage) {
         stages.push(o.progress.stage);
@@ -387,4 +414,13 @@ PM.pages.order = async function (data) {
   const download = PM.byId("download-model");
   download.hidden = false;
   download.addEventListener("click", () => downloadJson(`privmarket-order-${orderId}-model.json`, model));
+  const onnx = PM.byId("download-onnx");
+  onnx.hidden = false;
+  onnx.addEventListener("click", async () => {
+    try {
+      downloadBlob(`privmarket-order-${orderId}-model.onnx`, await PM.apiBlob(`/v1/orders/${orderId}/model.onnx`));
+    } catch (err) {
+      PM.say(PM.explain(err, "the ONNX model"));
+    }
+  });
 };

@@ -94,11 +94,13 @@
     PM.byId("tooltip").hidden = true;
   }
 
-  // Points {x, y, label: [lines], tag}; options: line {from, to} in data units, connect,
-  // onClick(point, node), pointClass.
+  // Points {x, y, label: [lines], tag, band: [lo, hi] (optional)}; options: line {from,
+  // to} in data units, connect, onClick(point, node), pointClass. Points with a band
+  // get a shaded area from lo to hi along the connected line.
   function scatter(container, points, options) {
     const xs = points.map((p) => p.x);
-    const ys = points.map((p) => p.y);
+    const banded = points.filter((p) => Array.isArray(p.band) && p.band.every(Number.isFinite));
+    const ys = [...points.map((p) => p.y), ...banded.flatMap((p) => p.band)];
     const lineEnds = options.line ? [options.line.from, options.line.to] : [];
     const xDomain = extent([...xs, ...lineEnds.map((e) => e[0])]);
     const yDomain = extent([...ys, ...lineEnds.map((e) => e[1])]);
@@ -113,6 +115,18 @@
       if (options.line.label) {
         root.append(svg("text", { class: "reference-label", x: x(b[0]) - 4, y: y(b[1]) - 6, "text-anchor": "end" }, options.line.label));
       }
+    }
+    if (banded.length > 1) {
+      const byX = [...banded].sort((a, b) => a.x - b.x);
+      const upper = byX.map((p) => `${x(p.x)},${y(p.band[1])}`);
+      const lower = byX.reverse().map((p) => `${x(p.x)},${y(p.band[0])}`);
+      const area = svg("polygon", { class: "band", points: [...upper, ...lower].join(" ") });
+      if (options.bandLabel) area.append(svg("title", {}, options.bandLabel));
+      root.append(area);
+    }
+    for (const p of banded) {
+      // a whisker per point too: the band of a lone point, and where each band was measured
+      root.append(svg("line", { class: "band-whisker", x1: x(p.x), y1: y(p.band[0]), x2: x(p.x), y2: y(p.band[1]) }));
     }
     if (options.connect && points.length > 1) {
       const path = points.map((p) => `${x(p.x)},${y(p.y)}`).join(" ");

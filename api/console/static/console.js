@@ -116,6 +116,29 @@ PM.api = async function (path, { method = "GET", body, key } = {}) {
   return data;
 };
 
+// A binary download (e.g. the ONNX model): the response body as a Blob.
+PM.apiBlob = async function (path) {
+  const headers = { Accept: "application/octet-stream, application/json" };
+  const token = STORE.getItem(KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let response;
+  try {
+    response = await fetch(path, { headers, credentials: "omit", cache: "no-store" });
+  } catch (err) {
+    throw new ApiError(0, `the service did not answer (${err.message})`);
+  }
+  if (!response.ok) {
+    let data = null;
+    try {
+      data = await response.json();
+    } catch (err) {
+      data = null;
+    }
+    throw new ApiError(response.status, detailText(data, response.status));
+  }
+  return response.blob();
+};
+
 // What a failed call means to the person looking at the page.
 PM.explain = function (err, what) {
   if (!(err instanceof ApiError)) return `${what}: ${err.message}`;

@@ -10,7 +10,7 @@ quadrature share them and the sweep can be audited for monotonicity.
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -110,7 +110,13 @@ class SellerCurve:
         if self.checkpoint is not None:
             self.checkpoint()
         psi_i = float(self.prior.virtual_cost(s))
-        if self.fast and self.resolver is not None:
+        if psi_i == math.inf and self.prob.cfg.gamma > 0:
+            # Ψ(s) = ∞ (a density vanishing at the support's edge): any ε_i > 0 costs
+            # ∞ in G, so the exact rule gives ε_i = 0 (Problem's cap-0 reading).
+            self.checks[s] = ("optimal", 0.0, None)
+            self.cache[s] = 0.0
+            return 0.0
+        if self.fast and self.resolver is not None and math.isfinite(psi_i):
             lean = self.resolver.solve(self.index, psi_i)
             if lean is not None:
                 self.lean[s] = lean
@@ -118,9 +124,7 @@ class SellerCurve:
                 self.checks[s] = (lean.status, lean.kkt, lean.gap)
                 self.cache[s] = lean.epsilon_total
                 return lean.epsilon_total
-        psi = self.prob.psi.copy()
-        psi[self.index] = psi_i
-        alloc = self._solve(dataclasses.replace(self.prob, psi=psi), s)
+        alloc = self._solve(self.prob.with_seller_psi(self.index, psi_i), s)
         val = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
         self.checks[s] = allocation_check(alloc)
         self.cache[s] = val

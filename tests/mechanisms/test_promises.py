@@ -1,0 +1,167 @@
+"""Promises to the cent (money rule, priors with an infinite virtual cost at the edge,
+settings ranges, certificates): one regression test per item, each failing on the
+code before the fix (``docs/money-and-settings.md``)."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+from mechanisms import (
+    BetaPrior,
+    MechanismConfig,
+    allocate,
+    audit_incentives,
+    audit_monotonicity,
+    myerson_payments,
+)
+from mechanisms.allocation._problem import Problem
+from mechanisms.config import SETTING_RANGES
+from mechanisms.money import payment_units, to_minor
+from mechanisms.payments._executors import SerialExecutor
+from tests.mechanisms.test_payments_instances import small_instance
+
+SERIAL = SerialExecutor()
+EDGE = BetaPrior(2.0, 3.0, 0.1, 1.1)  # density 0 at the top: Ψ(1.1) = ∞
+
+
+def _data(rng: np.random.Generator, m: int) -> tuple[np.ndarray, np.ndarray]:
+    X = rng.normal(size=(m, 2))
+    X /= 1.2 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = np.where(X @ np.ones(2) + 0.3 * rng.normal(size=m) >= 0, 1.0, -1.0)
+    return X, y
+
+
+# --- 1. money: payments round up; IR holds in the units paid -----------------------
+
+
+def test_a_seller_giving_privacy_is_paid_at_least_its_cost_in_whole_units() -> None:
+    # Floors used to pay 0.00 for 0.004 and 0.29 for a cost of 0.2995.
+    n = payment_units(
+        [0.004, 0.2995, 0.0, 0.0],
+        "0.01",
+        privacy_costs=[0.003, 0.2995, 0.0, 0.0],
+        epsilon=[0.5, 1.0, 1e-9, 0.0],
+    )
+    assert n.tolist() == [1, 30, 1, 0]
+    # The IR floor wins over a payment that fell a hair below it numerically.
+    assert payment_units([0.0299999], "0.01", privacy_costs=[0.0300001]).tolist() == [4]
+
+
+def test_units_paid_on_a_real_instance_meet_ir_exactly(
+    rng: np.random.Generator,
+) -> None:
+    ins = small_instance(rng, m=6)
+    costs = ins.costs * 1e-3  # small costs: payments of a fraction of a cent
+    pay = myerson_payments(ins.X, ins.y, costs, ins.prior, ins.cfg, executor=SERIAL)
+    n = pay.units("0.01")
+    won = pay.epsilon > 0
+    assert won.any()
+    assert (n[won] >= 1).all()
+    assert (n[~won] == 0).all()
+    for k, c, e in zip(n, costs, pay.epsilon, strict=True):
+        # n·unit ≥ c·u(ε) exactly (decimal of the float c·ε; u linear here).
+        assert Decimal(int(k)) * Decimal("0.01") >= Decimal(float(c * e))
+    assert (pay.paid("0.01") >= pay.payments).all()
+
+
+def test_budget_is_a_cap_rounded_down_and_payments_fit_in_units() -> None:
+    assert to_minor(0.299, "0.01") == 29
+    # Three sellers owed 0.101 each are paid 0.11 each: 33 units, not 30.
+    assert int(payment_units([0.101] * 3, "0.01").sum()) == 33
+
+
+# --- 2. priors: an infinite virtual cost at the support's edge ----------------------
+
+
+def test_report_at_the_top_of_a_vanishing_density_gets_no_privacy(
+    rng: np.random.Generator,
+) -> None:
+    X, y = _data(rng, 6)
+    costs = rng.uniform(0.15, 0.6, 6)
+    costs[0] = EDGE.high
+    assert math.isinf(float(EDGE.virtual_cost(np.array([EDGE.high]))[0]))
+    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12)
+    alloc = allocate(X, y, costs, EDGE, cfg)  # ZeroDivisionError before
+    assert alloc.certified
+    assert alloc.epsilon_total[0] == 0.0
+    assert alloc.epsilon_total.sum() > 0
+    pay = myerson_payments(X, y, costs, EDGE, cfg, executor=SERIAL)
+    assert pay.payments[0] == 0.0
+    assert np.isfinite(pay.payments).all()
+    assert pay.rule_certified
+
+
+def test_payment_sweeps_and_audits_reach_the_top_of_the_support(
+    rng: np.random.Generator,
+) -> None:
+    X, y = _data(rng, 5)
+    costs = rng.uniform(0.15, 0.5, 5)  # all inside: the sweeps evaluate Ψ(1.1) = ∞
+    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12)
+    audit = audit_incentives(X, y, costs, EDGE, cfg, executor=SERIAL)
+    assert audit.ir_min_utility >= 0.0
+    assert audit.ic_regret_max <= 1e-4 * max(1.0, audit.max_payment)
+    mono = audit_monotonicity(X, y, costs, EDGE, cfg, n_points=6, executor=SERIAL)
+    assert mono.max_violation <= 1e-6
+
+
+def test_problem_keeps_the_given_virtual_costs_for_resolves() -> None:
+    cfg = MechanismConfig()
+    X, y = np.eye(3), np.array([1.0, -1.0, 1.0])
+    prob = Problem(X, y, np.array([0.5, math.inf, 1.0]), np.full(3, np.inf), cfg)
+    assert np.isfinite(prob.psi).all()
+    assert prob.eps_max[1] == 0.0
+    # Seller 1 misreporting into the support gets its own cap back; seller 0 at ∞
+    # is pinned.
+    back = prob.with_seller_psi(1, 0.7)
+    assert np.isinf(back.eps_max).all()
+    out = prob.with_seller_psi(0, math.inf)
+    assert out.eps_max[0] == 0.0
+    assert out.eps_max[1] == 0.0
+
+
+# --- 3. settings: the ranges the numerics can run -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("lam", 5e-324), ("eps_avg_max", 1e-300), ("u_power", 8.67), ("gamma", 1e308)],
+)
+def test_settings_outside_the_numerics_ranges_are_refused_by_name(
+    name: str, value: float
+) -> None:
+    with pytest.raises(ValueError, match=name):
+        MechanismConfig(**{name: value})  # type: ignore[arg-type]
+
+
+def test_settings_at_the_edges_of_the_ranges_allocate(rng: np.random.Generator) -> None:
+    X, y = _data(rng, 5)
+    costs = rng.uniform(0.15, 0.6, 5)
+    for name in ("lam", "eps_avg_max"):
+        for value in SETTING_RANGES[name]:
+            alloc = allocate(X, y, costs, EDGE, MechanismConfig(**{name: value}))
+            assert alloc.success, (name, value, alloc.message)
+            assert np.isfinite(alloc.epsilon_total).all()
+
+
+# --- 4. certificates ----------------------------------------------------------------
+
+
+def test_a_seller_capped_at_zero_does_not_make_the_optimum_inaccurate(
+    rng: np.random.Generator,
+) -> None:
+    # The a-block KKT residual counted a zero-capped seller as both at 0 and at its
+    # cap and reported "optimal_inaccurate" for a certified optimum.
+    X, y = _data(rng, 6)
+    costs = rng.uniform(0.15, 0.6, 6)
+    costs[2] = 1.05  # an expensive seller (Ψ = 42), pinned at a cap of 0
+    caps = np.full(6, np.inf)
+    caps[2] = 0.0
+    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12)
+    alloc = allocate(X, y, costs, EDGE, cfg, caps)
+    assert str(alloc.status) == "optimal", alloc.message
+    assert alloc.kkt.a <= 1e-6
+    assert alloc.epsilon_total[2] == 0.0
