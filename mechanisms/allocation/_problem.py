@@ -132,6 +132,17 @@ def utility_derivative(eps: FloatArray, cfg: MechanismConfig) -> FloatArray:
     return np.ones_like(eps) if cfg.u == "linear" else cfg.p * eps ** (cfg.p - 1.0)
 
 
+def _privacy_cost(prob: Problem, a: FloatArray, eta: float) -> float:
+    """``γ Σ_i Ψ_i u(η a_i)`` (0 when ``γ = 0``); ``+∞`` where it exceeds the float
+    range (virtual costs near the top of a prior whose density vanishes there grow
+    without bound): such a point is worse than every finite one, which is how the
+    searches compare it."""
+    if prob.cfg.gamma == 0:
+        return 0.0
+    with np.errstate(over="ignore"):
+        return prob.cfg.gamma * float(prob.psi @ utility(eta * a, prob.cfg))
+
+
 def objective(prob: Problem, w: FloatArray, a: FloatArray, eta: float) -> float:
     """``G(w, a, η)`` of spec §4.1 (never with the noise term)."""
     cfg = prob.cfg
@@ -141,7 +152,7 @@ def objective(prob: Problem, w: FloatArray, a: FloatArray, eta: float) -> float:
         + 0.5 * cfg.lam * float(w @ w)
         + cfg.mu * float(np.linalg.norm(a))
         + (cfg.sigma / eta)
-        + cfg.gamma * float(prob.psi @ utility(eta * a, cfg))
+        + _privacy_cost(prob, a, eta)
     )
 
 
@@ -153,7 +164,7 @@ def search_value(prob: Problem, w: FloatArray, a: FloatArray, eta: float) -> flo
             prob.strict_loss_value * float(a.sum())
             + cfg.mu * float(np.linalg.norm(a))
             + cfg.sigma / eta
-            + cfg.gamma * float(prob.psi @ utility(eta * a, cfg))
+            + _privacy_cost(prob, a, eta)
         )
     val = objective(prob, w, a, eta)
     c = prob.linear_term(eta)
