@@ -32,8 +32,9 @@ class SolveStatus(StrEnum):
     first-order tolerance, so the point is neither certified nor known to be a local
     optimum; the message gives the residuals. Only ``OPTIMAL`` is certified
     (:attr:`Allocation.certified`, ``PaymentResult.rule_certified``); the market
-    never pays on an ``OPTIMAL_INACCURATE`` allocation (the order fails before
-    payment) and reports any other uncertified status in the order's summary.
+    never pays on an allocation whose residuals exceed ``10⁻⁴`` (the order fails
+    before payment) and reports any other uncertified status, ``OPTIMAL_INACCURATE``
+    within that bound included, in the order's summary.
     """
 
     OPTIMAL = "optimal"

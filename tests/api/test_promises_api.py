@@ -2,18 +2,20 @@
 numerics can run are ``422`` naming the field (on create and PATCH), integers too long
 for the JSON parser are ``422`` naming the field, sellers are paid at least their
 reported cost of privacy in whole cents (the allocations view counts IR without slack),
-an order never pays on an allocation that misses its KKT tolerance, and a fuzz of accepted settings: every
+an order never pays on an allocation far from its KKT conditions, and a fuzz of accepted settings: every
 order succeeds or fails with a named domain reason, never an internal error."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from sklearn.exceptions import ConvergenceWarning
 
 from market.numerics import SETTING_RANGES
 from market.pipeline.compute import OrderFailedError, check_certified
@@ -153,15 +155,25 @@ def test_small_costs_are_paid_at_least_their_cost_in_whole_cents(world: World) -
     assert sum(a["payment_minor"] for a in items) <= 500
 
 
-# --- 4. an order never pays on an allocation that misses its KKT tolerance ---------
+# --- 4. an order never pays on an allocation far from its KKT conditions -----------
 
 
 def test_an_inaccurate_allocation_fails_the_order_before_payment() -> None:
-    alloc = SimpleNamespace(
-        certified=False, status="optimal_inaccurate", message="kkt=1e-3"
-    )
-    with pytest.raises(OrderFailedError, match=r"KKT tolerance.*nothing was paid"):
-        check_certified(alloc, None)
+    far = SimpleNamespace(
+        certified=False, status="optimal_inaccurate", message="kkt=1e-3",
+        kkt=SimpleNamespace(max=lambda: 1e-3),
+    )  # fmt: skip
+    with pytest.raises(OrderFailedError, match=r"KKT conditions.*nothing was paid"):
+        check_certified(far, None)
+    unknown = SimpleNamespace(certified=False, status="optimal_inaccurate", message="")
+    with pytest.raises(OrderFailedError, match=r"nothing was paid"):
+        check_certified(unknown, None)  # no residuals: not payable either
+    # a few 1e-6 (the η condition at binding caps): paid, and the summary says so
+    near = SimpleNamespace(
+        certified=False, status="optimal_inaccurate", message="kkt=5e-6",
+        kkt=SimpleNamespace(max=lambda: 5e-6),
+    )  # fmt: skip
+    assert check_certified(near, None) == 0
     ok = SimpleNamespace(certified=False, status="uncertified")  # paid, and said so
     cert = SimpleNamespace(rule_certified=False)
     pay = SimpleNamespace(
@@ -245,7 +257,11 @@ def _fuzz_one(world: World, mechanism: dict[str, Any], gamma: float | None) -> N
         body = offer_body(x=x, y=1 if x[0] < 5 else -1)
         r = c.post(f"/v1/markets/{mid}/offers", headers=who, json=body)
         assert r.status_code == 201, r.text
-    order = _order(world, mid, {**ORDER, "gamma": gamma})
+    with warnings.catch_warnings():
+        # as in production: a learner that stops at its iteration limit warns (the
+        # suite turns warnings into errors, which a worker would report as internal)
+        warnings.simplefilter("default", ConvergenceWarning)
+        order = _order(world, mid, {**ORDER, "gamma": gamma})
     assert order["status"] in ("succeeded", "failed"), order
     if order["status"] == "failed":
         assert order["error"], order
@@ -255,6 +271,7 @@ def _fuzz_one(world: World, mechanism: dict[str, Any], gamma: float | None) -> N
 @settings(
     max_examples=6,
     deadline=None,
+    derandomize=True,  # the default run draws the same examples every time
     # Each example places and runs an order (seconds): report the first failure as
     # drawn instead of spending minutes shrinking it.
     phases=[Phase.explicit, Phase.reuse, Phase.generate],

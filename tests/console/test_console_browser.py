@@ -223,7 +223,7 @@ def test_admin_sees_the_allocation_histogram_and_ir_scatter(
     assert page.locator("#scatter circle.dot").count() == N_SELLERS
     assert page.locator("#histogram rect.bar").count() == 12
     assert page.locator("#scatter line.reference").count() == 1
-    assert "payment = cost · ε" in page.inner_text("#scatter")
+    assert "payment = cost · u(ε)" in page.inner_text("#scatter")
     assert page.inner_text("#ir-summary") == (
         f"IR holds for {N_SELLERS} of {N_SELLERS} sellers."
     )
