@@ -167,11 +167,17 @@ def test_a_party_killed_mid_fit_fails_the_others_with_the_reason(
         assert time.monotonic() - killed < 30
     finally:
         _stop(procs)
-    for i in (0, 2):
-        out = json.loads((tmp_path / f"out_{i}.json").read_text())
-        assert out["party"] == 1
-        assert out["error"].startswith("party 1 ('B') dropped out")
+    outs = {i: json.loads((tmp_path / f"out_{i}.json").read_text()) for i in (0, 2)}
+    for i, out in outs.items():
+        # each survivor names a party that left it; once one survivor has stopped,
+        # the other may see that one leave first (a matter of scheduling)
+        assert out["party"] in {0, 1, 2} - {i}, out
+        assert "dropped out" in out["error"], out
         assert not (tmp_path / f"work_{i}" / f"out_{i}.json").exists()
+    assert any(
+        out["party"] == 1 and out["error"].startswith("party 1 ('B') dropped out")
+        for out in outs.values()
+    ), outs
 
 
 def test_party_inputs_hold_the_partys_own_rounded_block(
