@@ -72,6 +72,24 @@ def check_prior(spec: Mapping[str, Any]) -> None:
         raise InvalidInputError("cost_prior.params", str(exc)) from exc
 
 
+def gamma_choice_refusal(*, partition: str, has_validation: bool) -> str | None:
+    """Why ``γ`` cannot be chosen for the budget on a market, or None: the choice
+    scores candidates on the market's public validation set, which vertical markets
+    never have and a horizontal market may lack (checked at placement and again when
+    the order runs)."""
+    if partition == "vertical":
+        return (
+            "vertical markets have no public validation set to choose gamma on; "
+            "give gamma in the order"
+        )
+    if not has_validation:
+        return (
+            "choosing gamma for the budget needs the market's public validation set; "
+            "give gamma in the order or ask an admin to add one"
+        )
+    return None
+
+
 SMALLEST_ORDER = 2
 """Sellers in the smallest order the mechanism can run (it needs two rows)."""
 

@@ -105,18 +105,11 @@ def _check_gamma_choosable(market: Market, body: OrderCreate) -> None:
     never have and a horizontal market may lack."""
     if body.gamma is not None:
         return
-    if market.partition == "vertical":
-        raise InvalidInputError(
-            "gamma",
-            "vertical markets have no public validation set to choose gamma on; "
-            "give gamma in the order",
-        )
-    if not market.validation:
-        raise InvalidInputError(
-            "gamma",
-            "choosing gamma for the budget needs the market's public validation set; "
-            "give gamma in the order or ask an admin to add one",
-        )
+    reason = numerics.gamma_choice_refusal(
+        partition=market.partition, has_validation=bool(market.validation)
+    )
+    if reason is not None:
+        raise InvalidInputError("gamma", reason)
 
 
 def _existing(

@@ -168,11 +168,11 @@ def _solve_and_pay(
     cfg = inst.config(gamma=run.gamma)
     common = {"prior": inst.prior, "eps_max": inst.eps_max}
     if run.gamma is None:
-        if X_val is None:
-            raise OrderFailedError(
-                "choosing gamma for the budget needs the market's public validation "
-                "set; give gamma in the order or ask an admin to add one"
-            )
+        reason = numerics.gamma_choice_refusal(
+            partition="horizontal", has_validation=X_val is not None
+        )
+        if reason is not None:
+            raise OrderFailedError(reason)
         rep.stage("choosing_gamma")
         choice = numerics.choose_gamma(
             X,
@@ -359,10 +359,8 @@ def compute_vertical_order(
     inst = run.instance
     assert inst.party_sizes is not None
     if run.gamma is None:
-        raise OrderFailedError(
-            "vertical markets have no public validation set to choose gamma on; "
-            "give gamma in the order"
-        )
+        reason = numerics.gamma_choice_refusal(partition="vertical", has_validation=False)
+        raise OrderFailedError(str(reason))
     learner = build_learner(inst)
     edges = np.cumsum([0, *inst.party_sizes])
     blocks = [inst.X[:, a:b] for a, b in itertools.pairwise(edges)]
