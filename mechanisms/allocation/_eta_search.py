@@ -157,6 +157,10 @@ def solve_allocation(
     sols = _grid_search(prob, grid, warm_start)
     t_grid = time.perf_counter() - t0
     best, refined = _refine(prob, grid, sols)
+    if any(best is s for s in sols):
+        # A coarse-grid point (e.g. at an end of the range, where no refinement runs)
+        # was solved to GRID_TOL only: finish it at the configured tolerance.
+        best = solve_at_eta(prob, best.eta, w0=best.w, a0=best.a, state=best.state)
     best = _polish(prob, best, float(grid[0]), float(grid[-1]))
     t_search = time.perf_counter() - t0
     best, cert = certify(prob, best, grid, sols, lam_conv)
@@ -406,7 +410,81 @@ def _polish(
                 break
         prev = (x, gx)
         sol = new
-    return sol
+    return _profile_root(prob, sol, lo, hi)
+
+
+PROFILE_RTOL = 1e-10
+""":func:`_profile_root` runs when ``|dP/dη|·η > PROFILE_RTOL·(1 + |G|)`` (the KKT
+check's η residual; ``KKT_TOL`` is ``1e-6``)."""
+
+
+def _profile_root(
+    prob: Problem, sol: BlockSolution, lo: float, hi: float
+) -> BlockSolution:
+    """Where the η-step stalls against an ``ε^max`` cap, find ``dP/dη = 0`` on the
+    profile itself.
+
+    The cap ``a_i η ≤ ε_i^max`` couples the blocks: the closed-form η-step keeps
+    ``a`` fixed, so it cannot raise ``η`` past ``ε_i^max/a_i`` even where ``P`` still
+    falls (the seller's weight would have to give way), and the block sweeps stop at a
+    point that is not a KKT point (η residual ``~5e-6`` measured). Here each point is
+    a block solve at fixed ``η`` (which re-balances ``a`` under the caps), and
+    :func:`profile_slope` gives ``P'`` by the envelope theorem: the root is bracketed
+    by growing steps in the descent direction, then found by the Illinois secant in
+    ``log η``. Returned only if ``G`` did not rise (beyond rounding).
+    """
+    scale = 1.0 + abs(sol.search_value)
+    f0 = profile_slope(prob, sol)
+    if not np.isfinite(f0) or abs(f0) * sol.eta <= PROFILE_RTOL * scale:
+        return sol
+    up = f0 < 0.0
+    if (up and sol.eta >= hi * (1 - 1e-12)) or (not up and sol.eta <= lo * (1 + 1e-12)):
+        return sol
+    x0 = float(np.log(sol.eta))
+    p0, fp0 = sol, f0
+    p1: BlockSolution | None = None
+    fp1 = 0.0
+    step = 1e-7
+    for _ in range(40):
+        eta = float(np.clip(np.exp(x0 + (step if up else -step)), lo, hi))
+        cand = solve_at_eta(prob, eta, w0=p0.w, a0=p0.a, state=p0.state)
+        fc = profile_slope(prob, cand)
+        if not np.isfinite(fc):
+            return sol
+        if (fc > 0.0) == up or fc == 0.0:
+            p1, fp1 = cand, fc
+            break
+        p0, fp0 = cand, fc
+        if eta in (lo, hi):
+            break
+        step *= 4.0
+    if p1 is None:  # P falls to the end of the range: the last point is the best
+        return p0 if p0.search_value <= sol.search_value + 1e-12 * scale else sol
+    xa, fa, xb, fb = float(np.log(p0.eta)), fp0, float(np.log(p1.eta)), fp1
+    best, side = p1 if abs(fp1) < abs(fp0) else p0, 0
+    for _ in range(60):
+        x = (xa * fb - xb * fa) / (fb - fa)
+        if not (min(xa, xb) < x < max(xa, xb)):
+            x = 0.5 * (xa + xb)
+        cand = solve_at_eta(prob, float(np.exp(x)), w0=best.w, a0=best.a, state=best.state)
+        fc = profile_slope(prob, cand)
+        if not np.isfinite(fc):
+            break
+        if abs(fc) < abs(profile_slope(prob, best)):
+            best = cand
+        if fc == 0.0 or abs(xb - xa) <= 1e-13 * max(1.0, abs(x)):
+            break
+        if (fc < 0.0) == (fa < 0.0):
+            xa, fa = x, fc
+            if side == -1:
+                fb *= 0.5
+            side = -1
+        else:
+            xb, fb = x, fc
+            if side == 1:
+                fa *= 0.5
+            side = 1
+    return best if best.search_value <= sol.search_value + 1e-12 * scale else sol
 
 
 def kkt_residuals(
@@ -421,6 +499,29 @@ def kkt_residuals(
 
     ``model_losses``: ``ℓ(X w, y)`` of a candidate model (the candidate-model rule,
     where ``w`` ranges over a finite set: no stationarity in ``w``, residual 0)."""
+    gw, r_a, dG = _block_conditions(prob, sol, model_losses)
+    eta = sol.eta
+    if (eta >= eta_hi * (1 - 1e-9) and dG < 0) or (
+        eta <= eta_lo * (1 + 1e-9) and dG > 0
+    ):
+        r_eta = 0.0
+    else:
+        r_eta = abs(dG) * eta / (1.0 + abs(sol.search_value))
+    return KKTResiduals(w=gw, a=r_a, eta=r_eta)
+
+
+def profile_slope(prob: Problem, sol: BlockSolution) -> float:
+    """``dP/dη`` of the profile ``P(η) = min_{(w,a)} G`` at a block solution (the
+    envelope theorem: ``∂G/∂η`` plus the multipliers of the ``ε^max`` caps that hold
+    sellers, ``Σ ν_i a_i/η``; :func:`kkt_residuals`)."""
+    return _block_conditions(prob, sol, None)[2]
+
+
+def _block_conditions(
+    prob: Problem, sol: BlockSolution, model_losses: FloatArray | None
+) -> tuple[float, float, float]:
+    """``(‖∇_w G‖, relative a-residual, dP/dη)`` at ``sol`` (:func:`kkt_residuals`;
+    at a kink of ``P``, the element of ``[P'(η−), P'(η+)]`` nearest 0)."""
     cfg, loss = prob.cfg, prob.loss
     w, a, eta = sol.w, sol.a, sol.eta
     c = prob.linear_term(eta)
@@ -448,7 +549,12 @@ def kkt_residuals(
     dG = -cfg.sigma / eta**2 + cfg.gamma * float(a @ upsi)
     if c is not None:
         dG -= float(c @ w) / eta
-    eps_held = at_cap & (prob.eps_max / eta < cfg.k / prob.m)
+    kcap = cfg.k / prob.m
+    eps_cap = prob.eps_max / eta
+    # At the kink where ε_i^max/η meets k/m both caps bind: the multiplier may sit on
+    # either, so ε_i's share of dP/dη is anything in [0, ν_i a_i/η] (P'(η−) to P'(η+)).
+    kink = at_cap & (np.abs(eps_cap - kcap) <= 1e-9 * kcap)
+    eps_held = at_cap & (eps_cap < kcap) & ~kink
     if free.any():
         tau = float(np.median(g[free]))
     else:
@@ -468,13 +574,10 @@ def kkt_residuals(
     viol[at_cap] = np.maximum(g[at_cap] - tau, 0.0)
     r_a = float(viol.max()) / (1.0 + abs(tau)) if viol.size else 0.0
     dG += float(((tau - g[eps_held]) * a[eps_held]).sum()) / eta
-    if (eta >= eta_hi * (1 - 1e-9) and dG < 0) or (
-        eta <= eta_lo * (1 + 1e-9) and dG > 0
-    ):
-        r_eta = 0.0
-    else:
-        r_eta = abs(dG) * eta / (1.0 + abs(sol.search_value))
-    return KKTResiduals(w=float(np.linalg.norm(gw)), a=r_a, eta=r_eta)
+    if kink.any():  # the point of [dG, dG + kink share] nearest 0
+        share = float((np.maximum(tau - g[kink], 0.0) * a[kink]).sum()) / eta
+        dG = min(max(0.0, dG), dG + share)
+    return float(np.linalg.norm(gw)), r_a, dG
 
 
 def _result(

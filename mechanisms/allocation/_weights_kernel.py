@@ -641,7 +641,14 @@ def range_value_kernel(
 ) -> tuple[bool, float, float, float, float]:
     """``(ok, value, A, s, Ψᵀa)``: ``const + min_{a∈C(η)} ⟨ℓ + q_scale·Ψ, a⟩ + μ‖a‖``
     with ``C(η)`` the capped simplex with ``h_i = min(kcap, ε_i^max/η)`` (``Σ h > 1``)
-    and ``a`` its minimiser."""
+    and ``a`` its minimiser.
+
+    The value is the Lagrangian ``⟨r, a⟩ + μ‖a‖ + τ(1 − Σ a)`` at the computed ``a``
+    (``τ = A/s``, the multiplier of ``Σ a = 1``): ``a_i = A − s r_i`` cancels when
+    ``s`` is large (small ``μ``), so ``Σ a`` misses 1 by ``~1e-16·A``; the Lagrangian is
+    stationary in the free ``a_i``, so that error enters the value only to second
+    order, instead of first order through ``⟨r, a⟩`` (which let the search prefer
+    points by rounding noise, away from the stationary ``η``)."""
     m = ell.size
     r = np.empty(m)
     for i in range(m):
@@ -660,11 +667,15 @@ def range_value_kernel(
     lin = 0.0
     sq = 0.0
     pa = 0.0
+    tot = 0.0
     for i in range(m):
         v = min(max(A - s * r[i], 0.0), kcap if equal else h[i])
         lin += v * r[i]
         sq += v * v
         pa += v * psi[i]
+        tot += v
+    if s > 0.0:
+        lin += (A / s) * (1.0 - tot)
     return True, const + lin + mu * np.sqrt(sq), A, s, pa
 
 

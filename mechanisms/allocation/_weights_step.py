@@ -104,12 +104,36 @@ def solve_weights_compiled(
 
 @_jit
 def _clip_weights(A: float, s: float, r: FloatArray, h: FloatArray) -> FloatArray:
-    """``clip(A − s r, 0, h)`` in one pass (``np.clip``'s result, bit for bit, without
-    its temporaries and per-call overhead)."""
+    """``clip(A − s r, 0, h)``, then ``Σ a = 1`` restored on the free weights.
+
+    ``A − s r_i`` cancels when ``s`` is large (small ``μ``): the clipped weights miss
+    ``Σ a = 1`` by ``~1e-16·A`` (``3e-8`` at ``μ = 2e-6``), enough to let a search rank
+    points by rounding noise. Shifting every free weight by the same ``δ/|M|`` is the
+    closed form at ``A + δ/|M|`` on the same active set, so the KKT structure is kept
+    (:func:`_restore_sum`)."""
     a = np.empty(r.size)
     for i in range(r.size):
         a[i] = min(max(A - s * r[i], 0.0), h[i])
+    _restore_sum(a, h)
     return a
+
+
+@_jit
+def _restore_sum(a: FloatArray, h: FloatArray) -> None:
+    """Add ``(1 − Σ a)/|M|`` to each weight strictly inside ``(0, h_i)`` (in place,
+    clipped to the bounds); nothing when no weight is free."""
+    tot = 0.0
+    n_free = 0
+    for i in range(a.size):
+        tot += a[i]
+        if 0.0 < a[i] < h[i]:
+            n_free += 1
+    if n_free == 0:
+        return
+    d = (1.0 - tot) / n_free
+    for i in range(a.size):
+        if 0.0 < a[i] < h[i]:
+            a[i] = min(max(a[i] + d, 0.0), h[i])
 
 
 def state_from_weights(
@@ -209,7 +233,10 @@ def _recentre(A: float, s: float, r: FloatArray, caps: FloatArray) -> float:
 
 
 def _clip(A: float, s: float, r: FloatArray, caps: FloatArray) -> FloatArray:
-    return np.clip(A - s * r, 0.0, caps)
+    """``clip(A − s r, 0, h)`` with ``Σ a = 1`` restored (:func:`_clip_weights`)."""
+    a = np.clip(A - s * r, 0.0, caps)
+    _restore_sum(a, caps)
+    return np.asarray(a, dtype=float)
 
 
 def _active_set(

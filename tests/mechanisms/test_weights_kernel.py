@@ -170,12 +170,15 @@ def _value_reference(
     ok, A, s = wk._weights_general(r, h, mu, A0, s0)
     if not ok:
         return False, 0.0, 0.0, 0.0, 0.0
-    lin = sq = pa = 0.0
+    lin = sq = pa = tot = 0.0
     for ri, hi, pi in zip(r.tolist(), h.tolist(), psi.tolist(), strict=True):
         v = min(max(A - s * ri, 0.0), hi)
         lin += v * ri
         sq += v * v
         pa += v * pi
+        tot += v
+    if s > 0.0:  # the Lagrangian: + τ(1 − Σa), τ = A/s
+        lin += (A / s) * (1.0 - tot)
     return True, const + lin + mu * math.sqrt(sq), A, s, pa
 
 

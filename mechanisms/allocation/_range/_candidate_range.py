@@ -361,6 +361,8 @@ class _Search:
         r = self.models.losses[j] + (self.gamma * eta) * prob.psi
         a, state = solve_weights(r, prob.caps(eta), self.mu, warm=warm)
         value = const + float(a @ r) + self.mu * float(np.linalg.norm(a))
+        if state is not None and state.s > 0.0:  # the Lagrangian, as the kernel's
+            value += (state.A / state.s) * (1.0 - float(a.sum()))
         slope = self.gamma * float(prob.psi @ a) - self.sigma / (eta * eta)
         return self._record(RangePoint(j, eta, value, state, slope, a))
 

@@ -228,7 +228,11 @@ def _two_point_bound(
     """
     cfg = prob.cfg
     sigma, gamma = cfg.sigma, cfg.gamma
-    s_star = (l2 - l1 + sigma * (1.0 / e1 - 1.0 / e2)) / (gamma * (e2 - e1))
+    if gamma <= 0.0:  # G(x, η) = H(x) + σ/η: both bounds fall in η, take η₂
+        return float(min(max(l1 + sigma * (1.0 / e2 - 1.0 / e1), l2), l1, l2))
+    # S = ΣΨ_i a_i ≥ 0: a negative crossing means the first bound is the larger at
+    # every S ≥ 0, and its minimum (S = 0, η = η₂) is the bound.
+    s_star = max((l2 - l1 + sigma * (1.0 / e1 - 1.0 / e2)) / (gamma * (e2 - e1)), 0.0)
     if s_star <= 0.0:
         eta = e2
     elif sigma <= 0.0:
@@ -237,6 +241,72 @@ def _two_point_bound(
         eta = float(np.clip(np.sqrt(sigma / (gamma * s_star)), e1, e2))
     val = l1 + sigma * (1.0 / eta - 1.0 / e1) + gamma * (eta - e1) * s_star
     return float(min(val, l1, l2))
+
+
+def _relaxed_at(prob: Problem, eta1: float, eta2: float) -> Problem:
+    """The problem whose feasible set at ``η₂`` is ``C(η₁)``: caps
+    ``min(k/m, ε_i^max/η₁)`` (``ε^max`` scaled by ``η₂/η₁``). Its fixed-``η₂`` value
+    bounds ``G(x, η₂)`` below for every ``x`` feasible anywhere in ``[η₁, η₂]``
+    (``C(η) ⊆ C(η₁)``), which is what the two-point bound needs at that end."""
+    return dataclasses.replace(prob, eps_max=prob.eps_max * (eta2 / eta1))
+
+
+def cap_multipliers(prob: Problem, sol: BlockSolution) -> FloatArray | None:
+    """``ν ≥ 0`` on the caps ``η a_i ≤ ε_i^max`` at a block solution (``None`` without
+    a-step multipliers: ``μ = 0`` or forced weights).
+
+    The a-step's KKT (:mod:`mechanisms.allocation._weights_step`): ``a = clip(A − s r, 0, h)``
+    with ``r_i = ℓ_i(w) + γηΨ_i`` and ``τ = A/s``; a seller held at ``h_i = ε_i^max/η``
+    carries ``β_i = (A − s r_i − h_i)/s ≥ 0`` on ``a_i ≤ h_i``, so ``ν_i = β_i/η``.
+    """
+    st = sol.state
+    if st is None or not st.s > 0.0:
+        return None
+    cfg, eta = prob.cfg, sol.eta
+    if cfg.mode == "strict":
+        losses = np.full(prob.m, prob.strict_loss_value)
+    else:
+        losses = prob.loss.value(prob.X @ sol.w, prob.y)
+    r = losses + (cfg.gamma * eta) * prob.psi
+    h = prob.eps_max / eta
+    held = (h < cfg.k / prob.m) & (prob.eps_max > 0.0)
+    beta = np.where(held, np.maximum(st.A - st.s * r - h, 0.0), 0.0)
+    return np.asarray(beta / (st.s * eta), dtype=float)
+
+
+def _dual_bound(
+    prob: Problem,
+    e1: float,
+    n1: Node,
+    e2: float,
+    n2: Node,
+    nu: FloatArray,
+    modulus: float,
+) -> float:
+    """Lower bound of ``G`` over the cell by relaxing the ``η``-dependent caps.
+
+    With ``ν ≥ 0`` on ``η a_i ≤ ε_i^max`` (weak duality), every feasible ``x`` has
+    ``G(x, η) ≥ G(x, η) + Σ ν_i(η a_i − ε_i^max) = G_ν(x, η) − νᵀε^max``, where
+    ``G_ν`` is ``G`` with ``Ψ + ν/γ`` on ``C₀`` (the caps ``k/m`` only, zero caps
+    kept): the feasible set no longer depends on ``η`` and the two-point bound
+    (:func:`_two_point_bound`) applies with ``G_ν``'s certified minima at both ends.
+    With ``ν`` the multipliers at an end of the cell (:func:`cap_multipliers`) the
+    bound is exact there and second order in the width, where the relaxed bound over
+    ``C(η₁)`` is first order in the width times the multipliers (which left cells at
+    binding caps open after ``MAX_CELLS`` solves).
+    """
+    held = nu > 0.0
+    gamma = prob.cfg.gamma
+    if not held.any() or gamma <= 0.0:
+        return -np.inf
+    free_caps = np.where(prob.eps_max > 0.0, np.inf, 0.0)
+    dp = dataclasses.replace(prob, psi=prob.psi + nu / gamma, eps_max=free_caps)
+    shift = float(nu[held] @ prob.eps_max[held])
+    ends = []
+    for e, nd in ((e1, n1), (e2, n2)):
+        sol = solve_at_eta(dp, e, w0=nd.w, a0=nd.a)
+        ends.append(_rigorous_value(dp, sol, modulus) - shift)
+    return _two_point_bound(dp, e1, ends[0], e2, ends[1])
 
 
 @dataclass(eq=False)
@@ -286,8 +356,10 @@ def certify_range(
     """
     cfg = prob.cfg
     modulus = _modulus(prob, lam_conv)
+    # A zero ε^max is a zero cap at every η (a report at the top of a support with
+    # an infinite virtual cost): it does not make the feasible set depend on η.
     fixed_set = cfg.gamma > 0.0 and bool(
-        np.all(prob.eps_max >= (cfg.k / prob.m) * eta_hi)
+        np.all((prob.eps_max >= (cfg.k / prob.m) * eta_hi) | (prob.eps_max == 0.0))
     )
     best = incumbent
     n = 0
@@ -313,10 +385,23 @@ def certify_range(
         n1, n2 = pts[e1], pts[e2]
         if fixed_set:
             return _two_point_bound(prob, e1, n1.bound, e2, n2.bound)
+        # Caps move with η: on the cell every feasible x lies in C(η₁), so the
+        # two-point bound holds with G's minimum over C(η₁) at both ends — n1's
+        # bound at η₁, and one solve of the relaxed problem at η₂. Exact to second
+        # order in the width, where the cell problem (σ/η₂ + the fixed-η₁ problem
+        # with γη₁Ψ) is only first order.
         n += 1
-        cp = _cell_problem(prob, e1, e2)
-        sol = solve_at_eta(cp, e1, w0=n1.w, a0=n1.a)
-        return min(_rigorous_value(cp, sol, modulus), n1.bound, n2.bound)
+        rp = _relaxed_at(prob, e1, e2)
+        sol = solve_at_eta(rp, e2, w0=n2.w, a0=n2.a)
+        l2 = _rigorous_value(rp, sol, modulus)
+        val = _two_point_bound(prob, e1, n1.bound, e2, l2)
+        if val < target():
+            low = n1 if n1.bound <= n2.bound else n2
+            nu = None if low.solution is None else cap_multipliers(prob, low.solution)
+            if nu is not None and np.any(nu > 0.0):
+                n += 2
+                val = max(val, _dual_bound(prob, e1, n1, e2, n2, nu, modulus))
+        return min(val, n1.bound, n2.bound)
 
     def target() -> float:
         return best.search_value - rtol * (1.0 + abs(best.search_value))
