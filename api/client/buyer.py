@@ -27,6 +27,9 @@ STAGE_NAMES = {
     "choosing_gamma": "choosing γ for the budget",
     "allocating": "choosing each seller's ε",
     "payments": "computing the sellers' payments",
+    "payments_uncertified": (
+        "computing the sellers' payments on an allocation not certified optimal"
+    ),
     "collecting": "collecting the sellers' reports",
     "releasing": "training and releasing the model",
     "settling": "settling payments",

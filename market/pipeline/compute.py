@@ -208,7 +208,10 @@ def _solve_and_pay(
     if not alloc.success:
         raise OrderFailedError(f"the allocation did not solve ({alloc.status})")
     check_certified(alloc, None)
-    rep.stage("payments")
+    # An allocation that is not certified optimal is said so before any payment is
+    # computed: the order's stage names it while it runs, its summary afterwards.
+    certified = str(getattr(alloc, "status", "optimal")) == "optimal"
+    rep.stage("payments" if certified else "payments_uncertified")
     pay = numerics.myerson_payments(
         X,
         y,
@@ -232,13 +235,13 @@ allocation's own tolerance: between the two the order pays and says
 def check_certified(alloc: Any, pay: Any) -> int:
     """How many sellers' payment sweeps rest on some uncertified re-solve.
 
-    An allocation that is not ``optimal`` (certified) is paid, and the order says so
-    before its buyer sees the model: the summary carries ``allocation_status``
-    (``local``, ``uncertified`` or ``optimal_inaccurate``) and ``payments_certified``.
-    Refusing them would refuse ordinary orders: on the test markets' default settings
-    the range search regularly stops at gaps of about 8·10⁻⁴ (``uncertified``), and at
-    binding lifetime caps the η condition of the block KKT check is met only to a few
-    10⁻⁶ (``optimal_inaccurate``). Each seller's certificate (``rule_certified``,
+    An allocation that is not ``optimal`` (certified) and not far from its KKT
+    conditions is paid, and the order says so before any payment is computed: its stage
+    is ``payments_uncertified`` while the payments run, and its summary carries
+    ``allocation_status`` (``local``, ``uncertified`` or ``optimal_inaccurate``) and
+    ``payments_certified``. On random instances over the accepted ranges these are
+    rare (``docs/money-and-settings.md``, "Certificates"); the power utility's
+    allocations are never certified. Each seller's certificate (``rule_certified``,
     ``n_uncertified``, the worst KKT residual) is stored with its allocation.
 
     Raises

@@ -274,6 +274,7 @@ const STAGES = {
   choosing_gamma: "Choosing γ for your budget",
   allocating: "Choosing each seller's ε",
   payments: "Computing the sellers' payments",
+  payments_uncertified: "Computing the sellers' payments (the allocation is not certified optimal)",
   collecting: "Collecting the sellers' reports",
   releasing: "Training and releasing the model",
   settling: "Settling payments",

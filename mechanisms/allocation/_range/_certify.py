@@ -253,16 +253,16 @@ def _relaxed_at(prob: Problem, eta1: float, eta2: float) -> Problem:
 
 def cap_multipliers(prob: Problem, sol: BlockSolution) -> FloatArray | None:
     """``ν ≥ 0`` on the caps ``η a_i ≤ ε_i^max`` at a block solution (``None`` without
-    a-step multipliers: ``μ = 0`` or forced weights).
+    a-step multipliers: forced weights).
 
     The a-step's KKT (:mod:`mechanisms.allocation._weights_step`): ``a = clip(A − s r, 0, h)``
     with ``r_i = ℓ_i(w) + γηΨ_i`` and ``τ = A/s``; a seller held at ``h_i = ε_i^max/η``
     carries ``β_i = (A − s r_i − h_i)/s ≥ 0`` on ``a_i ≤ h_i``, so ``ν_i = β_i/η``.
     """
     st = sol.state
-    if st is None or not st.s > 0.0:
-        return None
     cfg, eta = prob.cfg, sol.eta
+    if (st is None or not st.s > 0.0) and cfg.mu > 0.0:
+        return None
     if cfg.mode == "strict":
         losses = np.full(prob.m, prob.strict_loss_value)
     else:
@@ -270,6 +270,19 @@ def cap_multipliers(prob: Problem, sol: BlockSolution) -> FloatArray | None:
     r = losses + (cfg.gamma * eta) * prob.psi
     h = prob.eps_max / eta
     held = (h < cfg.k / prob.m) & (prob.eps_max > 0.0)
+    if cfg.mu == 0.0:
+        # The linear programme "fill the smallest r_i up to their caps": τ is the r of
+        # the partly filled seller (or of the last one filled), β_i = τ − r_i at a cap.
+        a, caps = sol.a, prob.caps(eta)
+        part = (a > 0.0) & (a < caps * (1.0 - 1e-12))
+        on = part if part.any() else a > 0.0
+        if not on.any():
+            return None
+        tau = float(r[on].max())
+        at_cap = a >= caps * (1.0 - 1e-12)
+        beta = np.where(held & at_cap, np.maximum(tau - r, 0.0), 0.0)
+        return np.asarray(beta / eta, dtype=float)
+    assert st is not None
     beta = np.where(held, np.maximum(st.A - st.s * r - h, 0.0), 0.0)
     return np.asarray(beta / (st.s * eta), dtype=float)
 
@@ -287,8 +300,8 @@ def _dual_bound(
 
     With ``ν ≥ 0`` on ``η a_i ≤ ε_i^max`` (weak duality), every feasible ``x`` has
     ``G(x, η) ≥ G(x, η) + Σ ν_i(η a_i − ε_i^max) = G_ν(x, η) − νᵀε^max``, where
-    ``G_ν`` is ``G`` with ``Ψ + ν/γ`` on ``C₀`` (the caps ``k/m`` only, zero caps
-    kept): the feasible set no longer depends on ``η`` and the two-point bound
+    ``G_ν`` is ``G`` with ``γΨ + ν`` for ``γΨ`` on ``C₀`` (the caps ``k/m`` only, zero
+    caps kept): the feasible set no longer depends on ``η`` and the two-point bound
     (:func:`_two_point_bound`) applies with ``G_ν``'s certified minima at both ends.
     With ``ν`` the multipliers at an end of the cell (:func:`cap_multipliers`) the
     bound is exact there and second order in the width, where the relaxed bound over
@@ -296,11 +309,16 @@ def _dual_bound(
     binding caps open after ``MAX_CELLS`` solves).
     """
     held = nu > 0.0
-    gamma = prob.cfg.gamma
-    if not held.any() or gamma <= 0.0:
+    if not held.any():
         return -np.inf
+    # γΨ + ν as the virtual costs of a problem with γ = 1 (so γ = 0 works too)
     free_caps = np.where(prob.eps_max > 0.0, np.inf, 0.0)
-    dp = dataclasses.replace(prob, psi=prob.psi + nu / gamma, eps_max=free_caps)
+    dp = dataclasses.replace(
+        prob,
+        psi=prob.cfg.gamma * prob.psi + nu,
+        eps_max=free_caps,
+        cfg=prob.cfg.with_(gamma=1.0),
+    )
     shift = float(nu[held] @ prob.eps_max[held])
     ends = []
     for e, nd in ((e1, n1), (e2, n2)):
