@@ -17,14 +17,24 @@ from mechanisms.payments._resolve._seller_curve import SellerCurve
 
 
 def breakpoints(
-    curve: SellerCurve, lo: float, hi: float, *, n_scan: int = 0, xrtol: float = 1e-3
+    curve: SellerCurve,
+    lo: float,
+    hi: float,
+    *,
+    n_scan: int = 0,
+    xrtol: float = 1e-3,
+    atol: float = 0.0,
 ) -> list[float]:
     """Kinks of ``ε_i`` on ``[lo, hi]`` found from the active sets of evaluated reports.
 
     Optionally evaluates ``n_scan`` equispaced interior points first; then every pair of
     neighbouring evaluated reports whose active sets differ is bisected down to width
-    ``xrtol·(hi − lo)``. Returns both ends of every such final bracket (the kink lies
-    between them), so a quadrature split there integrates smooth pieces only.
+    ``xrtol·(hi − lo)`` and, further, until ``|Δu|·width ≤ atol``: where the rule
+    switches model or ``η`` basin, ``ε_i`` jumps, and a jump of ``J`` left inside a
+    bracket of width ``δ`` can move the integral by up to ``J·δ`` (measured: a jump of
+    0.09 in a bracket of ``6.5·10⁻⁴`` put a payment 3.3e-5 below the payment identity,
+    against ``rtol = 1e-5``). Returns both ends of every final bracket (the kink or jump
+    lies between them), so a quadrature split there integrates smooth pieces only.
     """
     for s in np.linspace(lo, hi, n_scan + 2)[1:-1]:
         curve.epsilon(float(s))
@@ -37,11 +47,65 @@ def breakpoints(
             x0, x1 = stack.pop()
             if curve.signature(x0) == curve.signature(x1):
                 continue
-            if x1 - x0 <= width:
+            mid = 0.5 * (x0 + x1)
+            small = x1 - x0 <= width
+            if small and abs(curve.u(x1) - curve.u(x0)) * (x1 - x0) <= atol:
                 out.update((x0, x1))
                 continue
-            mid = 0.5 * (x0 + x1)
+            if not x0 < mid < x1:  # below floating resolution
+                out.update((x0, x1))
+                continue
             stack += [(mid, x1), (x0, mid)]
+    return sorted(out - {lo, hi})
+
+
+JUMP_SLOPE = 8.0
+"""A pair of neighbouring evaluated reports is a jump suspect when its secant slope is
+this many times steeper than both neighbouring pairs'."""
+JUMP_SHARE = 0.9
+"""Bisection follows a suspect while one half holds this share of its change."""
+
+
+def jumps(curve: SellerCurve, lo: float, hi: float, *, atol: float) -> list[float]:
+    """Jumps of ``u(ε_i)`` on ``[lo, hi]`` that leave the active sets unchanged.
+
+    Where the rule switches candidate model or ``η`` basin, ``ε_i`` can jump with every
+    seller keeping its status (:func:`breakpoints` does not see it). A pair of
+    neighbouring evaluated reports whose secant slope is ``JUMP_SLOPE`` times steeper
+    than both neighbours' is bisected while one half holds ``JUMP_SHARE`` of the change
+    (a jump: the change stays in one half; a smooth steep stretch splits it) and its
+    area ``|Δu|·width`` exceeds ``atol``. Returns both ends of each final bracket.
+    """
+    pts = sorted(s for s in curve.cache if lo <= s <= hi)
+    if len(pts) < 3:
+        return []
+    vals = [curve.u(s) for s in pts]
+    slopes = [
+        abs(v1 - v0) / (x1 - x0) if x1 > x0 else 0.0
+        for (x0, v0), (x1, v1) in itertools.pairwise(zip(pts, vals, strict=True))
+    ]
+    out: set[float] = set()
+    for k, slope in enumerate(slopes):
+        near = [slopes[j] for j in (k - 1, k + 1) if 0 <= j < len(slopes)]
+        if not slope > JUMP_SLOPE * max(near):
+            continue
+        x0, x1, u0, u1 = pts[k], pts[k + 1], vals[k], vals[k + 1]
+        found = False
+        while abs(u1 - u0) * (x1 - x0) > atol:
+            mid = 0.5 * (x0 + x1)
+            if not x0 < mid < x1:
+                break
+            um = curve.u(mid)
+            left, right = abs(um - u0), abs(u1 - um)
+            if max(left, right) < JUMP_SHARE * (left + right):
+                break  # smooth here
+            found = True
+            if left >= right:
+                x1, u1 = mid, um
+            else:
+                x0, u0 = mid, um
+        if found:
+            out.update((x0, x1))
     return sorted(out - {lo, hi})
 
 
