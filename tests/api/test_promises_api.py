@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
 from market.numerics import SETTING_RANGES
+from market.pipeline import compute
 from market.pipeline.compute import OrderFailedError, check_certified
 from market.runtime import leases, order_runner, worker
 from market.store import Order
@@ -168,7 +169,7 @@ def test_an_inaccurate_allocation_fails_the_order_before_payment() -> None:
     unknown = SimpleNamespace(certified=False, status="optimal_inaccurate", message="")
     with pytest.raises(OrderFailedError, match=r"nothing was paid"):
         check_certified(unknown, None)  # no residuals: not payable either
-    # a few 1e-6 (the η condition at binding caps): paid, and the summary says so
+    # between KKT_TOL and 1e-4: paid, and the stage and the summary say so
     near = SimpleNamespace(
         certified=False, status="optimal_inaccurate", message="kkt=5e-6",
         kkt=SimpleNamespace(max=lambda: 5e-6),
@@ -181,6 +182,43 @@ def test_an_inaccurate_allocation_fails_the_order_before_payment() -> None:
     )
     assert check_certified(ok, pay) == 1  # counted, and reported in the summary
     assert check_certified(ok, SimpleNamespace(rule_certified=True, sellers=[])) == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "stage"),
+    [("optimal", "payments"), ("uncertified", "payments_uncertified"),
+     ("local", "payments_uncertified")],
+)  # fmt: skip
+def test_an_uncertified_allocation_is_said_before_its_payments(
+    monkeypatch: pytest.MonkeyPatch, status: str, stage: str
+) -> None:
+    """The order's stage names an allocation that is not certified optimal before any
+    payment is computed (the buyer sees it in ``progress.stage``)."""
+    events: list[str] = []
+    alloc = SimpleNamespace(
+        status=status, success=True, message="gap 1e-3",
+        kkt=SimpleNamespace(max=lambda: 1e-9),
+    )  # fmt: skip
+
+    def allocate(*args: Any, **kwargs: Any) -> Any:
+        events.append("allocate")
+        return alloc
+
+    def pay(*args: Any, **kwargs: Any) -> Any:
+        events.append("pay")
+        return SimpleNamespace(rule_certified=True, sellers=[])
+
+    monkeypatch.setattr(compute.numerics, "allocate", allocate)
+    monkeypatch.setattr(compute.numerics, "myerson_payments", pay)
+    rep = SimpleNamespace(stage=events.append, fraction=lambda done, total: None)
+    inst = SimpleNamespace(
+        config=lambda gamma=None: SimpleNamespace(gamma=1.0),
+        costs=[0.1], prior=None, eps_max=None,
+    )  # fmt: skip
+    run = SimpleNamespace(instance=inst, gamma=1.0, budget_minor=100)
+    rows = compute.PricedRows(X=[[0.0]], y=[1.0], X_val=None)
+    compute._solve_and_pay(run, rows, rep)  # type: ignore[arg-type]
+    assert events == ["allocating", "allocate", stage, "pay"]
 
 
 def test_a_power_utility_order_fails_with_a_domain_reason(world: World) -> None:
