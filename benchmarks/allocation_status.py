@@ -65,7 +65,9 @@ def main() -> None:
     print("| status | default | strict |")
     print("|---|---|---|")
     for status in sorted({s for s, _ in counts}):
-        print(f"| {status} | {counts[(status, 'default')]} | {counts[(status, 'strict')]} |")
+        print(
+            f"| {status} | {counts[(status, 'default')]} | {counts[(status, 'strict')]} |"
+        )
     for row in odd:
         print(row)
 

@@ -158,6 +158,8 @@ def tradeoff(
     """``[{"gamma", "validation_error", "total_payment", ...}]`` over a ``γ`` grid
     (``mechanisms.tradeoff_curve``, Myerson totals; ``progress(done, total)``), scored
     by ``release`` on public proxy rows as in :func:`choose_gamma` (no privacy spent).
+    ``total_payment`` is what an order at that point would charge: every seller's
+    payment rounded up to the ledger unit (:func:`payments_to_minor`), summed.
 
     The admin's ``(λ, μ, σ)`` grids where the market declares them, else its own
     settings only: each grid point costs one allocation plus Myerson payments.
@@ -183,8 +185,22 @@ def tradeoff(
         progress=progress,
         release=release,
         n_rows=getattr(release, "n_rows", None),
+        payment_fn=_charged_total(eps_max),
     )
     return [dict(p) | {"epsilon_total": p.epsilon_total} for p in points]
+
+
+def _charged_total(eps_max: FloatArray | None) -> Callable[..., float]:
+    """A trade-off ``payment_fn``: the Myerson payments of an allocation, each rounded
+    up to the ledger unit, summed in currency units (what the buyer is charged)."""
+
+    def total(
+        X: Any, y: Any, costs: Any, prior: Any, cfg: Any, alloc: Any
+    ) -> float:
+        pay = mech.myerson_payments(X, y, costs, prior, cfg, eps_max, base=alloc)
+        return sum(payments_to_minor(pay)) / MINOR_UNITS
+
+    return total
 
 
 def audit_incentives(

@@ -336,3 +336,34 @@ def test_raw_coefficients_reproduce_the_scaled_model(
     raw = X @ np.asarray(w_raw) + b_raw
     want = scaled if target is None else -3.0 + 5.0 * (scaled + 1.0)
     np.testing.assert_allclose(raw, want, rtol=1e-10, atol=1e-10)
+
+
+def test_tradeoff_totals_are_what_an_order_would_charge() -> None:
+    """Each trade-off point's ``total_payment`` is the sum of the payments rounded up to
+    the ledger unit (whole cents, at least one per seller given privacy, never below the
+    Myerson total) — not the float total, which rounds to less than the charge."""
+    from mechanisms import MechanismConfig, UniformPrior, tradeoff_curve
+
+    rng = np.random.default_rng(3)
+    m = 6
+    X = rng.normal(size=(m, 2))
+    X /= 1.2 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = np.where(X @ np.ones(2) + 0.3 * rng.normal(size=m) >= 0, 1.0, -1.0)
+    costs = rng.uniform(1e-4, 2e-3, m)  # payments of a few tenths of a cent
+    prior, cfg = UniformPrior(1e-4, 2e-3), MechanismConfig(lam=1.0, k=3.0)
+    gammas = [0.5, 2.0]
+    kw = {"gammas": gammas, "X_val": X, "y_val": y}
+    points = numerics.tradeoff(
+        X, y, costs, prior=prior, config=cfg, grids={}, **kw
+    )
+    plain = tradeoff_curve(
+        X, y, costs, prior, cfg, grid={"lam": [1.0], "mu": [cfg.mu], "sigma": [cfg.sigma]},
+        select_on_total=True, n_draws=1, random_state=0, **kw,
+    )  # fmt: skip
+    for p, q in zip(points, plain, strict=True):
+        cents = p["total_payment"] * 100
+        assert cents == pytest.approx(round(cents), abs=1e-9)
+        n_paid = int(np.count_nonzero(p["epsilon_total"] > 0))
+        assert round(cents) >= n_paid >= 1
+        assert p["total_payment"] >= q.total_payment
+        assert p["total_payment"] > q.total_payment + 0.005  # rounding up shows here

@@ -57,7 +57,8 @@ def test_allocations_at_binding_caps_are_certified(index: int) -> None:
         ins["X"], ins["y"], ins["costs"], ins["prior"], ins["cfg"], eps_max
     )  # fmt: skip
     assert str(out.status) == "optimal", (CAPPED[index], out.message)
-    assert out.certificate is not None and out.certificate.certified
+    assert out.certificate is not None
+    assert out.certificate.certified
     assert out.kkt.max() <= KKT_TOL
     assert np.all(out.epsilon <= eps_max * (1 + 1e-9))
 
@@ -159,13 +160,17 @@ def _identity_instance(t: int) -> tuple[Any, ...]:
     ("t", "i"),
     [
         (3, 0),  # strict: ε falls 40 % over 4 % of the sweep between two kinks (8.5e-5)
-        pytest.param(5, 0, marks=pytest.mark.slow),  # a jump, no active-set change (3.3e-5)
+        pytest.param(
+            5, 0, marks=pytest.mark.slow
+        ),  # a jump, no active-set change (3.3e-5)
         pytest.param(2, 2, marks=pytest.mark.slow),  # 3.4e-5
     ],
 )
 def test_payment_meets_the_identity_within_its_tolerance(t: int, i: int) -> None:
     X, y, costs, prior, cfg = _identity_instance(t)
-    pay = myerson_payments(X, y, costs, prior, cfg, sellers=[i], executor=SerialExecutor())
+    pay = myerson_payments(
+        X, y, costs, prior, cfg, sellers=[i], executor=SerialExecutor()
+    )
     brute = _brute_payment(X, y, costs, prior, cfg, i)
     integral = brute - float(costs[i]) * float(pay.epsilon[i])
     # rtol = 1e-5 of the integral, as documented (PaymentJob.rtol)
