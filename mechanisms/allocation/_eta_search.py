@@ -51,6 +51,9 @@ A_ZERO = 1e-7
 """A weight at most this is read as at its lower bound by the KKT check (the block
 solves leave weights of ~1e-8 where the optimum sits at a kink of η, e.g. where an
 ε cap starts to bind; their ε is below ``A_ZERO·η``)."""
+EPS_CAP_RTOL = 1e-7
+"""A weight within this (relative) of its ``ε^max/η`` cap counts as held by the cap in
+the KKT check (see :func:`_block_conditions`)."""
 GRID_TOL = 1e-6  # block-solve tolerance at coarse-grid points (they only rank cells)
 
 
@@ -544,13 +547,17 @@ def _block_conditions(
     pinned = caps <= 0.0  # a_i = 0 is the only feasible value: no condition on g_i
     at_zero = (a <= A_ZERO) & ~pinned
     at_cap = (a >= caps * (1.0 - 1e-9)) & ~pinned
+    kcap = cfg.k / prob.m
+    eps_cap = prob.eps_max / eta
+    # The searches locate a kink where an ε cap starts to bind to ~1e-8 in η: a weight
+    # that close under its ε cap is read as held by it (if it is in fact free, its
+    # multiplier τ − g_i is ~0 and adds nothing to dP/dη).
+    at_cap |= (a >= caps * (1.0 - EPS_CAP_RTOL)) & (eps_cap < kcap) & ~pinned & ~at_zero
     free = ~at_zero & ~at_cap & ~pinned
     # dP/dη = ∂G/∂η + Σ_{i held by ε_i^max} ν_i a_i, with ν_i = (τ − g_i)/η ≥ 0.
     dG = -cfg.sigma / eta**2 + cfg.gamma * float(a @ upsi)
     if c is not None:
         dG -= float(c @ w) / eta
-    kcap = cfg.k / prob.m
-    eps_cap = prob.eps_max / eta
     # At the kink where ε_i^max/η meets k/m both caps bind: the multiplier may sit on
     # either, so ε_i's share of dP/dη is anything in [0, ν_i a_i/η] (P'(η−) to P'(η+)).
     kink = at_cap & (np.abs(eps_cap - kcap) <= 1e-9 * kcap)

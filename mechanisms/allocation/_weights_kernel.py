@@ -674,9 +674,17 @@ def range_value_kernel(
         sq += v * v
         pa += v * psi[i]
         tot += v
+    if not abs(1.0 - tot) <= SUM_RTOL:
+        # Not rounding any more (r so large that A − s r lost every digit): no
+        # solution here; the caller falls back to the NumPy solver.
+        return False, 0.0, 0.0, 0.0, 0.0
     if s > 0.0:
         lin += (A / s) * (1.0 - tot)
     return True, const + lin + mu * np.sqrt(sq), A, s, pa
+
+
+SUM_RTOL = 1e-6
+""":func:`range_value_kernel` refuses weights whose sum misses 1 by more than this."""
 
 
 # ------------------------------------------------------ one-seller updates (payments)

@@ -85,7 +85,14 @@ def solve_weights(
         out = _active_set(r, caps, mu, A, s)
         if out is not None:
             return out
-    return _clip(A, s, r, caps), WeightsStepState(A, s)  # pragma: no cover - fallback
+    a = _clip(A, s, r, caps)
+    if abs(float(a.sum()) - 1.0) <= 1e-9:
+        return a, WeightsStepState(A, s)
+    # The multipliers lost every digit (``s·r`` far beyond ``1/ε_mach``: a tiny ``μ``
+    # against huge ``r``), so their weights are not on the simplex. At that scale
+    # ``μ‖a‖`` is below the rounding of ``⟨r, a⟩``: the linear programme's solution is
+    # the minimiser to working precision, and feasible.
+    return fill_smallest(r, caps), None
 
 
 def solve_weights_compiled(
