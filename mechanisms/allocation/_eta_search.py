@@ -10,12 +10,13 @@ grid point (the paper's "line search", spec §4.2; the profile is not convex in 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 
 from learners._noise import sample_gamma_direction_noise
 from learners.privacy import curvature_slack
@@ -433,7 +434,7 @@ def _profile_root(
     point that is not a KKT point (η residual ``~5e-6`` measured). Here each point is
     a block solve at fixed ``η`` (which re-balances ``a`` under the caps), and
     :func:`profile_slope` gives ``P'`` by the envelope theorem: the root is bracketed
-    by growing steps in the descent direction, then found by the Illinois secant in
+    by growing steps in the descent direction, then found by Brent's method in
     ``log η``. Returned only if ``G`` did not rise (beyond rounding).
     """
     scale = 1.0 + abs(sol.search_value)
@@ -463,30 +464,25 @@ def _profile_root(
         step *= 4.0
     if p1 is None:  # P falls to the end of the range: the last point is the best
         return p0 if p0.search_value <= sol.search_value + 1e-12 * scale else sol
-    xa, fa, xb, fb = float(np.log(p0.eta)), fp0, float(np.log(p1.eta)), fp1
-    best, side = p1 if abs(fp1) < abs(fp0) else p0, 0
-    for _ in range(60):
-        x = (xa * fb - xb * fa) / (fb - fa)
-        if not (min(xa, xb) < x < max(xa, xb)):
-            x = 0.5 * (xa + xb)
-        cand = solve_at_eta(prob, float(np.exp(x)), w0=best.w, a0=best.a, state=best.state)
+    found = [p1 if abs(fp1) < abs(fp0) else p0]
+    warm = [p1]
+
+    def slope(x: float) -> float:
+        w = warm[0]
+        cand = solve_at_eta(prob, float(np.exp(x)), w0=w.w, a0=w.a, state=w.state)
         fc = profile_slope(prob, cand)
         if not np.isfinite(fc):
-            break
-        if abs(fc) < abs(profile_slope(prob, best)):
-            best = cand
-        if fc == 0.0 or abs(xb - xa) <= 1e-13 * max(1.0, abs(x)):
-            break
-        if (fc < 0.0) == (fa < 0.0):
-            xa, fa = x, fc
-            if side == -1:
-                fb *= 0.5
-            side = -1
-        else:
-            xb, fb = x, fc
-            if side == 1:
-                fa *= 0.5
-            side = 1
+            raise FloatingPointError("profile slope")
+        warm[0] = cand
+        if abs(fc) < abs(profile_slope(prob, found[0])):
+            found[0] = cand
+        return fc
+
+    with contextlib.suppress(FloatingPointError, ValueError, RuntimeError):
+        brentq(
+            slope, float(np.log(p0.eta)), float(np.log(p1.eta)), xtol=1e-13, maxiter=60
+        )
+    best = found[0]
     return best if best.search_value <= sol.search_value + 1e-12 * scale else sol
 
 
@@ -503,14 +499,16 @@ def kkt_residuals(
     ``model_losses``: ``ℓ(X w, y)`` of a candidate model (the candidate-model rule,
     where ``w`` ranges over a finite set: no stationarity in ``w``, residual 0)."""
     gw, r_a, dG = _block_conditions(prob, sol, model_losses)
-    eta = sol.eta
-    if (eta >= eta_hi * (1 - 1e-9) and dG < 0) or (
-        eta <= eta_lo * (1 + 1e-9) and dG > 0
-    ):
-        r_eta = 0.0
-    else:
-        r_eta = abs(dG) * eta / (1.0 + abs(sol.search_value))
+    r_eta = eta_residual(dG, sol.eta, eta_lo, eta_hi, sol.search_value)
     return KKTResiduals(w=gw, a=r_a, eta=r_eta)
+
+
+def eta_residual(dG: float, eta: float, lo: float, hi: float, value: float) -> float:
+    """The relative η residual ``|dP/dη|·η/(1 + |G|)``; 0 at an end of ``[lo, hi]``
+    where ``P`` still falls outward (the bound is then the multiplier)."""
+    if (eta >= hi * (1 - 1e-9) and dG < 0) or (eta <= lo * (1 + 1e-9) and dG > 0):
+        return 0.0
+    return abs(dG) * eta / (1.0 + abs(value))
 
 
 def profile_slope(prob: Problem, sol: BlockSolution) -> float:

@@ -47,7 +47,12 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._block_solver import BlockSolution
-from mechanisms.allocation._eta_search import KKT_TOL, eta_bounds, kkt_residuals
+from mechanisms.allocation._eta_search import (
+    KKT_TOL,
+    eta_bounds,
+    eta_residual,
+    kkt_residuals,
+)
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._candidate_range import (
     CandidateModels,
@@ -184,14 +189,7 @@ class RangeResolver:
             if norm_lo > 0.0:
                 tau = st.A / st.s
                 r_a = (tol / norm_lo) * (c.kcap / st.s) / (1.0 + abs(tau))
-                dG = pt.slope
-                if (eta >= hi * (1 - 1e-9) and dG < 0) or (
-                    eta <= lo * (1 + 1e-9) and dG > 0
-                ):
-                    r_eta = 0.0
-                else:
-                    r_eta = abs(dG) * eta / (1.0 + abs(pt.value))
-                return max(r_a, r_eta)
+                return max(r_a, eta_residual(pt.slope, eta, lo, hi, pt.value))
         # The O(m) residuals of the full path.
         a = weights(pt)
         w = self.models.W[pt.j]
