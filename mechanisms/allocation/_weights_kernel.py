@@ -560,7 +560,12 @@ def weights_kernel(
     r: FloatArray, h: FloatArray, mu: float, A0: float, s0: float
 ) -> tuple[bool, float, float]:
     """``(ok, A, s)`` of problem (A) for ``μ > 0`` and ``Σ h > 1``; warm when
-    ``s0 > 0``. Equal caps take :func:`_weights_eq` (same results, faster)."""
+    ``s0 > 0``. Equal caps take :func:`_weights_eq` (same results, faster). Not ok
+    when some ``r_i`` is not finite (``γηΨ_i`` overflowed: a payment sweep's report
+    far up an unbounded prior): the NumPy solver handles that seller."""
+    for i in range(r.size):
+        if not abs(r[i]) < np.inf:
+            return False, 0.0, 0.0
     c = _equal_cap(h)
     if c > 0.0:
         return _weights_eq(r, c, mu, A0, s0)
@@ -653,6 +658,9 @@ def range_value_kernel(
     r = np.empty(m)
     for i in range(m):
         r[i] = ell[i] + q_scale * psi[i]
+    for i in range(m):
+        if not abs(r[i]) < np.inf:  # as weights_kernel: the NumPy solver's case
+            return False, 0.0, 0.0, 0.0, 0.0
     equal = _caps_all_kcap(kcap, eps_max, eta)
     if equal:  # every cap k/m: no cap array (as weights_kernel with h = kcap)
         ok, A, s = _weights_eq(r, kcap, mu, A0, s0)

@@ -72,6 +72,12 @@ def solve_weights(
         return caps / total_cap, None
     if mu == 0.0:
         return fill_smallest(r, caps), None
+    if not np.isfinite(r).all():
+        # Some γηΨ_i overflowed (a payment sweep far up an unbounded prior): that
+        # seller's weight costs more than any μ‖a‖ can weigh, so the linear
+        # programme's weights are the minimiser (it takes weight only where the caps
+        # leave no choice).
+        return fill_smallest(r, caps), None
     if warm is not None:
         # Keep the warm scale s, re-centre A for the new r, then the exact step.
         A = _recentre(warm.A, warm.s, r, caps)

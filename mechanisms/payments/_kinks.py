@@ -41,6 +41,7 @@ def breakpoints(
     width = xrtol * (hi - lo)
     out: set[float] = set()
     pts = sorted(s for s in curve.cache if lo <= s <= hi)
+    floor = width * 2.0**-MAX_JUMP_HALVINGS
     for a, b in itertools.pairwise(pts):
         stack = [(a, b)]
         while stack:
@@ -49,7 +50,9 @@ def breakpoints(
                 continue
             mid = 0.5 * (x0 + x1)
             small = x1 - x0 <= width
-            if small and abs(curve.u(x1) - curve.u(x0)) * (x1 - x0) <= atol:
+            if small and (
+                abs(curve.u(x1) - curve.u(x0)) * (x1 - x0) <= atol or x1 - x0 <= floor
+            ):
                 out.update((x0, x1))
                 continue
             if not x0 < mid < x1:  # below floating resolution
@@ -57,6 +60,12 @@ def breakpoints(
                 continue
             stack += [(mid, x1), (x0, mid)]
     return sorted(out - {lo, hi})
+
+
+MAX_JUMP_HALVINGS = 40
+"""A bracket is not narrowed for a jump beyond ``2⁻⁴⁰`` of the kink search's width (a
+payment sweep far up an unbounded prior can span ``10³⁰⁰``; each halving is a
+re-solve)."""
 
 
 JUMP_SLOPE = 8.0
@@ -91,7 +100,8 @@ def jumps(curve: SellerCurve, lo: float, hi: float, *, atol: float) -> list[floa
             continue
         x0, x1, u0, u1 = pts[k], pts[k + 1], vals[k], vals[k + 1]
         found = False
-        while abs(u1 - u0) * (x1 - x0) > atol:
+        floor = (x1 - x0) * 2.0**-MAX_JUMP_HALVINGS
+        while abs(u1 - u0) * (x1 - x0) > atol and x1 - x0 > floor:
             mid = 0.5 * (x0 + x1)
             if not x0 < mid < x1:
                 break

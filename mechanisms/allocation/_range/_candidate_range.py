@@ -360,7 +360,8 @@ class _Search:
                 return self._record(pt)
         r = self.models.losses[j] + (self.gamma * eta) * prob.psi
         a, state = solve_weights(r, prob.caps(eta), self.mu, warm=warm)
-        value = const + float(a @ r) + self.mu * float(np.linalg.norm(a))
+        on = a > 0.0  # (a weight 0 on an overflowed r_i = ∞ adds nothing, not NaN)
+        value = const + float(a[on] @ r[on]) + self.mu * float(np.linalg.norm(a))
         if state is not None and state.s > 0.0:  # the Lagrangian, as the kernel's
             value += (state.A / state.s) * (1.0 - float(a.sum()))
         slope = self.gamma * float(prob.psi @ a) - self.sigma / (eta * eta)
