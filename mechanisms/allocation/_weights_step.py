@@ -91,9 +91,9 @@ def solve_weights(
         out = _active_set(r, caps, mu, A, s)
         if out is not None:
             return out
-    a = _clip(A, s, r, caps)
+    a = np.clip(A - s * r, 0.0, caps)
     if abs(float(a.sum()) - 1.0) <= 1e-9:
-        return a, WeightsStepState(A, s)
+        return _clip(A, s, r, caps), WeightsStepState(A, s)
     # The multipliers lost every digit (``s·r`` far beyond ``1/ε_mach``: a tiny ``μ``
     # against huge ``r``), so their weights are not on the simplex. At that scale
     # ``μ‖a‖`` is below the rounding of ``⟨r, a⟩``: the linear programme's solution is
@@ -280,15 +280,16 @@ def _active_set(
         if key == prev:
             break
         prev = key
-    a = _clip(A, s, r, caps)
     # The fixed point must satisfy both equations (to 1e-9 plus the weights' own
-    # rounding, _weights_kernel._kkt_holds); otherwise let the caller fall back.
+    # rounding, _weights_kernel._kkt_holds) before Σ a = 1 is restored; otherwise let
+    # the caller fall back.
     v = A - s * r
+    raw = np.clip(v, 0.0, caps)
     n_free = int(np.count_nonzero((v > 0.0) & (v < caps)))
-    sq = float(a @ a)
-    if not _kkt_holds(float(a.sum()), sq, mu, A, s, n_free, float(caps.max())):
+    sq = float(raw @ raw)
+    if not _kkt_holds(float(raw.sum()), sq, mu, A, s, n_free, float(caps.max())):
         return None
-    return a, WeightsStepState(A, s)
+    return _clip(A, s, r, caps), WeightsStepState(A, s)
 
 
 def _vertex(
