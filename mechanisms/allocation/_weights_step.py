@@ -123,16 +123,16 @@ def _clip_weights(A: float, s: float, r: FloatArray, h: FloatArray) -> FloatArra
     ``Σ a = 1`` by ``~1e-16·A`` (``3e-8`` at ``μ = 2e-6``), enough to let a search rank
     points by rounding noise. Shifting every free weight by the same ``δ/|M|`` is the
     closed form at ``A + δ/|M|`` on the same active set, so the KKT structure is kept
-    (:func:`_restore_sum`)."""
+    (:func:`restore_sum`)."""
     a = np.empty(r.size)
     for i in range(r.size):
         a[i] = min(max(A - s * r[i], 0.0), h[i])
-    _restore_sum(a, h)
+    restore_sum(a, h)
     return a
 
 
 @_jit
-def _restore_sum(a: FloatArray, h: FloatArray) -> None:
+def restore_sum(a: FloatArray, h: FloatArray) -> None:
     """Add ``(1 − Σ a)/|M|`` to each weight strictly inside ``(0, h_i)`` (in place,
     clipped to the bounds); nothing when no weight is free."""
     tot = 0.0
@@ -248,7 +248,7 @@ def _recentre(A: float, s: float, r: FloatArray, caps: FloatArray) -> float:
 def _clip(A: float, s: float, r: FloatArray, caps: FloatArray) -> FloatArray:
     """``clip(A − s r, 0, h)`` with ``Σ a = 1`` restored (:func:`_clip_weights`)."""
     a = np.clip(A - s * r, 0.0, caps)
-    _restore_sum(a, caps)
+    restore_sum(a, caps)
     return np.asarray(a, dtype=float)
 
 

@@ -87,6 +87,7 @@ from mechanisms.allocation._weights_kernel import (
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     project_capped_simplex,
+    restore_sum,
     solve_weights,
     solve_weights_compiled,
 )
@@ -450,8 +451,10 @@ class _Search:
             return pt.a
         assert pt.state is not None
         r = self.models.losses[pt.j] + (self.gamma * pt.eta) * self.prob.psi
-        a = np.clip(pt.state.A - pt.state.s * r, 0.0, self.prob.caps(pt.eta))
-        return np.asarray(a, dtype=float)
+        caps = self.prob.caps(pt.eta)
+        a = np.asarray(np.clip(pt.state.A - pt.state.s * r, 0.0, caps), dtype=float)
+        restore_sum(a, caps)  # Σ a = 1 to rounding (A − s r cancels for small μ)
+        return a
 
     def cell_bound(self, p1: RangePoint, p2: RangePoint) -> float:
         e1, e2 = p1.eta, p2.eta
