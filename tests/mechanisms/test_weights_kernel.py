@@ -277,3 +277,24 @@ def test_large_multipliers_are_accepted_to_their_rounding(equal: bool) -> None:
     assert abs(a.sum() - 1.0) <= 1e-8
     ref, _ = solve_weights(r, h, mu)
     np.testing.assert_allclose(a, ref, rtol=0, atol=1e-8)
+
+
+def test_an_overflowed_cost_goes_to_the_numpy_a_step() -> None:
+    """``γηΨ_i`` overflows to ``∞`` when a payment sweep runs far up an unbounded
+    prior: the kernels report not-ok (they raised ``ZeroDivisionError`` inside numba),
+    and the NumPy a-step gives that seller only what the caps force on it."""
+    ell = np.array([0.69314364, 0.69314204, 0.69314211, 0.69314215])
+    psi = np.array([7.05603687e298, 0.333216316, 0.150444881, 1.93427572])
+    q, eta, kcap, mu = 12022685080.988436, 68683.77024160657, 0.3127394200851256, 2.4e-6
+    got = wk.range_value_kernel(
+        ell, psi, q, eta, kcap, np.full(4, np.inf), mu, 0.0, 0.0, 0.0
+    )
+    assert got[0] is False
+    with np.errstate(over="ignore"):
+        r = ell + q * psi
+    assert not np.isfinite(r[0])
+    assert wk.weights_kernel(r, np.full(4, kcap), mu, 0.0, 0.0)[0] is False
+    a, _ = solve_weights(r, np.full(4, kcap), mu)
+    assert a.sum() == pytest.approx(1.0, abs=1e-15)
+    assert np.all(a[1:] == kcap)  # the three finite sellers fill their caps
+    assert a[0] == pytest.approx(1.0 - 3 * kcap)  # the rest is forced on seller 0
