@@ -36,14 +36,24 @@ from numpy.typing import ArrayLike, NDArray
 FloatArray = NDArray[np.float64]
 
 
+MAX_UNITS = int(np.iinfo(np.int64).max)
+"""The most ledger units one amount can hold (a 64-bit count)."""
+
+
 def _units(p: FloatArray, u: Decimal, rounding: str) -> NDArray[np.int64]:
-    return np.array(
-        [
-            int((Decimal(repr(float(v))) / u).to_integral_value(rounding))
-            for v in p.ravel()
-        ],
-        dtype=np.int64,
-    ).reshape(p.shape)
+    n = [
+        int((Decimal(repr(float(v))) / u).to_integral_value(rounding))
+        for v in p.ravel()
+    ]
+    big = [k for k, v in enumerate(n) if abs(v) > MAX_UNITS]
+    if big:
+        # e.g. a seller never excluded on an unbounded prior: its threshold payment
+        # integrates ε_i(s) far up the support
+        raise ValueError(
+            f"amount {float(p.ravel()[big[0]]):.3g} at index {big[0]} is beyond what "
+            f"the ledger can count in units of {u} ({MAX_UNITS} units)"
+        )
+    return np.array(n, dtype=np.int64).reshape(p.shape)
 
 
 def _amounts(amounts: ArrayLike, name: str) -> FloatArray:

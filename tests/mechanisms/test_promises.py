@@ -165,3 +165,12 @@ def test_a_seller_capped_at_zero_does_not_make_the_optimum_inaccurate(
     assert str(alloc.status) == "optimal", alloc.message
     assert alloc.kkt.a <= 1e-6
     assert alloc.epsilon_total[2] == 0.0
+
+
+def test_an_amount_beyond_the_ledger_is_a_named_value_error() -> None:
+    """A threshold payment can exceed what 64 bits count in cents (a seller never
+    excluded on an unbounded prior); that is a ``ValueError`` naming the amount, not an
+    ``OverflowError`` from NumPy."""
+    with pytest.raises(ValueError, match=r"3e\+300 at index 1 is beyond"):
+        payment_units([1.0, 3e300], "0.01")
+    assert to_minor(1e15, "0.01") == 10**17
