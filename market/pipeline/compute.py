@@ -297,7 +297,12 @@ def _validation_error(learner: Any, X_val: Any, y_val: Any, task: str) -> float 
 
 
 def _payments_within_budget(run: OrderRun, pay: Any, gamma: float) -> list[int]:
-    minor = numerics.payments_to_minor(pay)
+    try:
+        minor = numerics.payments_to_minor(pay)
+    except ValueError as exc:  # an amount beyond what the ledger counts
+        raise OrderFailedError(
+            f"the payments at gamma={gamma:g} cannot be paid: {exc}; nothing was paid"
+        ) from exc
     if sum(minor) > run.budget_minor:
         raise OrderFailedError(
             f"the payments at gamma={gamma:g} total "
