@@ -464,7 +464,8 @@ def _profile_root(
         step *= 4.0
     if p1 is None:  # P falls to the end of the range: the last point is the best
         return p0 if p0.search_value <= sol.search_value + 1e-12 * scale else sol
-    found = [p1 if abs(fp1) < abs(fp0) else p0]
+    # the point of smallest |P'| so far, with that |P'|; the last point (warm start)
+    found = [(p1, abs(fp1)) if abs(fp1) < abs(fp0) else (p0, abs(fp0))]
     warm = [p1]
 
     def slope(x: float) -> float:
@@ -474,15 +475,15 @@ def _profile_root(
         if not np.isfinite(fc):
             raise FloatingPointError("profile slope")
         warm[0] = cand
-        if abs(fc) < abs(profile_slope(prob, found[0])):
-            found[0] = cand
+        if abs(fc) < found[0][1]:
+            found[0] = (cand, abs(fc))
         return fc
 
     with contextlib.suppress(FloatingPointError, ValueError, RuntimeError):
         brentq(
             slope, float(np.log(p0.eta)), float(np.log(p1.eta)), xtol=1e-13, maxiter=60
         )
-    best = found[0]
+    best = found[0][0]
     return best if best.search_value <= sol.search_value + 1e-12 * scale else sol
 
 

@@ -658,7 +658,6 @@ def range_value_kernel(
     r = np.empty(m)
     for i in range(m):
         r[i] = ell[i] + q_scale * psi[i]
-    for i in range(m):
         if not abs(r[i]) < np.inf:  # as weights_kernel: the NumPy solver's case
             return False, 0.0, 0.0, 0.0, 0.0
     equal = _caps_all_kcap(kcap, eps_max, eta)

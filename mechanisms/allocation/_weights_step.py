@@ -149,6 +149,43 @@ def restore_sum(a: FloatArray, h: FloatArray) -> None:
             a[i] = min(max(a[i] + d, 0.0), h[i])
 
 
+def held_multipliers(
+    r: FloatArray,
+    h: FloatArray,
+    held: NDArray[np.bool_],
+    eta: float,
+    *,
+    mu: float,
+    a: FloatArray | None,
+    caps: FloatArray,
+    state: WeightsStepState | None,
+) -> FloatArray | None:
+    """``ν ≥ 0`` on the caps ``η a_i ≤ ε_i^max`` of the sellers in ``held`` (those
+    whose cap is ``h_i = ε_i^max/η``) at a solution of problem (A); ``None`` where no
+    multipliers are known (forced weights).
+
+    With ``μ > 0``: ``a = clip(A − s r, 0, h)`` with ``τ = A/s``, so a held seller
+    carries ``β_i = (A − s r_i − h_i)/s ≥ 0`` on ``a_i ≤ h_i``. With ``μ = 0`` (the
+    linear programme of :func:`fill_smallest`) ``τ`` is the ``r`` of the partly filled
+    seller (or of the last one filled) and ``β_i = τ − r_i`` at a cap. ``ν_i = β_i/η``.
+    """
+    if mu == 0.0:
+        if a is None:
+            return None
+        part = (a > 0.0) & (a < caps * (1.0 - 1e-12))
+        on = part if part.any() else a > 0.0
+        if not on.any():
+            return None
+        tau = float(r[on].max())
+        at_cap = a >= caps * (1.0 - 1e-12)
+        beta = np.where(held & at_cap, np.maximum(tau - r, 0.0), 0.0)
+        return np.asarray(beta / eta, dtype=float)
+    if state is None or not state.s > 0.0:
+        return None
+    beta = np.where(held, np.maximum(state.A - state.s * r - h, 0.0), 0.0)
+    return np.asarray(beta / (state.s * eta), dtype=float)
+
+
 def state_from_weights(
     a: FloatArray, r: FloatArray, caps: FloatArray, mu: float
 ) -> WeightsStepState | None:

@@ -86,6 +86,7 @@ from mechanisms.allocation._weights_kernel import (
 )
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
+    held_multipliers,
     project_capped_simplex,
     restore_sum,
     solve_weights,
@@ -494,28 +495,16 @@ class _Search:
         carries ``β_i = (A − s r_i − h_i)/s ≥ 0`` on ``a_i ≤ h_i``, i.e. ``ν_i = β_i/η``
         on ``η a_i ≤ ε_i^max``. Any ``ν ≥ 0`` gives a valid bound
         (:meth:`dual_cell_bound`); these make it exact at ``pt`` (zero where no
-        multipliers are known: forced weights). With ``μ = 0`` the a-step is the linear
-        programme of :func:`mechanisms.allocation._weights_step.fill_smallest` and ``β_i = τ − r_i`` with ``τ`` the ``r`` of
-        its marginal seller.
+        multipliers are known: forced weights;
+        :func:`mechanisms.allocation._weights_step.held_multipliers`, also for ``μ = 0``).
         """
-        st = pt.state
         r = self.models.losses[pt.j] + (self.gamma * pt.eta) * self.prob.psi
         h = self.prob.eps_max / pt.eta
-        if self.mu == 0.0 and pt.a is not None:
-            # The linear programme "fill the smallest r_i up to their caps": τ is the
-            # r of the partly filled seller (or of the last one filled).
-            a, caps = pt.a, self.prob.caps(pt.eta)
-            part = (a > 0.0) & (a < caps * (1.0 - 1e-12))
-            on = part if part.any() else a > 0.0
-            if not on.any():
-                return np.zeros(self.prob.m)
-            tau = float(r[on].max())
-            held = (h < self.kcap) & (a >= caps * (1.0 - 1e-12))
-            return np.asarray(np.where(held, np.maximum(tau - r, 0.0), 0.0) / pt.eta)
-        if st is None or not st.s > 0.0:
-            return np.zeros(self.prob.m)
-        beta = np.where(h < self.kcap, np.maximum(st.A - st.s * r - h, 0.0), 0.0)
-        return np.asarray(beta / (st.s * pt.eta), dtype=float)
+        nu = held_multipliers(
+            r, h, h < self.kcap, pt.eta, mu=self.mu, a=pt.a,
+            caps=self.prob.caps(pt.eta), state=pt.state,
+        )  # fmt: skip
+        return np.zeros(self.prob.m) if nu is None else nu
 
     def dual_cell_bound(self, p1: RangePoint, p2: RangePoint, nu: FloatArray) -> float:
         """Lower bound of ``p_j`` on ``[η₁, η₂]`` by relaxing the ``η``-dependent caps.

@@ -63,6 +63,7 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._weights_step import held_multipliers
 
 FloatArray = NDArray[np.float64]
 
@@ -252,17 +253,10 @@ def _relaxed_at(prob: Problem, eta1: float, eta2: float) -> Problem:
 
 
 def cap_multipliers(prob: Problem, sol: BlockSolution) -> FloatArray | None:
-    """``ν ≥ 0`` on the caps ``η a_i ≤ ε_i^max`` at a block solution (``None`` without
-    a-step multipliers: forced weights).
-
-    The a-step's KKT (:mod:`mechanisms.allocation._weights_step`): ``a = clip(A − s r, 0, h)``
-    with ``r_i = ℓ_i(w) + γηΨ_i`` and ``τ = A/s``; a seller held at ``h_i = ε_i^max/η``
-    carries ``β_i = (A − s r_i − h_i)/s ≥ 0`` on ``a_i ≤ h_i``, so ``ν_i = β_i/η``.
-    """
-    st = sol.state
+    """``ν ≥ 0`` on the caps ``η a_i ≤ ε_i^max`` at a block solution
+    (:func:`mechanisms.allocation._weights_step.held_multipliers` with
+    ``r_i = ℓ_i(w) + γηΨ_i``; ``None`` without a-step multipliers: forced weights)."""
     cfg, eta = prob.cfg, sol.eta
-    if (st is None or not st.s > 0.0) and cfg.mu > 0.0:
-        return None
     if cfg.mode == "strict":
         losses = np.full(prob.m, prob.strict_loss_value)
     else:
@@ -270,21 +264,9 @@ def cap_multipliers(prob: Problem, sol: BlockSolution) -> FloatArray | None:
     r = losses + (cfg.gamma * eta) * prob.psi
     h = prob.eps_max / eta
     held = (h < cfg.k / prob.m) & (prob.eps_max > 0.0)
-    if cfg.mu == 0.0:
-        # The linear programme "fill the smallest r_i up to their caps": τ is the r of
-        # the partly filled seller (or of the last one filled), β_i = τ − r_i at a cap.
-        a, caps = sol.a, prob.caps(eta)
-        part = (a > 0.0) & (a < caps * (1.0 - 1e-12))
-        on = part if part.any() else a > 0.0
-        if not on.any():
-            return None
-        tau = float(r[on].max())
-        at_cap = a >= caps * (1.0 - 1e-12)
-        beta = np.where(held & at_cap, np.maximum(tau - r, 0.0), 0.0)
-        return np.asarray(beta / eta, dtype=float)
-    assert st is not None
-    beta = np.where(held, np.maximum(st.A - st.s * r - h, 0.0), 0.0)
-    return np.asarray(beta / (st.s * eta), dtype=float)
+    return held_multipliers(
+        r, h, held, eta, mu=cfg.mu, a=sol.a, caps=prob.caps(eta), state=sol.state
+    )
 
 
 def _dual_bound(
