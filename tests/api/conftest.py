@@ -9,7 +9,8 @@ import pytest
 from api.main import create_app
 from market.access import accounts
 from market.config import Settings
-from market.store import Role, session_scope
+from market.runtime import leases, order_runner, worker
+from market.store import Order, Role, session_scope
 from tests.market.dbfixtures import (
     database_url,
     pg_schema,
@@ -168,3 +169,18 @@ def seed_offers(world: World) -> None:
             json=offer_body(x=[2.0 + 5 * i, 0.5 - i], y=1 - 2 * i),
         )
         assert r.status_code == 201, r.text
+
+
+def run_queued_orders(
+    api: Api, *, lease_seconds: float = 60, time_limit: float = 30.0
+) -> None:
+    """Run every queued order now, in this thread (the test app has no worker
+    threads); an order over ``time_limit`` seconds fails with that reason."""
+    engine = api.client.app.state.engine  # type: ignore[attr-defined]
+    owner = leases.new_owner()
+    while (
+        oid := worker.claim(engine, Order, owner=owner, lease_seconds=lease_seconds)
+    ) is not None:
+        order_runner.run_order(
+            engine, oid, owner=owner, lease_seconds=lease_seconds, time_limit=time_limit
+        )

@@ -20,24 +20,17 @@ from sklearn.exceptions import ConvergenceWarning
 from market.numerics import SETTING_RANGES
 from market.pipeline import compute
 from market.pipeline.compute import OrderFailedError, check_certified
-from market.runtime import leases, order_runner, worker
-from market.store import Order
-from tests.api.conftest import Api, World, build_world, market_body, offer_body
+from tests.api.conftest import (
+    Api,
+    World,
+    build_world,
+    market_body,
+    offer_body,
+    run_queued_orders,
+)
 
 ORDER = {"learner": "hetero_dp_logistic", "budget": 100.0, "gamma": 1.0}
 TIME_LIMIT = 30.0  # seconds per order: over it, the order fails with that reason
-
-
-def run_queued_orders(api: Api) -> None:
-    """Run every queued order in this thread (the test app has no worker threads)."""
-    engine = api.client.app.state.engine  # type: ignore[attr-defined]
-    owner = leases.new_owner()
-    while (
-        oid := worker.claim(engine, Order, owner=owner, lease_seconds=120)
-    ) is not None:
-        order_runner.run_order(
-            engine, oid, owner=owner, lease_seconds=120, time_limit=TIME_LIMIT
-        )
 
 
 def _market_with_offers(
@@ -69,7 +62,7 @@ def _order(
     c = world.api.client
     r = c.post(f"/v1/markets/{mid}/orders", headers=world.buyer_a, json=body or ORDER)
     assert r.status_code == 202, r.text
-    run_queued_orders(world.api)
+    run_queued_orders(world.api, lease_seconds=120, time_limit=TIME_LIMIT)
     return dict(c.get(f"/v1/orders/{r.json()['id']}", headers=world.buyer_a).json())
 
 

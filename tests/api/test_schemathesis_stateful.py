@@ -37,9 +37,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from market import numerics
-from market.runtime import leases, order_runner, worker
-from market.store import Order
-from tests.api.conftest import Api, build_world, offer_body
+from tests.api.conftest import Api, build_world, offer_body, run_queued_orders
 from tests.market.pipeline_helpers import fake_payments
 
 OWNER = (
@@ -103,21 +101,6 @@ def _fitting_order(api: Api, market_id: str, body: Any, headers: dict[str, str])
         (s["name"] for s in learners if task in s["tasks"]), body.get("learner")
     )
     return {**body, "learner": name, "params": {}}
-
-
-def run_queued_orders(api: Api) -> None:
-    """Run every queued order now (the test app has no worker threads), so an order's
-    links reach its model and allocations with ``200`` (or ``409`` with the reason it
-    failed). The payments are the pipeline tests' stand-in (``fake_payments``, set by
-    the test): this run is about the API, and the real ones are covered elsewhere."""
-    engine = api.client.app.state.engine  # type: ignore[attr-defined]
-    owner = leases.new_owner()
-    while (
-        oid := worker.claim(engine, Order, owner=owner, lease_seconds=60)
-    ) is not None:
-        order_runner.run_order(
-            engine, oid, owner=owner, lease_seconds=60, time_limit=30.0
-        )
 
 
 def run_stateful(api: Api, *, examples: int, steps: int = 20) -> Counter[str]:
@@ -186,6 +169,8 @@ def run_stateful(api: Api, *, examples: int, steps: int = 20) -> Counter[str]:
             super().after_call(response, case)
             calls[f"{case.method} {case.path} {response.status_code}"] += 1
             if case.path.endswith("/orders") and response.status_code == 202:
+                # the payments are the pipeline tests' stand-in (fake_payments, set by
+                # the test): this run is about the API, the real ones are tested elsewhere
                 run_queued_orders(api)
 
         def validate_response(
