@@ -40,15 +40,19 @@ MAX_UNITS = int(np.iinfo(np.int64).max)
 """The most ledger units one amount can hold (a 64-bit count)."""
 
 
-def _units(p: FloatArray, u: Decimal, rounding: str) -> NDArray[np.int64]:
-    n = [
+def _counts(p: FloatArray, u: Decimal, rounding: str) -> list[int]:
+    """Each amount in whole units, as exact (unbounded) integers."""
+    return [
         int((Decimal(repr(float(v))) / u).to_integral_value(rounding))
         for v in p.ravel()
     ]
+
+
+def _units(p: FloatArray, u: Decimal, rounding: str) -> NDArray[np.int64]:
+    n = _counts(p, u, rounding)
     big = [k for k, v in enumerate(n) if abs(v) > MAX_UNITS]
     if big:
-        # e.g. a seller never excluded on an unbounded prior: its threshold payment
-        # integrates ε_i(s) far up the support
+        # e.g. a tiny γ on a wide prior: the critical cost lies far up the support
         raise ValueError(
             f"amount {float(p.ravel()[big[0]]):.3g} at index {big[0]} is beyond what "
             f"the ledger can count in units of {u} ({MAX_UNITS} units)"
@@ -92,18 +96,37 @@ def payment_units(
     epsilon : array-like of shape (m,), optional
         ``ε_i``; a seller with ``ε_i > 0`` is paid at least one unit.
     """
-    n = to_minor_units(payments, unit)
+    n = _payment_counts(payments, unit, privacy_costs, epsilon)
+    big = [i for i, v in enumerate(n) if v > MAX_UNITS]
+    if big:
+        raise ValueError(
+            f"amount {float(n[big[0]] * _unit(unit)):.3g} at index {big[0]} is beyond "
+            f"what the ledger can count in units of {_unit(unit)} ({MAX_UNITS} units)"
+        )
+    return np.array(n, dtype=np.int64)
+
+
+def _payment_counts(
+    payments: ArrayLike,
+    unit: float | str,
+    privacy_costs: ArrayLike | None,
+    epsilon: ArrayLike | None,
+) -> list[int]:
+    """The rule of :func:`payment_units` in exact (unbounded) integers."""
+    u = _unit(unit)
+    t = _amounts(payments, "payments")
+    n = _counts(t, u, ROUND_CEILING)
     if privacy_costs is not None:
         k = _amounts(np.maximum(np.asarray(privacy_costs, dtype=float), 0.0), "costs")
-        if k.shape != n.shape:
-            raise ValueError(f"privacy_costs must have shape {n.shape}, got {k.shape}")
-        n = np.maximum(n, _units(k, _unit(unit), ROUND_CEILING))
+        if k.shape != t.shape:
+            raise ValueError(f"privacy_costs must have shape {t.shape}, got {k.shape}")
+        n = [max(a, b) for a, b in zip(n, _counts(k, u, ROUND_CEILING), strict=True)]
     if epsilon is not None:
         e = np.asarray(epsilon, dtype=float)
-        if e.shape != n.shape:
-            raise ValueError(f"epsilon must have shape {n.shape}, got {e.shape}")
-        n = np.where(e > 0, np.maximum(n, 1), n)
-    return n.astype(np.int64)
+        if e.shape != t.shape:
+            raise ValueError(f"epsilon must have shape {t.shape}, got {e.shape}")
+        n = [max(a, 1) if v > 0 else a for a, v in zip(n, e.ravel(), strict=True)]
+    return n
 
 
 def from_units(n: ArrayLike, unit: float | str) -> FloatArray:
@@ -127,6 +150,26 @@ def round_up(
     return from_units(n, unit)
 
 
+def total_units(
+    payments: ArrayLike,
+    unit: float | str,
+    *,
+    privacy_costs: ArrayLike | None = None,
+    epsilon: ArrayLike | None = None,
+) -> int:
+    """``Σ_i n_i`` of :func:`payment_units`, exact: no ledger range applies to the sum
+    or its terms, so an amount beyond :data:`MAX_UNITS` counts as what it is."""
+    return sum(_payment_counts(payments, unit, privacy_costs, epsilon))
+
+
+def beyond_ledger(amounts: ArrayLike, unit: float | str) -> bool:
+    """Whether some amount rounds up to more than :data:`MAX_UNITS` units."""
+    a = _amounts(np.maximum(np.asarray(amounts, dtype=float), 0.0), "amounts")
+    if a.size == 0:
+        return False
+    return max(_counts(a, _unit(unit), ROUND_CEILING)) > MAX_UNITS
+
+
 def fits_budget(
     payments: ArrayLike,
     budget: float,
@@ -136,11 +179,12 @@ def fits_budget(
     epsilon: ArrayLike | None = None,
 ) -> bool:
     """``Σ_i n_i ≤ ⌊D(B)/unit⌋`` in integer units, ``n_i`` the rounded-up payments of
-    :func:`payment_units` (spec §6, T-MD-5)."""
+    :func:`payment_units` (spec §6, T-MD-5), summed exactly: an amount beyond what
+    the ledger counts (:data:`MAX_UNITS`) does not fit any budget the ledger holds."""
     if not (isinstance(budget, int | float) and np.isfinite(budget) and budget >= 0):
         raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
-    n = payment_units(payments, unit, privacy_costs=privacy_costs, epsilon=epsilon)
-    return int(n.sum()) <= to_minor(budget, unit)
+    total = total_units(payments, unit, privacy_costs=privacy_costs, epsilon=epsilon)
+    return total <= to_minor(budget, unit)
 
 
 def to_minor(amount: float, unit: float | str) -> int:

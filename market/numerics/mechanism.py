@@ -192,13 +192,20 @@ def tradeoff(
 
 def _charged_total(eps_max: FloatArray | None) -> Callable[..., float]:
     """A trade-off ``payment_fn``: the Myerson payments of an allocation, each rounded
-    up to the ledger unit, summed in currency units (what the buyer is charged)."""
+    up to the ledger unit, summed exactly in currency units (what the buyer is
+    charged; an amount beyond what the ledger counts is counted as it is)."""
 
     def total(
         X: Any, y: Any, costs: Any, prior: Any, cfg: Any, alloc: Any
     ) -> float:
         pay = mech.myerson_payments(X, y, costs, prior, cfg, eps_max, base=alloc)
-        return sum(payments_to_minor(pay)) / MINOR_UNITS
+        units = mech.money.total_units(
+            pay.payments,
+            MONEY_UNIT,
+            privacy_costs=pay.privacy_costs,
+            epsilon=pay.epsilon,
+        )
+        return units / MINOR_UNITS
 
     return total
 

@@ -137,6 +137,26 @@ def eta_bounds(prob: Problem) -> tuple[float, float] | None:
     return lo, hi
 
 
+def forced_at_infinite_cost(prob: Problem) -> NDArray[np.intp]:
+    """Sellers whose report has ``Ψ_i = ∞`` (the top of a support where the density
+    vanishes), when they alone make the problem infeasible.
+
+    The problem caps such a seller at ``ε_i = 0`` (its exact optimum). When the other
+    sellers' caps cannot hold all the weight (``n_pos·k/m < 1`` without them, but not
+    with them), the caps ``a_i ≤ k/m`` force weight on them and every allocation costs
+    ``∞``. Empty otherwise.
+    """
+    assert prob.given_psi is not None
+    assert prob.given_eps_max is not None
+    top = np.flatnonzero(np.isinf(prob.given_psi) & (prob.given_eps_max > 0))
+    k_over_m = prob.cfg.k / prob.m
+    if not top.size or int((prob.eps_max > 0).sum()) * k_over_m >= 1.0:
+        return np.empty(0, dtype=np.intp)
+    if int((prob.given_eps_max > 0).sum()) * k_over_m < 1.0:
+        return np.empty(0, dtype=np.intp)  # infeasible whatever the reports
+    return top
+
+
 @single_blas_thread
 def solve_allocation(
     prob: Problem, *, warm_start: Allocation | None = None
@@ -671,6 +691,16 @@ def _model_losses(cert: AllocationCertificate, best: BlockSolution) -> FloatArra
 
 def _infeasible(prob: Problem, t0: float) -> Allocation:
     z = np.zeros(prob.m)
+    message = (
+        "eps_max: fewer than m/k sellers have a positive cap, so no weights on the "
+        "capped simplex exist"
+    )
+    top = forced_at_infinite_cost(prob)
+    if top.size:
+        message += (
+            f" (seller {int(top[0])} reports where the prior's virtual cost is "
+            "infinite, which caps it at 0; the caps a_i <= k/m force weight on it)"
+        )
     return Allocation(
         weights=z,
         eta=0.0,
@@ -680,10 +710,7 @@ def _infeasible(prob: Problem, t0: float) -> Allocation:
         objective=float("inf"),
         virtual_costs=prob.psi,
         status=SolveStatus.INFEASIBLE,
-        message=(
-            "eps_max: fewer than m/k sellers have a positive cap, so no weights on the "
-            "capped simplex exist"
-        ),
+        message=message,
         kkt=KKTResiduals(np.nan, np.nan, np.nan),
         iterations=0,
         n_eta_evaluations=0,

@@ -32,7 +32,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import one_blas_thread
-from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._eta_search import (
+    eta_bounds,
+    forced_at_infinite_cost,
+    solve_allocation,
+)
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
 from mechanisms.config import MechanismConfig
@@ -208,6 +212,23 @@ def payment_job(
     prob = Problem(
         X, y, psi, e, cfg, scenario_psi=scenario_virtual_costs(prior, X.shape[0])
     )
+    if not np.isfinite(float(prior.high)):
+        forced = never_excluded(prob)
+        if forced.size:
+            raise ValueError(
+                f"cfg.k: with k = {cfg.k:g} and {prob.m} sellers the caps "
+                f"a_i <= k/m force weight on seller {int(forced[0])} whatever it "
+                "reports, so its Myerson payment over an unbounded prior support is "
+                "infinite (raise k above m/(m-1), add sellers, or use a bounded prior)"
+            )
+    top = forced_at_infinite_cost(prob)
+    if top.size:
+        raise ValueError(
+            f"cfg.k: seller {int(top[0])} reports {c[int(top[0])]:g}, where the "
+            f"prior's virtual cost is infinite, and with k = {cfg.k:g} and {prob.m} "
+            "sellers the caps a_i <= k/m force weight on it, so every allocation "
+            "costs infinity (raise k above m/(m-1) or add sellers)"
+        )
     if base is None:
         base = solver(prob, warm_start=None)
     elif base.weights.shape != (prob.m,) or not np.allclose(
@@ -219,6 +240,25 @@ def payment_job(
     base.raise_for_status()
     nodes = stale_nodes(prob, base) if solver is solve_allocation else None
     return PaymentJob(prob, base, regular, c, solver=solver, nodes=nodes)
+
+
+def never_excluded(prob: Problem) -> NDArray[np.intp]:
+    """Sellers who keep weight at every report: ``ε_i^max > 0`` and
+    ``Σ_{j≠i} h_j(η_lo) < 1``, with ``h_j(η) = min(k/m, ε_j^max/η)`` the caps and
+    ``η_lo`` the bottom of the feasible ``η`` range (caps are loosest there; the range
+    does not depend on the reports).
+
+    Such a seller's ``ε_i(s) ≥ (1 − Σ_{j≠i} h_j(η)) η ≥ (1 − Σ_{j≠i} h_j(η_lo)) η_lo > 0``
+    for every ``s``, so its threshold payment ``∫_{c_i}^{c̄} u(ε_i(s)) ds`` (spec §5) is
+    infinite when ``c̄ = ∞``. Empty when no ``η`` is feasible (the allocation reports
+    that itself).
+    """
+    bounds = eta_bounds(prob)
+    if bounds is None:
+        return np.empty(0, dtype=np.intp)
+    caps = prob.caps(bounds[0])
+    others = float(caps.sum()) - caps
+    return np.flatnonzero((prob.eps_max > 0) & (others < 1.0))
 
 
 def _chunk(job: PaymentJob, sellers: list[int]) -> list[SellerPayment]:

@@ -58,7 +58,7 @@ from numpy.typing import ArrayLike, NDArray
 from mechanisms.allocation._eta_search import allocate
 from mechanisms.allocation._problem import utility
 from mechanisms.config import MechanismConfig
-from mechanisms.money import to_minor, to_minor_units
+from mechanisms.money import beyond_ledger, to_minor, to_minor_units, total_units
 from mechanisms.payments._executors import default_workers
 from mechanisms.payments._payments import PaymentResult, myerson_payments
 from mechanisms.priors import CostPrior, ensure_regular
@@ -167,14 +167,25 @@ class _Money:
     ) -> int:
         """``Σ_i n_i`` of the amounts as paid (:mod:`mechanisms.money`: rounded up,
         never below the rule's units of ``floor`` (``c_i u(ε_i)``), at least one unit
-        where ``ε_i > 0``)."""
-        n = np.asarray(self.rule(np.maximum(amounts, 0.0)), dtype=int)
-        if floor is not None:
-            k = np.maximum(np.asarray(floor, dtype=float), 0.0)
-            n = np.maximum(n, np.asarray(self.rule(k), dtype=int))
+        where ``ε_i > 0``), summed exactly. An amount beyond what the ledger counts
+        is counted by :func:`mechanisms.money.total_units` (no rule can pay it; the
+        total then exceeds every budget the ledger holds)."""
+        a = np.maximum(np.asarray(amounts, dtype=float), 0.0)
+        k = None if floor is None else np.maximum(np.asarray(floor, dtype=float), 0.0)
+        if beyond_ledger(a, self.unit) or (
+            k is not None and beyond_ledger(k, self.unit)
+        ):
+            return total_units(a, self.unit, privacy_costs=k, epsilon=epsilon)
+        n = [int(v) for v in np.asarray(self.rule(a)).ravel()]
+        if k is not None:
+            n = [
+                max(x, int(v))
+                for x, v in zip(n, np.asarray(self.rule(k)).ravel(), strict=True)
+            ]
         if epsilon is not None:
-            n = np.where(np.asarray(epsilon, dtype=float) > 0, np.maximum(n, 1), n)
-        return int(np.sum(n))
+            e = np.asarray(epsilon, dtype=float).ravel()
+            n = [max(x, 1) if v > 0 else x for x, v in zip(n, e, strict=True)]
+        return sum(n)
 
 
 def payment_bounds(

@@ -12,7 +12,9 @@ import pytest
 
 from mechanisms import (
     BetaPrior,
+    ExponentialPrior,
     MechanismConfig,
+    UniformPrior,
     allocate,
     audit_incentives,
     audit_monotonicity,
@@ -20,8 +22,9 @@ from mechanisms import (
 )
 from mechanisms.allocation._problem import Problem
 from mechanisms.config import SETTING_RANGES
-from mechanisms.money import payment_units, to_minor
+from mechanisms.money import fits_budget, payment_units, to_minor, total_units
 from mechanisms.payments._executors import SerialExecutor
+from mechanisms.payments._payments import never_excluded
 from tests.mechanisms.test_payments_instances import small_instance
 
 SERIAL = SerialExecutor()
@@ -174,3 +177,65 @@ def test_an_amount_beyond_the_ledger_is_a_named_value_error() -> None:
     with pytest.raises(ValueError, match=r"3e\+300 at index 1 is beyond"):
         payment_units([1.0, 3e300], "0.01")
     assert to_minor(1e15, "0.01") == 10**17
+
+
+def test_an_amount_beyond_the_ledger_fits_no_budget() -> None:
+    """The budget check sums whole units exactly: a payment beyond the ledger's range
+    does not fit any budget the ledger holds (it is not an error, and int64 sums do
+    not wrap around to a small total)."""
+    big = [4e17, 4e17, 4e17]  # each 4e19 cents > 2^63; three of them wrap in int64
+    assert not fits_budget(big, 9e16, "0.01")
+    assert total_units(big, "0.01") == 3 * 4 * 10**19
+    assert fits_budget([1.0, 2.0], 3.0, "0.01")
+    assert not fits_budget([1.0, 2.001], 3.0, "0.01")
+
+
+def test_choose_gamma_counts_amounts_beyond_the_ledger_as_unaffordable() -> None:
+    """``choose_gamma``'s money rule meets upper bounds ``c̄·u(ε_i)`` far beyond the
+    ledger (a wide prior, a large ``ε``); the market's rule raises on those, the
+    budget comparison must not."""
+    from mechanisms.money import to_minor_units
+    from mechanisms.tuning._gamma_for_budget import _Money
+
+    money = _Money(lambda p: to_minor_units(p, "0.01"), "0.01", cap=10**6)
+    assert money.minor(np.array([1e20, 1.0]), epsilon=[1.0, 1.0]) > money.cap
+    assert money.minor(np.array([1.0, 0.0]), epsilon=[1.0, 1.0]) == 101
+    assert money.minor(np.array([1.0]), floor=[1e19]) > money.cap
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "eps_max", "forced"),
+    [
+        (3, 1.0, None, [0, 1, 2]),  # a_i <= 1/3 on three sellers: all forced
+        (3, 1.4, None, [0, 1, 2]),  # two others hold at most 2.8/3 < 1
+        (3, 1.5, None, []),  # k = m/(m-1): the two others can hold all the weight
+        (4, 1.4, [np.inf, 0.0, np.inf, np.inf], [0, 2, 3]),  # one capped at zero
+        (4, 4.0, [np.inf, 0.0, 0.0, 0.0], [0]),  # the only seller with a cap
+    ],
+)
+def test_a_seller_never_excluded_on_an_unbounded_prior_is_refused_up_front(
+    rng: np.random.Generator,
+    m: int,
+    k: float,
+    eps_max: list[float] | None,
+    forced: list[int],
+) -> None:
+    """A seller the caps force weight onto has ``ε_i(s) ≥ δ > 0`` at every report, so
+    its threshold payment over an unbounded support is infinite: refused before any
+    sweep (the sweep ran to ``Ψ ~ 1e300`` and ended beyond int64 cents)."""
+    X, y = _data(rng, m)
+    costs = np.linspace(0.5, 1.5, m)
+    cfg = MechanismConfig(k=k, n_grid=8)
+    caps = np.full(m, np.inf) if eps_max is None else np.array(eps_max)
+    prob = Problem(X, y, costs, caps, cfg)
+    assert never_excluded(prob).tolist() == forced
+    prior = ExponentialPrior(1.0)
+    if forced:
+        with pytest.raises(ValueError, match=r"cfg\.k: .*infinite"):
+            myerson_payments(X, y, costs, prior, cfg, eps_max, executor=SERIAL)
+    # A bounded support pays the same market (the integral stops at its top).
+    bounded = UniformPrior(0.0, 2.0)
+    pay = myerson_payments(X, y, costs, bounded, cfg, eps_max, executor=SERIAL)
+    assert np.all(np.isfinite(pay.payments))
+    for i in forced:
+        assert pay.epsilon[i] > 0
