@@ -149,12 +149,15 @@ class SellerCurve:
                 lower_bounds=self._lower_bounds(psi_i),
                 start=self._nearest_point(s),
                 nodes=self.nodes,
+                fit_w=False,
             )
             if out is not None:
                 self.points[s] = (out.w, out.weights, out.eta)
                 self.fast_keys.add(s)
                 return out
-        alloc = solve_allocation(prob, warm_start=warm)
+        # ε needs no w: strict mode's search value does not contain it (spec §4.4),
+        # so the final w-step that solve_allocation adds for the model is skipped.
+        alloc = solve_allocation(prob, warm_start=warm, fit_w=False)
         if alloc.profile is not None:
             self.profiles[psi_i] = np.asarray(alloc.profile.grid_values)
         if alloc.success:
