@@ -188,7 +188,7 @@ def pay_rows(
 def summary(rows: list[dict[str, Any]], key: str) -> tuple[float, float, float, str]:
     """(benchmark config's value, median and worst over the random draws, worst's config)."""
     bench = float(rows[0][key])
-    rand = [r for r in rows[1:] if np.isfinite(r[key])]
+    rand = [r for r in rows[1:] if np.isfinite(r[key])] or rows[:1]
     vals = np.array([float(r[key]) for r in rand])
     worst = rand[int(np.argmax(vals))]
     return bench, float(np.median(vals)), float(vals.max()), str(worst["config"])

@@ -124,9 +124,14 @@ def test_compiled_strict_resolve_declines_where_it_does_not_apply() -> None:
     [
         MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=10.0, k=4.0, mode="strict"),
         MechanismConfig(
-            gamma=0.11, lam=5e-3, mu=2.1, sigma=110.0, k=8.4e4, eps_avg_max=280.0,
+            gamma=0.11,
+            lam=5e-3,
+            mu=2.1,
+            sigma=110.0,
+            k=8.4e4,
+            eps_avg_max=280.0,
             mode="strict",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_strict_payments_equal_those_without_the_shortcut(cfg: MechanismConfig) -> None:

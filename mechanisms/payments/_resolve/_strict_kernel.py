@@ -141,9 +141,7 @@ def grid_states(
 
 
 @_jit
-def _insert(
-    nodes: FloatArray, n: int, eta: float, row: FloatArray
-) -> tuple[int, int]:
+def _insert(nodes: FloatArray, n: int, eta: float, row: FloatArray) -> tuple[int, int]:
     """Insert ``row`` (``η, V, Ψᵀa, A, s, a_i``) into the ``η``-sorted ``nodes[:n]``;
     ``(n + 1, position)`` (an ``η`` already present is replaced, ``(n, position)``)."""
     k = 0
@@ -279,8 +277,8 @@ def strict_resolve_kernel(
 @_jit
 def _slope(nodes: FloatArray, k: int, gamma: float, sigma: float) -> float:
     """``P'(η_k) = γΨᵀa − σ/η²`` at node ``k``."""
-    eta = nodes[k, 0]
-    return gamma * nodes[k, 2] - sigma / (eta * eta)
+    eta = float(nodes[k, 0])
+    return gamma * float(nodes[k, 2]) - sigma / (eta * eta)
 
 
 @_jit
@@ -332,10 +330,7 @@ def _local_min(
             continue
         break
     # bracket ends as η values: x_l (P' < 0 side) and x_r (P' ≥ 0 side)
-    if right:
-        nb = L + 1
-    else:
-        nb = L - 1
+    nb = L + 1 if right else L - 1
     # (if the slope at L already changed sign, the bracket is [previous, L])
     dL = _slope(nodes, L, gamma, sigma)
     if (dL < 0.0) != right:
@@ -359,7 +354,18 @@ def _local_min(
             break
         k_st = a_k
         ok, v, pa, A, s, a_i = _evaluate(
-            psi, i, psi_i, mid, c, gamma, mu, sigma, h, r, nodes[k_st, 3], nodes[k_st, 4]
+            psi,
+            i,
+            psi_i,
+            mid,
+            c,
+            gamma,
+            mu,
+            sigma,
+            h,
+            r,
+            nodes[k_st, 3],
+            nodes[k_st, 4],
         )
         n_evals += 1
         if not ok:
@@ -396,7 +402,18 @@ def _local_min(
             break  # the bracket is at floating-point resolution
         k_st = a_k if abs(x - xa) <= abs(x - xb) else b_k
         ok, v, pa, A, s, a_i = _evaluate(
-            psi, i, psi_i, eta, c, gamma, mu, sigma, h, r, nodes[k_st, 3], nodes[k_st, 4]
+            psi,
+            i,
+            psi_i,
+            eta,
+            c,
+            gamma,
+            mu,
+            sigma,
+            h,
+            r,
+            nodes[k_st, 3],
+            nodes[k_st, 4],
         )
         n_evals += 1
         if not ok:

@@ -49,7 +49,6 @@ from mechanisms.result import Allocation
 FloatArray = NDArray[np.float64]
 
 
-
 @dataclasses.dataclass(eq=False)
 class StrictResolver:
     """What every re-solve of one strict payment job shares (:func:`strict_resolver`):
