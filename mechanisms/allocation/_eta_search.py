@@ -159,12 +159,16 @@ def forced_at_infinite_cost(prob: Problem) -> NDArray[np.intp]:
 
 @single_blas_thread
 def solve_allocation(
-    prob: Problem, *, warm_start: Allocation | None = None
+    prob: Problem, *, warm_start: Allocation | None = None, fit_w: bool = True
 ) -> Allocation:
     """Global search over ``η`` (grid + bounded refinement) of block-exact solves.
 
     ``warm_start``: an allocation of the same problem with (slightly) different virtual
     costs — each grid point then starts from the stored solution there (payments).
+    ``fit_w=False`` (strict mode only; payment re-solves): skip the final w-step.
+    The strict search value (spec §4.4) does not contain ``w``, so ``(a, η)`` and every
+    ``ε_i`` are the same; the returned ``w`` is the search's start, not a model, and
+    the KKT residuals leave out the w-block (see :func:`_result`).
     """
     t0 = time.perf_counter()
     reused = _reused_lambda_conv(prob, warm_start)
@@ -203,7 +207,10 @@ def solve_allocation(
         "certify": t_total - t_search,
         "total": t_total,
     }
-    return _result(prob, best, profile, n_iter, len(sols) + len(refined), timings, cert)
+    return _result(
+        prob, best, profile, n_iter, len(sols) + len(refined), timings, cert,
+        fit_w=fit_w,
+    )  # fmt: skip
 
 
 def _reused_lambda_conv(
@@ -614,9 +621,19 @@ def _result(
     n_evals: int,
     timings: dict[str, float],
     cert: AllocationCertificate | None = None,
+    *,
+    fit_w: bool = True,
 ) -> Allocation:
+    """Package the search's best point as an :class:`Allocation` (status from the
+    block KKT residuals and the certificate).
+
+    Strict mode fits ``w`` for the returned ``a`` here (:func:`fit_strict_w`); with
+    ``fit_w=False`` it does not, and the KKT residuals are those of the search's own
+    blocks ``(a, η)`` (w-residual 0, as for a candidate model): the strict search
+    value (spec §4.4) does not contain ``w``, so ``(a, η)`` is the same either way."""
     cfg = prob.cfg
-    if cfg.mode == "strict":
+    strict_no_w = cfg.mode == "strict" and not fit_w
+    if cfg.mode == "strict" and fit_w:
         best = fit_strict_w(prob, best)
     range_rule = cert is not None and cert.rule == "candidate_models"
     lo_hi = (
@@ -629,6 +646,10 @@ def _result(
         # w ranges over a finite set of models: no stationarity condition in w.
         assert cert is not None
         kkt = kkt_residuals(prob, best, *lo_hi, model_losses=_model_losses(cert, best))
+        kkt = dataclasses.replace(kkt, w=0.0)
+    elif strict_no_w:
+        const = np.full(prob.m, prob.strict_loss_value)
+        kkt = kkt_residuals(prob, best, *lo_hi, model_losses=const)
         kkt = dataclasses.replace(kkt, w=0.0)
     else:
         kkt = kkt_residuals(prob, best, *lo_hi)

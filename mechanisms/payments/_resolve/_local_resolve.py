@@ -71,9 +71,10 @@ def local_resolve(
     lower_bounds: FloatArray | None = None,
     start: tuple[FloatArray, FloatArray, float] | None = None,
     nodes: dict[float, Node] | None = None,
+    fit_w: bool = True,
 ) -> Allocation | None:
-    """The allocation ``solve_allocation(prob, warm_start=base)`` would return, when
-    the certificate of the module docstring holds; else ``None``.
+    """The allocation ``solve_allocation(prob, warm_start=base, fit_w=fit_w)`` would
+    return, when the certificate of the module docstring holds; else ``None``.
 
     Parameters
     ----------
@@ -89,6 +90,10 @@ def local_resolve(
     nodes : dict, optional
         Stale certified nodes of the base (:func:`stale_nodes`) for the range
         branch-and-bound (default: the base's coarse-grid bounds only).
+    fit_w : bool
+        Strict mode: whether to fit ``w`` for the result
+        (:func:`mechanisms.allocation._eta_search.solve_allocation`); payment sweeps
+        need only ``ε`` and pass ``False``.
     """
     t0 = time.perf_counter()
     prof = base.profile
@@ -153,7 +158,9 @@ def local_resolve(
         return None
     cert = AllocationCertificate(cfg.lam, lam_conv, True, True, lower, gap, True, n_bb)
     timings = {"total": time.perf_counter() - t0}
-    out = _result(prob, best, prof, n_iter + best.iterations, 2, timings, cert)
+    out = _result(
+        prob, best, prof, n_iter + best.iterations, 2, timings, cert, fit_w=fit_w
+    )
     return out if out.certified else None
 
 

@@ -27,6 +27,10 @@ from mechanisms.payments._resolve._range_resolve import (
     bound_status,
     range_resolver,
 )
+from mechanisms.payments._resolve._strict_resolve import (
+    StrictResolver,
+    strict_resolver,
+)
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
 
@@ -60,7 +64,10 @@ class SellerCurve:
     (``fast_keys``), so the verified sample cross-checks it against the full path
     (:meth:`verify_fast`). Active signatures are derived from it only when the kink
     locators ask (:meth:`signature`; :meth:`own_status` and :meth:`cap_slack` are
-    O(1)).
+    O(1)). In mode ``strict`` (every cap ``k/m`` on the ``η`` range, ``μ, γ > 0``) a
+    re-solve at any finite ``Ψ_i`` is the compiled one of
+    :mod:`mechanisms.payments._resolve._strict_resolve` (the same rule's certified
+    optimum, returned as a :class:`LeanSolve`), checked the same way.
     """
 
     prob: Problem
@@ -85,7 +92,7 @@ class SellerCurve:
     # Re-solves by the lean path of the default rule (mechanisms.payments._resolve.
     # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
     lean: dict[float, LeanSolve] = field(default_factory=dict)
-    resolver: RangeResolver | None = None
+    resolver: RangeResolver | StrictResolver | None = None
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -98,7 +105,9 @@ class SellerCurve:
         )
         self.cache[float(self.report)] = float(self.base.epsilon_total[self.index])
         if self.resolver is None and self.solver is solve_allocation:
-            self.resolver = range_resolver(self.prob, self.base)
+            self.resolver = range_resolver(self.prob, self.base) or strict_resolver(
+                self.prob, self.base
+            )
         # the base's active signature is computed when asked (signature())
 
     def epsilon(self, s: float) -> float:
@@ -149,12 +158,15 @@ class SellerCurve:
                 lower_bounds=self._lower_bounds(psi_i),
                 start=self._nearest_point(s),
                 nodes=self.nodes,
+                fit_w=False,
             )
             if out is not None:
                 self.points[s] = (out.w, out.weights, out.eta)
                 self.fast_keys.add(s)
                 return out
-        alloc = solve_allocation(prob, warm_start=warm)
+        # ε needs no w: strict mode's search value does not contain it (spec §4.4),
+        # so the final w-step that solve_allocation adds for the model is skipped.
+        alloc = solve_allocation(prob, warm_start=warm, fit_w=False)
         if alloc.profile is not None:
             self.profiles[psi_i] = np.asarray(alloc.profile.grid_values)
         if alloc.success:

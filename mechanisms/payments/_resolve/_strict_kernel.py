@@ -1,0 +1,445 @@
+"""The strict-mode one-seller re-solve, compiled (spec ``mechanism.md`` §4.2, §4.4, §5).
+
+In mode ``strict`` the search value does not depend on the records or on ``w``
+(spec §4.4): with ``c`` the public loss constant and ``Σ a_i = 1``,
+
+    V(a, η) = c·Σa + μ‖a‖₂ + σ/η + γη Σ_i Ψ_i a_i,   a ∈ C(η),                (4.1)
+
+and where every cap is ``k/m`` on the whole ``η`` range (no ``ε_i^max`` binds) the
+feasible set ``C`` does not move with ``η``. The profile ``P(η) = min_a V`` is then
+``σ/η + g(η)`` with ``g`` a minimum of affine functions of ``η`` (concave), its
+minimiser ``a*(η)`` unique (``μ > 0``) and continuous, so ``P`` is C¹ with
+``P'(η) = γ Ψᵀa*(η) − σ/η²`` (envelope theorem; the η-condition of spec §4.2).
+
+:func:`strict_resolve_kernel` runs, for seller ``i``'s ``Ψ_i`` changed, the same rule as
+the full search of :func:`mechanisms.allocation._eta_search.solve_allocation`: the
+certified global minimum of ``P`` over ``[η_lo, η_hi]``, at a root of ``P'`` (or an end
+of the range where ``P`` still falls outward). Every point is one exact a-step (problem
+(4.2), :func:`mechanisms.allocation._weights_kernel.weights_kernel`, warm-started), so
+each node's value is exact and a cell ``[η₁, η₂]``'s lower bound is the two-point bound
+of :func:`mechanisms.allocation._range._certify._two_point_bound` (exact to second order
+in the width where ``C`` is fixed). Steps:
+
+1. the coarse grid (the full search's, warm-started from the base's multipliers there);
+2. the local minimum in the best grid point's basin: a bracket of ``P'`` changing sign
+   from ``−`` to ``+``, then safeguarded secant steps in ``log η`` to floating-point
+   resolution (the full search's polish stops at ``|T(η) − η| ≤ 10⁻¹³η``, the same root);
+3. best-first branch-and-bound over the cells between evaluated points until every
+   cell's bound is within ``rtol·(1 + |V|)`` of the incumbent; a point that beats the
+   incumbent starts a new local minimisation there.
+
+``ok = False`` (an a-step failed its check, the bound did not close within
+``max_cells`` solves) sends the caller to the full search.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mechanisms.allocation._weights_kernel import _jit, weights_kernel
+
+FloatArray = NDArray[np.float64]
+
+OUT_SIZE = 10
+"""``strict_resolve_kernel``'s output: ``ok, η, A, s, value, lower bound, P'(η),
+Ψᵀa, a_i, n_evals``."""
+
+
+@_jit
+def _evaluate(
+    psi: FloatArray,
+    i: int,
+    psi_i: float,
+    eta: float,
+    c: float,
+    gamma: float,
+    mu: float,
+    sigma: float,
+    h: FloatArray,
+    r: FloatArray,
+    A0: float,
+    s0: float,
+) -> tuple[bool, float, float, float, float, float]:
+    """``(ok, V, Ψᵀa, A, s, a_i)`` of the exact a-step at ``η`` with ``Ψ_i = psi_i``:
+    ``r_j = c + (γη)Ψ_j`` as the full search builds it, ``a = clip(A − s r, 0, h)``."""
+    m = psi.size
+    q = gamma * eta
+    for j in range(m):
+        r[j] = c + q * psi[j]
+    r[i] = c + q * psi_i
+    ok, A, s = weights_kernel(r, h, mu, A0, s0)
+    if not ok:
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0
+    tot = 0.0
+    sq = 0.0
+    pa = 0.0
+    for j in range(m):
+        a = min(max(A - s * r[j], 0.0), h[j])
+        tot += a
+        sq += a * a
+        pj = psi_i if j == i else psi[j]
+        pa += pj * a
+    a_i = min(max(A - s * r[i], 0.0), h[i])
+    value = c * tot + mu * math.sqrt(sq) + sigma / eta + gamma * eta * pa
+    if not math.isfinite(value):
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0
+    return True, value, pa, A, s, a_i
+
+
+@_jit
+def two_point_bound(
+    sigma: float, gamma: float, e1: float, l1: float, e2: float, l2: float
+) -> float:
+    """Lower bound of ``P`` on ``[e1, e2]`` from its exact values at the ends (where
+    the feasible set does not move with ``η``): ``_certify._two_point_bound``."""
+    if gamma <= 0.0:
+        return min(max(l1 + sigma * (1.0 / e2 - 1.0 / e1), l2), l1, l2)
+    s_star = max((l2 - l1 + sigma * (1.0 / e1 - 1.0 / e2)) / (gamma * (e2 - e1)), 0.0)
+    if s_star <= 0.0:
+        eta = e2
+    elif sigma <= 0.0:
+        eta = e1
+    else:
+        eta = min(max(math.sqrt(sigma / (gamma * s_star)), e1), e2)
+    val = l1 + sigma * (1.0 / eta - 1.0 / e1) + gamma * (eta - e1) * s_star
+    return min(val, l1, l2)
+
+
+@_jit
+def grid_states(
+    psi: FloatArray,
+    grid: FloatArray,
+    c: float,
+    gamma: float,
+    mu: float,
+    kcap: float,
+) -> tuple[bool, FloatArray, FloatArray]:
+    """The a-step multipliers ``(A, s)`` at every grid ``η`` for ``Ψ`` as given (the
+    warm starts of every re-solve), top down as the full search's grid."""
+    m = psi.size
+    n = grid.size
+    h = np.full(m, kcap)
+    r = np.empty(m)
+    As = np.zeros(n)
+    ss = np.zeros(n)
+    A0 = 0.0
+    s0 = 0.0
+    for k in range(n - 1, -1, -1):
+        ok, _, _, A, s, _ = _evaluate(
+            psi, 0, psi[0], grid[k], c, gamma, mu, 0.0, h, r, A0, s0
+        )
+        if not ok:
+            return False, As, ss
+        As[k] = A
+        ss[k] = s
+        A0 = A
+        s0 = s
+    return True, As, ss
+
+
+@_jit
+def _insert(nodes: FloatArray, n: int, eta: float, row: FloatArray) -> tuple[int, int]:
+    """Insert ``row`` (``η, V, Ψᵀa, A, s, a_i``) into the ``η``-sorted ``nodes[:n]``;
+    ``(n + 1, position)`` (an ``η`` already present is replaced, ``(n, position)``)."""
+    k = 0
+    while k < n and nodes[k, 0] < eta:
+        k += 1
+    if k < n and nodes[k, 0] == eta:
+        nodes[k, :] = row
+        return n, k
+    for t in range(n, k, -1):
+        nodes[t, :] = nodes[t - 1, :]
+    nodes[k, :] = row
+    return n + 1, k
+
+
+@_jit
+def strict_resolve_kernel(
+    psi: FloatArray,
+    i: int,
+    psi_i: float,
+    grid: FloatArray,
+    grid_A: FloatArray,
+    grid_s: FloatArray,
+    c: float,
+    gamma: float,
+    mu: float,
+    sigma: float,
+    kcap: float,
+    rtol: float,
+    max_cells: int,
+) -> FloatArray:
+    """The rule's optimum with seller ``i``'s ``Ψ_i = psi_i`` (module docstring);
+    every cap ``k/m``, ``μ > 0``. Returns ``OUT_SIZE`` values (``out[0] = 0``: not ok)."""
+    out = np.zeros(OUT_SIZE)
+    m = psi.size
+    n_grid = grid.size
+    lo = grid[0]
+    hi = grid[n_grid - 1]
+    h = np.full(m, kcap)
+    r = np.empty(m)
+    cap = n_grid + max_cells + 8 * 300 + 8  # every evaluation is a node
+    nodes = np.empty((cap, 6))
+    row = np.empty(6)
+    n = 0
+    n_evals = 0
+    # 1. the coarse grid, each point warm-started from the base's multipliers there
+    for k in range(n_grid):
+        ok, v, pa, A, s, a_i = _evaluate(
+            psi, i, psi_i, grid[k], c, gamma, mu, sigma, h, r, grid_A[k], grid_s[k]
+        )
+        n_evals += 1
+        if not ok:
+            return out
+        row[0], row[1], row[2], row[3], row[4], row[5] = grid[k], v, pa, A, s, a_i
+        n, _ = _insert(nodes, n, grid[k], row)
+    best = 0
+    for k in range(1, n):
+        if nodes[k, 1] < nodes[best, 1]:
+            best = k
+    # 2.–3. local minimum in the best point's basin, then branch-and-bound
+    start = best
+    for _round in range(8):
+        ok, n, best, n_evals = _local_min(
+            nodes, n, start, psi, i, psi_i, c, gamma, mu, sigma, h, r, lo, hi, n_evals
+        )
+        if not ok:
+            return out
+        closed = False
+        better = -1
+        while n_evals < n_grid + max_cells:
+            vb = nodes[best, 1]
+            target = vb - rtol * (1.0 + abs(vb))
+            low = -1
+            low_b = np.inf
+            for k in range(n - 1):
+                b = two_point_bound(
+                    sigma, gamma, nodes[k, 0], nodes[k, 1], nodes[k + 1, 0],
+                    nodes[k + 1, 1],
+                )  # fmt: skip
+                if b < low_b:
+                    low_b = b
+                    low = k
+            if low < 0 or low_b >= target:
+                closed = True
+                break
+            e1 = nodes[low, 0]
+            e2 = nodes[low + 1, 0]
+            mid = math.sqrt(e1 * e2)
+            if not e1 < mid < e2:
+                break  # below floating resolution: the bound stands (not closed)
+            st = low if nodes[low, 1] <= nodes[low + 1, 1] else low + 1
+            ok, v, pa, A, s, a_i = _evaluate(
+                psi, i, psi_i, mid, c, gamma, mu, sigma, h, r, nodes[st, 3],
+                nodes[st, 4],
+            )  # fmt: skip
+            n_evals += 1
+            if not ok:
+                return out
+            row[0], row[1], row[2], row[3], row[4], row[5] = mid, v, pa, A, s, a_i
+            n, k_new = _insert(nodes, n, mid, row)
+            if k_new <= best:
+                best += 1
+            if v < vb - rtol * (1.0 + abs(vb)):
+                better = k_new
+                break
+        if better >= 0:
+            start = better
+            continue
+        if not closed:
+            return out
+        lower = np.inf
+        for k in range(n - 1):
+            b = two_point_bound(
+                sigma, gamma, nodes[k, 0], nodes[k, 1], nodes[k + 1, 0],
+                nodes[k + 1, 1],
+            )  # fmt: skip
+            lower = min(lower, b)
+        lower = min(lower, nodes[best, 1])
+        eta = nodes[best, 0]
+        out[0] = 1.0
+        out[1] = eta
+        out[2] = nodes[best, 3]
+        out[3] = nodes[best, 4]
+        out[4] = nodes[best, 1]
+        out[5] = lower
+        out[6] = gamma * nodes[best, 2] - sigma / (eta * eta)
+        out[7] = nodes[best, 2]
+        out[8] = nodes[best, 5]
+        out[9] = n_evals
+        return out
+    return out
+
+
+@_jit
+def _slope(nodes: FloatArray, k: int, gamma: float, sigma: float) -> float:
+    """``P'(η_k) = γΨᵀa − σ/η²`` at node ``k``."""
+    eta = float(nodes[k, 0])
+    return gamma * float(nodes[k, 2]) - sigma / (eta * eta)
+
+
+@_jit
+def _local_min(
+    nodes: FloatArray,
+    n: int,
+    start: int,
+    psi: FloatArray,
+    i: int,
+    psi_i: float,
+    c: float,
+    gamma: float,
+    mu: float,
+    sigma: float,
+    h: FloatArray,
+    r: FloatArray,
+    lo: float,
+    hi: float,
+    n_evals: int,
+) -> tuple[bool, int, int, int]:
+    """The local minimum of ``P`` in the basin of node ``start`` (a point no worse
+    than it): ``(ok, n, index of the minimum, n_evals)``.
+
+    With ``P'(start) < 0`` (else mirrored): the right neighbour ``R`` has
+    ``P(R) ≥ P(start)`` or is a better point; between a point where ``P`` falls and one
+    no lower, ``P`` has a local minimum. The bracket is halved (in ``log η``) until
+    ``P' ≥ 0`` at its right end; then safeguarded secant steps on ``P'`` (Illinois)
+    shrink ``[L, R]`` with ``P'(L) < 0 ≤ P'(R)`` to floating-point resolution. At an
+    end of the range where ``P`` still falls outward, that end is the minimum.
+    """
+    row = np.empty(6)
+    L = start
+    d0 = _slope(nodes, L, gamma, sigma)
+    if d0 == 0.0:
+        return True, n, L, n_evals
+    right = d0 < 0.0
+    # walk in the descent direction to a neighbour that is not lower, or the end
+    while True:
+        nb = L + 1 if right else L - 1
+        if nb < 0 or nb >= n:
+            return True, n, L, n_evals  # P falls to the end of the range
+        if nodes[nb, 1] < nodes[L, 1]:
+            L = nb
+            d = _slope(nodes, L, gamma, sigma)
+            if d == 0.0:
+                return True, n, L, n_evals
+            if (d < 0.0) != right:
+                break  # slope changed sign at a lower point: bracket [nb±1, nb]
+            continue
+        break
+    # bracket ends as η values: x_l (P' < 0 side) and x_r (P' ≥ 0 side)
+    nb = L + 1 if right else L - 1
+    # (if the slope at L already changed sign, the bracket is [previous, L])
+    dL = _slope(nodes, L, gamma, sigma)
+    if (dL < 0.0) != right:
+        nb = L - 1 if right else L + 1
+        a_k, b_k = nb, L
+    else:
+        a_k, b_k = L, nb
+    # a_k: on the descent side of the minimum (P' has the sign of the walk),
+    # b_k: beyond it or the wall (P(b) ≥ P(a) or P' changed sign)
+    ea = nodes[a_k, 0]
+    eb = nodes[b_k, 0]
+    fa = _slope(nodes, a_k, gamma, sigma)
+    fb = _slope(nodes, b_k, gamma, sigma)
+    va = nodes[a_k, 1]
+    for _ in range(200):
+        if (fa < 0.0) != (fb < 0.0) or fb == 0.0:
+            break
+        # both slopes descend toward b, and P(b) ≥ P(a): halve toward a
+        mid = math.sqrt(ea * eb)
+        if not (min(ea, eb) < mid < max(ea, eb)):
+            break
+        k_st = a_k
+        ok, v, pa, A, s, a_i = _evaluate(
+            psi,
+            i,
+            psi_i,
+            mid,
+            c,
+            gamma,
+            mu,
+            sigma,
+            h,
+            r,
+            nodes[k_st, 3],
+            nodes[k_st, 4],
+        )
+        n_evals += 1
+        if not ok:
+            return False, n, a_k, n_evals
+        row[0], row[1], row[2], row[3], row[4], row[5] = mid, v, pa, A, s, a_i
+        n, k_new = _insert(nodes, n, mid, row)
+        if k_new <= a_k:
+            a_k += 1
+        if k_new <= b_k:
+            b_k += 1
+        fm = gamma * pa - sigma / (mid * mid)
+        if fm == 0.0:
+            return True, n, k_new, n_evals
+        if (fm < 0.0) != (fa < 0.0):
+            b_k, eb, fb = k_new, mid, fm
+        elif v < va:
+            a_k, ea, fa, va = k_new, mid, fm, v
+        else:
+            b_k, eb, fb = k_new, mid, fm
+    if (fa < 0.0) == (fb < 0.0) and fb != 0.0:
+        return True, n, a_k if nodes[a_k, 1] <= nodes[b_k, 1] else b_k, n_evals
+    # Illinois on P'(exp x) between a (sign of fa) and b (opposite sign)
+    xa = math.log(ea)
+    xb = math.log(eb)
+    side = 0
+    for _ in range(100):
+        if fb == 0.0:
+            break
+        x = xb - fb * (xb - xa) / (fb - fa)
+        if not (min(xa, xb) < x < max(xa, xb)):
+            x = 0.5 * (xa + xb)
+        eta = math.exp(x)
+        if not (min(ea, eb) < eta < max(ea, eb)):
+            break  # the bracket is at floating-point resolution
+        k_st = a_k if abs(x - xa) <= abs(x - xb) else b_k
+        ok, v, pa, A, s, a_i = _evaluate(
+            psi,
+            i,
+            psi_i,
+            eta,
+            c,
+            gamma,
+            mu,
+            sigma,
+            h,
+            r,
+            nodes[k_st, 3],
+            nodes[k_st, 4],
+        )
+        n_evals += 1
+        if not ok:
+            return False, n, a_k, n_evals
+        row[0], row[1], row[2], row[3], row[4], row[5] = eta, v, pa, A, s, a_i
+        n, k_new = _insert(nodes, n, eta, row)
+        if k_new <= a_k:
+            a_k += 1
+        if k_new <= b_k:
+            b_k += 1
+        fm = gamma * pa - sigma / (eta * eta)
+        if fm == 0.0:
+            return True, n, k_new, n_evals
+        if (fm < 0.0) == (fb < 0.0):
+            b_k, xb, eb, fb = k_new, x, eta, fm
+            if side == -1:
+                fa *= 0.5
+            side = -1
+        else:
+            a_k, xa, ea, fa = k_new, x, eta, fm
+            if side == 1:
+                fb *= 0.5
+            side = 1
+        if abs(eb - ea) <= 4e-16 * max(ea, eb):
+            break
+    # the end with the smaller |P'| (its value is within rounding of the other's)
+    fa_t = abs(_slope(nodes, a_k, gamma, sigma))
+    fb_t = abs(_slope(nodes, b_k, gamma, sigma))
+    return True, n, a_k if fa_t <= fb_t else b_k, n_evals

@@ -1,0 +1,185 @@
+"""Lean payment re-solves in mode ``strict`` (spec ``mechanism.md`` §4.4, §5).
+
+A payment sweep re-solves the allocation with one seller's ``Ψ_i`` changed, dozens of
+times per seller. In strict mode the search value does not contain ``w`` or the records
+(spec §4.4), so the full path
+(:func:`mechanisms.allocation._eta_search.solve_allocation`) spends a re-solve on
+Python-level steps around an O(m) a-step: the coarse grid, the Brent refinement, the
+block polish, the range certificate, the KKT pass over all sellers and the
+:class:`~mechanisms.result.Allocation`. Where every cap is ``k/m`` over the whole ``η``
+range and ``μ, γ > 0`` (linear ``u``), :class:`StrictResolver` runs the same rule in one
+compiled call (:func:`._strict_kernel.strict_resolve_kernel`: the certified global
+minimum of the profile ``P(η)`` over the same ``[η_lo, η_hi]``, at a root of ``P'``)
+and returns only seller ``i``'s values and the optimum's ``(η, A, s)``, from which the
+whole ``a = clip(A − s r, 0, h)`` is re-derived on demand.
+
+Acceptance, as for the full path's status ``"optimal"``: the branch-and-bound closed
+(gap ``≤ RANGE_RTOL·(1 + |V|)``) and the KKT residuals are below ``KKT_TOL``: the
+a-block's from the a-step's own check ``|‖a‖ − μs| ≤ 10⁻⁹·max(1, μs)`` (bound of
+:mod:`._range_resolve`), the ``η``-block's ``|P'(η)|·η/(1 + |V|)`` (0 at an end of the
+range where ``P`` falls outward). Otherwise ``None``: the caller runs the full path.
+Like every shortcut of a sweep it counts in ``SellerCurve.fast_keys``, so the verified
+sample cross-checks it against cold full solves (``SellerCurve.verify_fast``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mechanisms.allocation._blas import single_blas_thread
+from mechanisms.allocation._eta_search import KKT_TOL, eta_bounds, eta_residual
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._certify import MAX_CELLS, RANGE_RTOL
+from mechanisms.payments._base_memo import base_memo
+from mechanisms.payments._resolve._range_resolve import (
+    CHECK_RTOL,
+    LeanSolve,
+    bound_status,
+)
+from mechanisms.payments._resolve._strict_kernel import (
+    grid_states,
+    strict_resolve_kernel,
+)
+from mechanisms.result import Allocation
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclasses.dataclass(eq=False)
+class StrictResolver:
+    """What every re-solve of one strict payment job shares (:func:`strict_resolver`):
+    the base ``Ψ``, the ``η`` grid of the full search and the base's a-step
+    multipliers at each grid point (warm starts)."""
+
+    prob: Problem
+    base: Allocation
+    psi: FloatArray
+    grid: FloatArray
+    grid_A: FloatArray
+    grid_s: FloatArray
+    kcap: float
+    two_smallest: tuple[int, int]
+    _signature: bytes | None = None
+
+    @single_blas_thread
+    def solve(self, i: int, psi_i: float) -> LeanSolve | None:
+        """Seller ``i`` re-solved at ``Ψ_i = psi_i`` (any finite value); ``None`` when
+        the full path must run (an a-step failed its check, the certificate did not
+        close, or a KKT residual is above ``KKT_TOL``)."""
+        cfg = self.prob.cfg
+        if not math.isfinite(psi_i):
+            return None
+        out = strict_resolve_kernel(
+            self.psi, int(i), float(psi_i), self.grid, self.grid_A, self.grid_s,
+            float(self.prob.strict_loss_value), float(cfg.gamma), float(cfg.mu),
+            float(cfg.sigma), self.kcap, RANGE_RTOL, MAX_CELLS,
+        )  # fmt: skip
+        if out[0] != 1.0:
+            return None
+        eta, A, s, value, lower, slope = (float(v) for v in out[1:7])
+        a_i = float(out[8])
+        lo, hi = float(self.grid[0]), float(self.grid[-1])
+        gap = max(value - lower, 0.0)
+        if not gap <= RANGE_RTOL * (1.0 + abs(value)):
+            return None
+        a_max = self._largest_weight(i, psi_i, eta, A, s)
+        kkt = max(
+            self._a_residual(A, s, a_max), eta_residual(slope, eta, lo, hi, value)
+        )
+        if not kkt <= KKT_TOL:
+            return None
+        eps = a_i * eta
+        if cfg.curvature_overhead:  # learners.privacy.curvature_slack, one seller
+            eps = eps + float(2.0 * np.log1p(np.float64(a_i) / (4.0 * cfg.lam)))
+        return LeanSolve(
+            int(i), float(psi_i), float(eps), a_i, self.kcap, -1, eta, A, s, value,
+            "optimal", kkt, gap / (1.0 + abs(value)),
+        )  # fmt: skip
+
+    def _largest_weight(
+        self, i: int, psi_i: float, eta: float, A: float, s: float
+    ) -> float:
+        """``max_k a_k = clip(A − s r_min, 0, min(h, 1))``: the smallest ``r`` holds
+        the largest weight (``r_min`` from the two smallest base ``Ψ`` and ``psi_i``)."""
+        j0, j1 = self.two_smallest
+        psi_min = min(float(self.psi[j0 if j0 != i else j1]), psi_i)
+        r_min = self.prob.strict_loss_value + (self.prob.cfg.gamma * eta) * psi_min
+        return float(min(max(A - s * r_min, 0.0), self.kcap, 1.0))
+
+    def _a_residual(self, A: float, s: float, a_max: float) -> float:
+        """Bound on the a-block's relative KKT residual at ``a = clip(A − s r, 0, h)``
+        from the a-step's check ``|‖a‖ − μs| ≤ CHECK_RTOL·max(1, μs)``
+        (:mod:`._range_resolve`, with ``ρ = μs/‖a‖``): a free seller has
+        ``g_k − τ = (ρ − 1)a_k/s``, one at a cap at most that, so the residual is at
+        most ``|ρ − 1|·max_k a_k/s/(1 + |τ|)`` with ``τ = A/s``."""
+        ms = self.prob.cfg.mu * s
+        tol = CHECK_RTOL * max(1.0, ms)
+        norm_lo = ms - tol
+        if not (s > 0.0 and norm_lo > 0.0):
+            return math.inf
+        return (tol / norm_lo) * (a_max / s) / (1.0 + abs(A / s))
+
+    def weights(self, lean: LeanSolve) -> FloatArray:
+        """The whole ``a`` of a re-solve (O(m)): ``clip(A − s r, 0, h)``."""
+        cfg = self.prob.cfg
+        psi = self.psi.copy()
+        psi[lean.index] = lean.psi_i
+        r = self.prob.strict_loss_value + (cfg.gamma * lean.eta) * psi
+        a = np.clip(lean.A - lean.s * r, 0.0, self.kcap)
+        return np.asarray(a, dtype=float)
+
+    def signature(self, lean: LeanSolve) -> bytes:
+        """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
+        return bound_status(self.weights(lean), self.prob.caps(lean.eta))
+
+    def base_signature(self) -> bytes:
+        """``active_signature`` of the base (computed once per job and process)."""
+        if self._signature is None:
+            a = np.asarray(self.base.weights)
+            if self.base.eta <= 0:
+                self._signature = bytes(a.size)
+            else:
+                self._signature = bound_status(a, self.prob.caps(self.base.eta))
+        return self._signature
+
+
+def strict_resolver(prob: Problem, base: Allocation) -> StrictResolver | None:
+    """The lean strict re-solver of ``base`` (one per base, problem and process), or
+    ``None`` where it does not apply: not strict mode, power ``u``, ``μ = 0``,
+    ``γ = 0``, an ``ε_i^max`` cap that binds somewhere on the ``η`` range (the feasible
+    set then moves with ``η``), or caps that force the weights."""
+    cfg = prob.cfg
+    if cfg.mode != "strict" or cfg.u != "linear" or not (cfg.mu > 0 and cfg.gamma > 0):
+        return None
+    return base_memo(base, "strict_resolver", prob, lambda: _build(prob, base))
+
+
+def _build(prob: Problem, base: Allocation) -> StrictResolver | None:
+    cfg, m = prob.cfg, prob.m
+    bounds = eta_bounds(prob)
+    if bounds is None:
+        return None
+    kcap = cfg.k / m
+    if not kcap * m > 1.0 + 1e-12:
+        return None
+    if not np.all(prob.eps_max >= kcap * bounds[1]):
+        return None
+    psi = np.ascontiguousarray(prob.psi, dtype=float)
+    if not np.isfinite(psi).all():
+        return None
+    grid = np.geomspace(bounds[0], bounds[1], cfg.n_grid)
+    prof = base.profile
+    if prof is not None and not np.array_equal(prof.grid, grid):
+        return None
+    ok, grid_A, grid_s = grid_states(
+        psi, grid, float(prob.strict_loss_value), float(cfg.gamma), float(cfg.mu), kcap
+    )
+    if not ok:
+        return None
+    order = np.argsort(psi, kind="stable")[:2]
+    two = (int(order[0]), int(order[-1]))
+    return StrictResolver(prob, base, psi, grid, grid_A, grid_s, kcap, two)

@@ -1,0 +1,153 @@
+"""The compiled strict-mode re-solve is the full search (spec §4.4, §5).
+
+:mod:`mechanisms.payments._resolve._strict_resolve` answers a payment sweep's
+re-solves in mode ``strict`` in one numba call. The payments are Myerson payments of
+the rule only if each re-solve returns what :func:`solve_allocation` returns for the
+changed report, so every shortcut result here is compared with a cold full search, on
+random strict configurations over the accepted ranges, and whole payments with the
+shortcut against payments with it disabled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._eta_search import profile_slope, solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.payments._payments import payment_job
+from mechanisms.payments._resolve._strict_resolve import strict_resolver
+from mechanisms.payments._seller_payment import FAST_TOL, seller_payment
+
+PRIOR = UniformPrior(1e-4, 5e-4)
+
+
+def instance(seed: int, m: int, cfg: MechanismConfig) -> tuple[Problem, np.ndarray]:
+    """Records with ``‖x_i‖ ≤ 1``, labels ``±1``, costs from the prior."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 4))
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)
+    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    costs = PRIOR.sample(m, rng=rng)
+    psi = np.asarray(PRIOR.virtual_cost(costs), dtype=float)
+    return Problem(X, y, psi, np.full(m, np.inf), cfg), costs
+
+
+def random_strict(rng: np.random.Generator) -> MechanismConfig:
+    """Log-uniform over the accepted ranges (as ``benchmarks/random_configs.py``),
+    with ``μ, γ > 0`` (where the compiled re-solve applies)."""
+
+    def logu(lo: float = -6.0, hi: float = 6.0) -> float:
+        return float(10.0 ** rng.uniform(lo, hi))
+
+    return MechanismConfig(
+        gamma=logu(),
+        lam=logu(),
+        mu=logu(),
+        sigma=0.0 if rng.random() < 0.15 else logu(),
+        k=logu(0.0, 6.0),
+        eps_avg_max=logu(),
+        mode="strict",
+    )
+
+
+def slope_at(prob: Problem, eta: float) -> float:
+    """``P'(η)`` of the strict profile (a fixed-``η`` solve and the envelope theorem)."""
+    start = np.full(prob.m, 1.0 / prob.m)
+    sol = solve_at_eta(prob, eta, w0=np.zeros(prob.X.shape[1]), a0=start)
+    return profile_slope(prob, sol)
+
+
+def winner_scale(eps: np.ndarray) -> float:
+    won = eps[eps > 0]
+    return float(won.mean()) if won.size else 1e-300
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_strict_resolve_equals_the_full_search(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    cfg = random_strict(rng)
+    prob, _ = instance(seed, int(rng.integers(20, 90)), cfg)
+    base = solve_allocation(prob)
+    res = strict_resolver(prob, base)
+    assert res is not None
+    n_taken, diffs = 0, []
+    for _ in range(12):
+        i = int(rng.integers(prob.m))
+        psi_i = float(prob.psi[i] * rng.choice([0.5, 1.0, 1.01, 1.3, 2.0, 4.0]))
+        lean = res.solve(i, psi_i)
+        full = solve_allocation(prob.with_seller_psi(i, psi_i))
+        if lean is None:
+            continue
+        n_taken += 1
+        eps_full = float(full.epsilon_total[i])
+        scale = max(eps_full, winner_scale(full.epsilon_total))
+        diffs.append(abs(lean.epsilon_total - eps_full) / scale)
+        assert lean.epsilon_total == pytest.approx(eps_full, abs=FAST_TOL * scale)
+        if diffs[-1] > 1e-9:
+            # On a flat profile the full search's polish stops where G stops falling
+            # in floating point (its η residual ≤ KKT_TOL, not 0); the compiled one
+            # finds the root of P' itself: it must be the better KKT point.
+            slopes = [abs(slope_at(prob.with_seller_psi(i, psi_i), e) * e)
+                      for e in (lean.eta, full.eta)]  # fmt: skip
+            assert slopes[0] <= slopes[1]
+        assert lean.eta == pytest.approx(full.eta, rel=1e-4)
+        assert str(full.status) == lean.status == "optimal"
+        # the whole allocation, re-derived from (η, A, s)
+        a_full = np.asarray(full.weights)
+        assert np.abs(res.weights(lean) - a_full).max() <= 1e-5 * a_full.max()
+    assert n_taken >= 10
+
+
+def test_compiled_strict_resolve_declines_where_it_does_not_apply() -> None:
+    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=10.0, k=4.0, mode="strict")
+    prob, _ = instance(3, 40, cfg)
+    base = solve_allocation(prob)
+    assert strict_resolver(prob, base) is not None
+    # an ε^max cap that binds on the η range: the feasible set moves with η
+    capped = Problem(prob.X, prob.y, prob.psi, np.full(prob.m, 1e-3), cfg)
+    assert strict_resolver(capped, solve_allocation(capped)) is None
+    for changed in (cfg.with_(mu=0.0), cfg.with_(mode="default")):
+        other = dataclasses.replace(prob, cfg=changed)
+        assert strict_resolver(other, solve_allocation(other)) is None
+    res = strict_resolver(prob, base)
+    assert res is not None
+    assert res.solve(0, float("inf")) is None
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=10.0, k=4.0, mode="strict"),
+        MechanismConfig(
+            gamma=0.11,
+            lam=5e-3,
+            mu=2.1,
+            sigma=110.0,
+            k=8.4e4,
+            eps_avg_max=280.0,
+            mode="strict",
+        ),
+    ],
+)
+def test_strict_payments_equal_those_without_the_shortcut(cfg: MechanismConfig) -> None:
+    prob, costs = instance(7, 30, cfg)
+    job = payment_job(prob.X, prob.y, costs, PRIOR, cfg)
+    slow = dataclasses.replace(job, fast=False)
+    winners = [i for i in range(prob.m) if job.base.epsilon_total[i] > 0][:8]
+    assert winners
+    for i in winners:
+        fast_pay = seller_payment(job, i)
+        full_pay = seller_payment(slow, i)
+        assert fast_pay.n_fast > 0
+        assert not fast_pay.fell_back
+        assert fast_pay.certificate is not None
+        assert fast_pay.certificate.method == "shortcut_certified"
+        assert fast_pay.certificate.rule_certified
+        assert fast_pay.fast_mismatch <= 1e-9 * max(fast_pay.epsilon, 1e-300)
+        assert fast_pay.payment == pytest.approx(full_pay.payment, rel=2e-5)
+        assert fast_pay.monotonicity_violation <= 1e-9 * fast_pay.epsilon
