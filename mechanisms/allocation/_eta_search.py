@@ -431,7 +431,8 @@ def _polish(
         new = None
         if prev is not None and gx != prev[1]:
             x_sec = x - gx * (x - prev[0]) / (gx - prev[1])
-            eta_sec = float(np.clip(np.exp(x_sec), lo, hi))
+            with np.errstate(over="ignore"):  # a far secant step: e^x = inf, clipped
+                eta_sec = float(np.clip(np.exp(x_sec), lo, hi))
             cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
             if cand.search_value <= sol.search_value:
                 new = cand

@@ -13,11 +13,14 @@ import pytest
 from mechanisms import (
     BetaPrior,
     ExponentialPrior,
+    GaussianMixturePrior,
+    LogNormalPrior,
     MechanismConfig,
     UniformPrior,
     allocate,
     audit_incentives,
     audit_monotonicity,
+    choose_gamma,
     myerson_payments,
 )
 from mechanisms.allocation._problem import Problem
@@ -239,3 +242,53 @@ def test_a_seller_never_excluded_on_an_unbounded_prior_is_refused_up_front(
     assert np.all(np.isfinite(pay.payments))
     for i in forced:
         assert pay.epsilon[i] > 0
+
+
+def test_a_far_secant_step_of_the_eta_polish_is_clipped_without_overflow() -> None:
+    """Found by the property test (λ ≈ 2.8e5, σ ≈ 1.6e-6): a secant step in ``log η``
+    far beyond the range made ``exp`` overflow (a ``RuntimeWarning``, an error under
+    the suite's warning filter) before it was clipped to ``η_hi``."""
+    X = np.array(
+        [[0.7239460115040955, -0.689856631791934], [-0.5008020659659583, 0.2640185246093325],
+         [-0.42974154909354273, 0.7267760303373157], [0.11753000676408018, 0.9930693316732901],
+         [-0.5778513258165408, -0.8161420496776685]]
+    )  # fmt: skip
+    y = np.array([1.0, -1.0, -1.0, -1.0, -1.0])
+    costs = np.array([0.20007747568483886, 0.48264924709469226, 1.000428073059001,
+                      1.8072015758377349, 2.4541513299871958])  # fmt: skip
+    prior = LogNormalPrior(-0.9993346885333789, 1.3811472828485718)
+    cfg = MechanismConfig(
+        gamma=0.0038420295803240573, lam=282195.9090021018, mu=0.004321433006835944,
+        sigma=1.6168458619602505e-06, k=618.8864511103222,
+        eps_avg_max=0.31066352689129056, n_grid=8,
+    )  # fmt: skip
+    pay = myerson_payments(X, y, costs, prior, cfg, executor=SERIAL)
+    assert np.all(np.isfinite(pay.payments))
+    assert np.all(pay.payments >= costs * pay.epsilon * (1 - 1e-5))
+
+
+def test_choosing_gamma_on_public_proxies_does_not_warn_about_privacy() -> None:
+    """Found by the property test (λ ≈ 3.7e-7, three proxy rows): the proxy release
+    behind a validation error stopped short of its gradient tolerance and warned that
+    "the privacy proof assumes the exact minimiser". A proxy is fitted on public rows
+    and claims no privacy, so ``choose_gamma`` runs without that warning (the
+    suite turns warnings into errors)."""
+    X = np.array(
+        [[-0.5095829452074491, 0.8604215373604392], [-0.6778752687393742, -0.7351769311067378],
+         [-0.9918337150293663, 0.12753776590110688]]
+    )  # fmt: skip
+    y = np.array([1.0, -1.0, -1.0])
+    costs = np.array([0.0, 0.001942948819655182, 0.002463284661084175])
+    prior = GaussianMixturePrior(
+        (1.0,), (0.002509547089019346,), (0.0009021429283604106,), 0.0,
+        0.0034374362709746896,
+    )  # fmt: skip
+    cfg = MechanismConfig(
+        gamma=47.239170437892284, lam=3.703319646251241e-07, mu=0.0, sigma=0.0,
+        k=9.692980911487815, eps_avg_max=0.00013378738097964053, n_grid=8,
+    )  # fmt: skip
+    out = choose_gamma(
+        X, y, costs, prior, cfg, budget=1e9, X_val=X, y_val=y, gamma_range=(1e-2, 1e2),
+        n_gamma=3, n_refine=1, n_draws=1, executor=SERIAL, random_state=0,
+    )  # fmt: skip
+    assert out.status == "ok"
