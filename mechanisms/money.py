@@ -103,7 +103,7 @@ def payment_units(
             f"amount {float(n[big[0]] * _unit(unit)):.3g} at index {big[0]} is beyond "
             f"what the ledger can count in units of {_unit(unit)} ({MAX_UNITS} units)"
         )
-    return np.array(n, dtype=np.int64)
+    return np.array(n, dtype=np.int64).reshape(np.shape(payments))
 
 
 def _payment_counts(
