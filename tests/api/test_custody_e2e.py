@@ -62,10 +62,12 @@ def _run(
     order: dict[str, Any],
     data: list[tuple[np.ndarray, np.ndarray]],
     secret: list[float],
-    until_idle: float = 20.0,
+    until_idle: float = 45.0,
 ) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
     """Run one seller-custody order end to end; return its status, its model and
-    the sellers (with their CLI output). Asserts no canary leaked."""
+    the sellers (with their CLI output). Asserts no canary leaked. The seller agents
+    quit after ``until_idle`` seconds without a request: long enough for an order's
+    first allocation on a loaded machine with cold numba caches (20 s was not)."""
     server = start_server(tmp_path)
     try:
         mid = _market(server, **market)
@@ -196,7 +198,6 @@ def test_ldp_missing_logistic_records_stay_with_their_sellers(tmp_path: Path) ->
         },
         data=data,
         secret=secret,
-        until_idle=45.0,
     )
     _check_seller_custody(status, model)
     assert model["privacy"]["guarantee"] == "local"
@@ -227,7 +228,6 @@ def test_uldp_sparse_linear_records_stay_with_their_sellers(tmp_path: Path) -> N
         },
         data=data,
         secret=secret,
-        until_idle=45.0,
     )
     _check_seller_custody(status, model)
     assert model["privacy"]["guarantee"] == "user_level_local"
