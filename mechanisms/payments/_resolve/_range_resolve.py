@@ -95,8 +95,35 @@ class LeanSolve:
     gap: float
 
 
+class ActiveSignatures:
+    """Active signatures of a lean re-solver's results: a re-solve's from its whole
+    ``a`` (:meth:`weights`, O(m); only the kink locators ask) and the base's, computed
+    once per job and process."""
+
+    prob: Problem
+    base: Allocation
+    _signature: bytes | None
+
+    def weights(self, lean: LeanSolve) -> FloatArray:
+        raise NotImplementedError
+
+    def signature(self, lean: LeanSolve) -> bytes:
+        """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
+        return bound_status(self.weights(lean), self.prob.caps(lean.eta))
+
+    def base_signature(self) -> bytes:
+        """``active_signature`` of the base (computed once per job and process)."""
+        if self._signature is None:
+            a = np.asarray(self.base.weights)
+            if self.base.eta <= 0:
+                self._signature = bytes(a.size)
+            else:
+                self._signature = bound_status(a, self.prob.caps(self.base.eta))
+        return self._signature
+
+
 @dataclass(eq=False)
-class RangeResolver:
+class RangeResolver(ActiveSignatures):
     """The base's models, seed, ``η`` bounds and cap constants, checked once, for every
     re-solve of one payment job in this process (:func:`range_resolver`)."""
 
@@ -205,20 +232,6 @@ class RangeResolver:
         r = self.models.losses[lean.j] + (cfg.gamma * lean.eta) * psi
         a = np.clip(lean.A - lean.s * r, 0.0, self.prob.caps(lean.eta))
         return np.asarray(a, dtype=float)
-
-    def signature(self, lean: LeanSolve) -> bytes:
-        """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
-        return bound_status(self.weights(lean), self.prob.caps(lean.eta))
-
-    def base_signature(self) -> bytes:
-        """``active_signature`` of the base (computed once per job and process)."""
-        if self._signature is None:
-            a = np.asarray(self.base.weights)
-            if self.base.eta <= 0:
-                self._signature = bytes(a.size)
-            else:
-                self._signature = bound_status(a, self.prob.caps(self.base.eta))
-        return self._signature
 
 
 def bound_status(a: FloatArray, caps: FloatArray) -> bytes:

@@ -37,8 +37,8 @@ from mechanisms.allocation._range._certify import MAX_CELLS, RANGE_RTOL
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._resolve._range_resolve import (
     CHECK_RTOL,
+    ActiveSignatures,
     LeanSolve,
-    bound_status,
 )
 from mechanisms.payments._resolve._strict_kernel import (
     grid_states,
@@ -50,7 +50,7 @@ FloatArray = NDArray[np.float64]
 
 
 @dataclasses.dataclass(eq=False)
-class StrictResolver:
+class StrictResolver(ActiveSignatures):
     """What every re-solve of one strict payment job shares (:func:`strict_resolver`):
     the base ``Ψ``, the ``η`` grid of the full search and the base's a-step
     multipliers at each grid point (warm starts)."""
@@ -131,20 +131,6 @@ class StrictResolver:
         r = self.prob.strict_loss_value + (cfg.gamma * lean.eta) * psi
         a = np.clip(lean.A - lean.s * r, 0.0, self.kcap)
         return np.asarray(a, dtype=float)
-
-    def signature(self, lean: LeanSolve) -> bytes:
-        """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
-        return bound_status(self.weights(lean), self.prob.caps(lean.eta))
-
-    def base_signature(self) -> bytes:
-        """``active_signature`` of the base (computed once per job and process)."""
-        if self._signature is None:
-            a = np.asarray(self.base.weights)
-            if self.base.eta <= 0:
-                self._signature = bytes(a.size)
-            else:
-                self._signature = bound_status(a, self.prob.caps(self.base.eta))
-        return self._signature
 
 
 def strict_resolver(prob: Problem, base: Allocation) -> StrictResolver | None:
