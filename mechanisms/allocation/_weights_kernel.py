@@ -232,7 +232,7 @@ def _active_set(
                 n_mid += 1
                 key += (i + 1) * 1e-7
         if n_mid == 0:
-            return False, A, s
+            return _vertex(r, h, mu, A, s)
         V = S2 - S1 * S1 / n_mid
         c1 = 1.0 - H1
         denom = mu * mu - V
@@ -257,6 +257,50 @@ def _active_set(
     if not _kkt_holds(tot, sq, mu, A, s, n_free, h_max):
         return False, A, s
     return True, A, s
+
+
+@_jit
+def _vertex(
+    r: FloatArray, h: FloatArray, mu: float, A: float, s: float
+) -> tuple[bool, float, float]:
+    """The degenerate case with no weight strictly between 0 and its cap
+    (``_weights_step._vertex``): with ``U = {A − s r_i ≥ h_i}`` at the current
+    ``(A, s)`` and ``Σ_U h_i = 1``, the vertex ``a = h·1_U`` is optimal iff, with
+    ``s' = ‖a‖/μ``, some ``τ`` has ``r_i + h_i/s' ≤ τ`` on ``U`` and ``τ ≤ r_i`` off
+    ``U``; then ``(A', s') = (s'τ, s')`` with ``τ`` midway, which reproduces the
+    vertex through ``clip(A' − s' r, 0, h)`` (checked: otherwise not ok).
+
+    It is the rule's optimum whenever ``1/h`` is a whole number of sellers and
+    ``η`` is large (the cheapest ``1/h`` at their caps, ``k = 4`` and ``m`` a
+    multiple of 4): without it every such a-step left the compiled path."""
+    m = r.size
+    tot = 0.0
+    sq = 0.0
+    n_up = 0
+    for i in range(m):
+        if A - s * r[i] >= h[i]:
+            tot += h[i]
+            sq += h[i] * h[i]
+            n_up += 1
+    if n_up == 0 or not abs(tot - 1.0) <= 1e-12:
+        return False, A, s
+    s2 = math.sqrt(sq) / mu
+    need = -np.inf
+    room = np.inf
+    for i in range(m):
+        if A - s * r[i] >= h[i]:
+            need = max(need, r[i] + h[i] / s2)
+        else:
+            room = min(room, r[i])
+    if not need < room:
+        return False, A, s
+    tau = need if math.isinf(room) else 0.5 * (need + room)
+    A2 = s2 * tau
+    for i in range(m):  # the vertex, reproduced by the clip at (A2, s2)
+        v = A2 - s2 * r[i]
+        if (v >= h[i]) != (A - s * r[i] >= h[i]) or (0.0 < v < h[i]):
+            return False, A, s
+    return True, A2, s2
 
 
 # ------------------------------------------------------------- all caps equal (h_i = c)
@@ -446,7 +490,8 @@ def _active_set_eq(
         H1, H2 = _fold(c, n_up, n_f, H1, H2)
         n_f = n_up
         if n_mid == 0:
-            return False, A, s, n, R
+            ok, A, s = _vertex(r, np.full(r.size, c), mu, A, s)
+            return ok, A, s, n, R
         V = S2 - S1 * S1 / n_mid
         c1 = 1.0 - H1
         denom = mu * mu - V

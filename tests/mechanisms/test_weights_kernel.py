@@ -298,3 +298,43 @@ def test_an_overflowed_cost_goes_to_the_numpy_a_step() -> None:
     assert a.sum() == pytest.approx(1.0, abs=1e-15)
     assert np.all(a[1:] == kcap)  # the three finite sellers fill their caps
     assert a[0] == pytest.approx(1.0 - 3 * kcap)  # the rest is forced on seller 0
+
+
+@pytest.mark.parametrize("equal", [True, False])
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_vertex_is_solved_by_the_kernel(equal: bool, warm: bool) -> None:
+    """``1/h`` a whole number of sellers (``k = 4``, ``m`` a multiple of 4) and a wide
+    spread of ``r`` (a large ``η``): the optimum puts the cheapest ``1/h`` sellers at
+    their caps and no weight is free. The kernel refused that vertex (no free weight
+    to solve for), so every such a-step, and every strict re-solve, left the compiled
+    path. It must return the NumPy solver's vertex, with multipliers that reproduce it
+    through ``clip(A − s r, 0, h)``."""
+    rng = np.random.default_rng(11)
+    m, mu = 2000, 0.1
+    r = np.log(2.0) + 3000.0 * rng.uniform(-1.0, 1.0, size=m)
+    h = np.full(m, 4.0 / m)
+    if not equal:  # unequal caps summing to 1 over the cheapest 400 sellers
+        order = np.argsort(r)
+        h = np.full(m, 0.01)
+        h[order[:400]] = np.linspace(0.5, 1.5, 400) / 400.0
+        h[order[:400]] /= h[order[:400]].sum()
+    ref, state = solve_weights(r, h, mu)
+    assert state is not None
+    at_cap = np.isclose(ref, h, rtol=1e-12, atol=0.0)
+    assert np.all((ref == 0.0) | at_cap)  # the reference is a vertex
+    A0, s0 = (state.A * 1.001, state.s * 0.9) if warm else (0.0, 0.0)
+    ok, A, s = wk.weights_kernel(r, h, mu, A0, s0)
+    assert ok
+    a = np.clip(A - s * r, 0.0, h)
+    np.testing.assert_array_equal(a > 0.0, ref > 0.0)
+    np.testing.assert_allclose(a, ref, rtol=1e-12, atol=0.0)
+    assert np.all((a == 0.0) | (a == h))  # the vertex itself, no weight in between
+    assert abs(np.linalg.norm(a) - mu * s) <= 1e-12
+    # a vertex whose cap sum misses 1 is not one: the kernel must not claim it
+    r2 = r.copy()
+    r2[np.argsort(r)[400]] = r[np.argsort(r)[399]]  # a tie across the vertex edge
+    ok2, A2, s2 = wk.weights_kernel(r2, h, mu, 0.0, 0.0)
+    if ok2:
+        a2 = np.clip(A2 - s2 * r2, 0.0, h)
+        ref2, _ = solve_weights(r2, h, mu)
+        np.testing.assert_allclose(a2, ref2, rtol=0, atol=1e-9)
