@@ -26,7 +26,7 @@ from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._certify import Node
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
-from mechanisms.payments._kinks import breakpoints, cap_exit, jumps
+from mechanisms.payments._kinks import breakpoints, cap_exit, jumps, kink_brackets
 from mechanisms.payments._quadrature import integrate
 from mechanisms.payments._resolve._seller_curve import (
     SellerCurve,
@@ -224,6 +224,14 @@ def seller_certificate(
     )
 
 
+def _with_brackets(
+    points: list[float], brackets: list[tuple[float, float]], lo: float, hi: float
+) -> list[float]:
+    """``points`` and both ends of every bracket, sorted, inside ``(lo, hi)``."""
+    ends = {x for pair in brackets for x in pair}
+    return sorted((set(points) | ends) - {lo, hi})
+
+
 def _mean_winner_epsilon(base: Allocation) -> float:
     def mean() -> float:
         eps = np.asarray(base.epsilon_total, dtype=float)
@@ -250,6 +258,15 @@ def _integral(
     c = curve.report
     exit_point = cap_exit(curve, c, crit.lo)
     kinks: list[float] = [] if exit_point is None else [exit_point]
+    # Where the resolver locates kinks itself, the changes between the reports
+    # evaluated so far are bracketed before the first pass (a kink inside a panel
+    # makes the adaptive rule split it many times), and a later pass does not search
+    # again inside a bracket whose ends it already splits at.
+    known: list[tuple[float, float]] = []
+    if curve.locates_kinks:
+        jump_atol = 0.125 * job.rtol * abs(crit.lo - c) * curve.u(c)
+        known = kink_brackets(curve, c, crit.lo, atol=jump_atol)
+        kinks = _with_brackets(kinks, known, c, crit.lo)
     for _ in range(MAX_KINK_PASSES):
         quad = integrate(
             curve.u,
@@ -261,7 +278,12 @@ def _integral(
             rule=job.rule,
         )
         jump_atol = 0.125 * job.rtol * abs(quad.value)
-        found = breakpoints(curve, c, crit.lo, atol=jump_atol)
+        if curve.locates_kinks:
+            new = kink_brackets(curve, c, crit.lo, atol=jump_atol, known=known)
+            known += new
+            found = _with_brackets([], new, c, crit.lo)
+        else:
+            found = breakpoints(curve, c, crit.lo, atol=jump_atol)
         found += jumps(curve, c, crit.lo, atol=jump_atol)
         if set(found) <= set(kinks):
             break

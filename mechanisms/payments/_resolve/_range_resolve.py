@@ -111,8 +111,21 @@ class ActiveSignatures:
         """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
         return bound_status(self.weights(lean), self.prob.caps(lean.eta))
 
-    def base_signature(self) -> bytes:
-        """``active_signature`` of the base (computed once per job and process)."""
+    def allocation_signature(self, alloc: Allocation, i: int) -> bytes:
+        """The signature of a full re-solve of seller ``i``, comparable with
+        :meth:`signature`'s (here ``active_signature``, O(m))."""
+        a = np.asarray(alloc.weights)
+        if alloc.eta <= 0:
+            return bytes(a.size)
+        return bound_status(a, self.prob.caps(alloc.eta))
+
+    def own_status(self, signature: bytes, i: int) -> int:
+        """Seller ``i``'s own entry of a signature of this resolver's form."""
+        return int(signature[i])
+
+    def base_signature(self, i: int) -> bytes:
+        """``active_signature`` of the base (computed once per job and process; the
+        same for every seller ``i``)."""
         if self._signature is None:
             a = np.asarray(self.base.weights)
             if self.base.eta <= 0:

@@ -137,7 +137,10 @@ class SellerCurve:
         val = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
         self.checks[s] = allocation_check(alloc)
         self.cache[s] = val
-        self.signatures[s] = active_signature(self.prob, alloc)
+        if self.resolver is not None:
+            self.signatures[s] = self.resolver.allocation_signature(alloc, self.index)
+        else:
+            self.signatures[s] = active_signature(self.prob, alloc)
         return val
 
     def _solve(self, prob: Problem, s: float) -> Allocation:
@@ -267,11 +270,57 @@ class SellerCurve:
             if lean is not None and self.resolver is not None:
                 sig = self.resolver.signature(lean)
             elif s == float(self.report) and self.resolver is not None:
-                sig = self.resolver.base_signature()
+                sig = self.resolver.base_signature(self.index)
+            elif self.resolver is not None:
+                sig = self.resolver.allocation_signature(self.base, self.index)
             else:
                 sig = active_signature(self.prob, self.base)
             self.signatures[s] = sig
         return sig
+
+    @property
+    def locates_kinks(self) -> bool:
+        """Whether the resolver reads where the active set changes
+        (:meth:`kink_guess`)."""
+        return hasattr(self.resolver, "kink_margin")
+
+    def kink_guess(self, x0: float, x1: float) -> float | None:
+        """Where the active set changes between the evaluated reports ``x0 < x1``
+        (both lean re-solves with different signatures), or ``None``.
+
+        The resolver names one status that differs and its margin ``g`` (smooth on
+        either side of the change, 0 at it). ``g`` is extrapolated to 0 through the
+        two nearest evaluated reports on one side that share that side's signature:
+        a secant on a smooth piece, accurate to second order in their spacing (a
+        secant across the change is not: ``g``'s slope jumps there). The side with
+        the nearer pair is used; through ``x0`` and ``x1`` only when neither side
+        has two."""
+        res = self.resolver
+        lo, hi = self.lean.get(x0), self.lean.get(x1)
+        if not self.locates_kinks or res is None or lo is None or hi is None:
+            return None
+        boundary = res.kink_boundary(lo, hi)  # type: ignore[union-attr]
+        if boundary is None:
+            return None
+        margin = res.kink_margin  # type: ignore[union-attr]
+        pts = sorted(self.lean)
+        k0, k1 = pts.index(x0), pts.index(x1)
+        pairs = []
+        if k0 >= 1 and self.signature(pts[k0 - 1]) == self.signature(x0):
+            pairs.append((pts[k0 - 1], x0))
+        if k1 + 1 < len(pts) and self.signature(pts[k1 + 1]) == self.signature(x1):
+            pairs.append((x1, pts[k1 + 1]))
+        pairs.sort(key=lambda p: p[1] - p[0])
+        pairs.append((x0, x1))
+        for a, b in pairs:
+            ga = margin(self.lean[a], boundary)
+            gb = margin(self.lean[b], boundary)
+            if ga == gb:
+                continue
+            z = a - ga * (b - a) / (gb - ga)
+            if x0 < z < x1:
+                return float(z)
+        return None
 
     def own_status(self, s: float) -> int:
         """Seller ``i``'s own entry of :meth:`signature` (O(1) on the lean path)."""
@@ -288,6 +337,8 @@ class SellerCurve:
                     self.prob.eps_max[self.index] / self.base.eta,
                 )
             )
+        elif self.resolver is not None:
+            return self.resolver.own_status(self.signature(s), self.index)
         else:
             return int(self.signature(s)[self.index])
         return 0 if a_i <= 1e-12 else (2 if a_i >= h_i * (1 - 1e-9) else 1)

@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._weights_kernel import _jit, weights_kernel
+from mechanisms.payments._resolve._sorted_astep import sorted_value
 
 FloatArray = NDArray[np.float64]
 
@@ -87,6 +88,43 @@ def _evaluate(
     if not math.isfinite(value):
         return False, 0.0, 0.0, 0.0, 0.0, 0.0
     return True, value, pa, A, s, a_i
+
+
+@_jit
+def _eval_node(
+    sc: tuple[FloatArray, FloatArray, float, int, FloatArray, int, float],
+    eta: float,
+    c: float,
+    gamma: float,
+    mu: float,
+    sigma: float,
+    h: FloatArray,
+    r: FloatArray,
+    A0: float,
+    s0: float,
+    nodes: FloatArray,
+    n: int,
+    row: FloatArray,
+) -> tuple[bool, int, int, float, float]:
+    """Evaluate ``P`` at ``η`` and insert the node: ``(ok, n, position, V, Ψᵀa)``.
+
+    ``sc = (ps, P, ref, ri, psi, i, psi_i)``: the sorted base ``Ψ`` with its prefix
+    sums (:mod:`._sorted_astep`, O(log m)), seller ``i``'s rank there, the base ``Ψ``
+    in seller order and the changed ``Ψ_i``. The O(log m) a-step is tried first; where
+    it declines, the O(m) one (:func:`_evaluate`) from the same warm start."""
+    ps, P, ref, ri, psi, i, psi_i = sc
+    ok, v, pa, A, s, a_i = sorted_value(
+        ps, P, ref, ri, psi_i, eta, c, gamma, mu, sigma, h[0], A0, s0
+    )
+    if not ok:
+        ok, v, pa, A, s, a_i = _evaluate(
+            psi, i, psi_i, eta, c, gamma, mu, sigma, h, r, A0, s0
+        )
+        if not ok:
+            return False, n, -1, 0.0, 0.0
+    row[0], row[1], row[2], row[3], row[4], row[5] = eta, v, pa, A, s, a_i
+    n, k_new = _insert(nodes, n, eta, row)
+    return True, n, k_new, v, pa
 
 
 @_jit
@@ -158,9 +196,7 @@ def _insert(nodes: FloatArray, n: int, eta: float, row: FloatArray) -> tuple[int
 
 @_jit
 def strict_resolve_kernel(
-    psi: FloatArray,
-    i: int,
-    psi_i: float,
+    sc: tuple[FloatArray, FloatArray, float, int, FloatArray, int, float],
     grid: FloatArray,
     grid_A: FloatArray,
     grid_s: FloatArray,
@@ -172,13 +208,12 @@ def strict_resolve_kernel(
     rtol: float,
     max_cells: int,
 ) -> FloatArray:
-    """The rule's optimum with seller ``i``'s ``Ψ_i = psi_i`` (module docstring);
-    every cap ``k/m``, ``μ > 0``. Returns ``OUT_SIZE`` values (``out[0] = 0``: not ok)."""
+    """The rule's optimum with seller ``i``'s ``Ψ_i`` changed (module docstring;
+    ``sc`` as :func:`_eval_node`); every cap ``k/m``, ``μ > 0``. Returns
+    ``OUT_SIZE`` values (``out[0] = 0``: not ok)."""
     out = np.zeros(OUT_SIZE)
-    m = psi.size
+    m = sc[4].size
     n_grid = grid.size
-    lo = grid[0]
-    hi = grid[n_grid - 1]
     h = np.full(m, kcap)
     r = np.empty(m)
     cap = n_grid + max_cells + 8 * 300 + 8  # every evaluation is a node
@@ -188,14 +223,12 @@ def strict_resolve_kernel(
     n_evals = 0
     # 1. the coarse grid, each point warm-started from the base's multipliers there
     for k in range(n_grid):
-        ok, v, pa, A, s, a_i = _evaluate(
-            psi, i, psi_i, grid[k], c, gamma, mu, sigma, h, r, grid_A[k], grid_s[k]
+        ok, n, _, _, _ = _eval_node(
+            sc, grid[k], c, gamma, mu, sigma, h, r, grid_A[k], grid_s[k], nodes, n, row
         )
         n_evals += 1
         if not ok:
             return out
-        row[0], row[1], row[2], row[3], row[4], row[5] = grid[k], v, pa, A, s, a_i
-        n, _ = _insert(nodes, n, grid[k], row)
     best = 0
     for k in range(1, n):
         if nodes[k, 1] < nodes[best, 1]:
@@ -204,7 +237,7 @@ def strict_resolve_kernel(
     start = best
     for _round in range(8):
         ok, n, best, n_evals = _local_min(
-            nodes, n, start, psi, i, psi_i, c, gamma, mu, sigma, h, r, lo, hi, n_evals
+            nodes, n, start, sc, c, gamma, mu, sigma, h, r, n_evals
         )
         if not ok:
             return out
@@ -213,16 +246,7 @@ def strict_resolve_kernel(
         while n_evals < n_grid + max_cells:
             vb = nodes[best, 1]
             target = vb - rtol * (1.0 + abs(vb))
-            low = -1
-            low_b = np.inf
-            for k in range(n - 1):
-                b = two_point_bound(
-                    sigma, gamma, nodes[k, 0], nodes[k, 1], nodes[k + 1, 0],
-                    nodes[k + 1, 1],
-                )  # fmt: skip
-                if b < low_b:
-                    low_b = b
-                    low = k
+            low, low_b = _lowest_cell(nodes, n, sigma, gamma)
             if low < 0 or low_b >= target:
                 closed = True
                 break
@@ -232,15 +256,13 @@ def strict_resolve_kernel(
             if not e1 < mid < e2:
                 break  # below floating resolution: the bound stands (not closed)
             st = low if nodes[low, 1] <= nodes[low + 1, 1] else low + 1
-            ok, v, pa, A, s, a_i = _evaluate(
-                psi, i, psi_i, mid, c, gamma, mu, sigma, h, r, nodes[st, 3],
-                nodes[st, 4],
+            ok, n, k_new, v, _ = _eval_node(
+                sc, mid, c, gamma, mu, sigma, h, r, nodes[st, 3], nodes[st, 4],
+                nodes, n, row,
             )  # fmt: skip
             n_evals += 1
             if not ok:
                 return out
-            row[0], row[1], row[2], row[3], row[4], row[5] = mid, v, pa, A, s, a_i
-            n, k_new = _insert(nodes, n, mid, row)
             if k_new <= best:
                 best += 1
             if v < vb - rtol * (1.0 + abs(vb)):
@@ -251,13 +273,7 @@ def strict_resolve_kernel(
             continue
         if not closed:
             return out
-        lower = np.inf
-        for k in range(n - 1):
-            b = two_point_bound(
-                sigma, gamma, nodes[k, 0], nodes[k, 1], nodes[k + 1, 0],
-                nodes[k + 1, 1],
-            )  # fmt: skip
-            lower = min(lower, b)
+        _, lower = _lowest_cell(nodes, n, sigma, gamma)
         lower = min(lower, nodes[best, 1])
         eta = nodes[best, 0]
         out[0] = 1.0
@@ -275,6 +291,24 @@ def strict_resolve_kernel(
 
 
 @_jit
+def _lowest_cell(
+    nodes: FloatArray, n: int, sigma: float, gamma: float
+) -> tuple[int, float]:
+    """The cell between consecutive nodes with the lowest two-point bound, and that
+    bound (``(−1, ∞)`` with fewer than two nodes)."""
+    low = -1
+    low_b = np.inf
+    for k in range(n - 1):
+        b = two_point_bound(
+            sigma, gamma, nodes[k, 0], nodes[k, 1], nodes[k + 1, 0], nodes[k + 1, 1]
+        )
+        if b < low_b:
+            low_b = b
+            low = k
+    return low, low_b
+
+
+@_jit
 def _slope(nodes: FloatArray, k: int, gamma: float, sigma: float) -> float:
     """``P'(η_k) = γΨᵀa − σ/η²`` at node ``k``."""
     eta = float(nodes[k, 0])
@@ -286,17 +320,13 @@ def _local_min(
     nodes: FloatArray,
     n: int,
     start: int,
-    psi: FloatArray,
-    i: int,
-    psi_i: float,
+    sc: tuple[FloatArray, FloatArray, float, int, FloatArray, int, float],
     c: float,
     gamma: float,
     mu: float,
     sigma: float,
     h: FloatArray,
     r: FloatArray,
-    lo: float,
-    hi: float,
     n_evals: int,
 ) -> tuple[bool, int, int, int]:
     """The local minimum of ``P`` in the basin of node ``start`` (a point no worse
@@ -352,26 +382,13 @@ def _local_min(
         mid = math.sqrt(ea * eb)
         if not (min(ea, eb) < mid < max(ea, eb)):
             break
-        k_st = a_k
-        ok, v, pa, A, s, a_i = _evaluate(
-            psi,
-            i,
-            psi_i,
-            mid,
-            c,
-            gamma,
-            mu,
-            sigma,
-            h,
-            r,
-            nodes[k_st, 3],
-            nodes[k_st, 4],
-        )
+        ok, n, k_new, v, pa = _eval_node(
+            sc, mid, c, gamma, mu, sigma, h, r, nodes[a_k, 3], nodes[a_k, 4],
+            nodes, n, row,
+        )  # fmt: skip
         n_evals += 1
         if not ok:
             return False, n, a_k, n_evals
-        row[0], row[1], row[2], row[3], row[4], row[5] = mid, v, pa, A, s, a_i
-        n, k_new = _insert(nodes, n, mid, row)
         if k_new <= a_k:
             a_k += 1
         if k_new <= b_k:
@@ -401,25 +418,13 @@ def _local_min(
         if not (min(ea, eb) < eta < max(ea, eb)):
             break  # the bracket is at floating-point resolution
         k_st = a_k if abs(x - xa) <= abs(x - xb) else b_k
-        ok, v, pa, A, s, a_i = _evaluate(
-            psi,
-            i,
-            psi_i,
-            eta,
-            c,
-            gamma,
-            mu,
-            sigma,
-            h,
-            r,
-            nodes[k_st, 3],
-            nodes[k_st, 4],
-        )
+        ok, n, k_new, v, pa = _eval_node(
+            sc, eta, c, gamma, mu, sigma, h, r, nodes[k_st, 3], nodes[k_st, 4],
+            nodes, n, row,
+        )  # fmt: skip
         n_evals += 1
         if not ok:
             return False, n, a_k, n_evals
-        row[0], row[1], row[2], row[3], row[4], row[5] = eta, v, pa, A, s, a_i
-        n, k_new = _insert(nodes, n, eta, row)
         if k_new <= a_k:
             a_k += 1
         if k_new <= b_k:

@@ -30,7 +30,6 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._eta_search import KKT_TOL, eta_bounds, eta_residual
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._certify import MAX_CELLS, RANGE_RTOL
@@ -40,6 +39,7 @@ from mechanisms.payments._resolve._range_resolve import (
     ActiveSignatures,
     LeanSolve,
 )
+from mechanisms.payments._resolve._sorted_astep import count_at_least, prefix_sums
 from mechanisms.payments._resolve._strict_kernel import (
     grid_states,
     strict_resolve_kernel,
@@ -52,8 +52,10 @@ FloatArray = NDArray[np.float64]
 @dataclasses.dataclass(eq=False)
 class StrictResolver(ActiveSignatures):
     """What every re-solve of one strict payment job shares (:func:`strict_resolver`):
-    the base ``Ψ``, the ``η`` grid of the full search and the base's a-step
-    multipliers at each grid point (warm starts)."""
+    the base ``Ψ``, the ``η`` grid of the full search, the base's a-step multipliers
+    at each grid point (warm starts), and ``Ψ`` sorted with the double-double prefix
+    sums of ``Ψ − ref`` and ``(Ψ − ref)²`` and each seller's rank
+    (:mod:`._sorted_astep`: an a-step in O(log m))."""
 
     prob: Problem
     base: Allocation
@@ -63,9 +65,13 @@ class StrictResolver(ActiveSignatures):
     grid_s: FloatArray
     kcap: float
     two_smallest: tuple[int, int]
+    sorted_psi: FloatArray
+    prefix: FloatArray
+    ref: float
+    rank: NDArray[np.int64]
     _signature: bytes | None = None
+    _base_status: tuple[NDArray[np.uint8], int, int] | None = None
 
-    @single_blas_thread
     def solve(self, i: int, psi_i: float) -> LeanSolve | None:
         """Seller ``i`` re-solved at ``Ψ_i = psi_i`` (any finite value); ``None`` when
         the full path must run (an a-step failed its check, the certificate did not
@@ -73,8 +79,12 @@ class StrictResolver(ActiveSignatures):
         cfg = self.prob.cfg
         if not math.isfinite(psi_i):
             return None
+        sc = (
+            self.sorted_psi, self.prefix, self.ref, int(self.rank[i]), self.psi,
+            int(i), float(psi_i),
+        )  # fmt: skip
         out = strict_resolve_kernel(
-            self.psi, int(i), float(psi_i), self.grid, self.grid_A, self.grid_s,
+            sc, self.grid, self.grid_A, self.grid_s,
             float(self.prob.strict_loss_value), float(cfg.gamma), float(cfg.mu),
             float(cfg.sigma), self.kcap, RANGE_RTOL, MAX_CELLS,
         )  # fmt: skip
@@ -123,6 +133,83 @@ class StrictResolver(ActiveSignatures):
             return math.inf
         return (tol / norm_lo) * (a_max / s) / (1.0 + abs(A / s))
 
+    # Signatures. With every cap k/m the status of every other seller (0: at zero,
+    # 1: free, 2: at its cap, as ``bound_status`` reads it) is a non-increasing
+    # function of its Ψ, at a re-solve as at a full solve, so the classes are ranges
+    # of the sorted order and the active signature is determined by two counts over
+    # the other sellers and seller i's own status: O(log m) from a re-solve's
+    # (η, A, s) instead of O(m) bytes. Every signature of a sweep with this resolver
+    # is in this form, so they compare among themselves exactly as the byte strings.
+
+    def signature(self, lean: LeanSolve) -> bytes:
+        """The active signature of a re-solve, in O(log m)."""
+        cfg = self.prob.cfg
+        q = float(cfg.gamma * lean.eta)
+        i = lean.index
+        c = float(self.prob.strict_loss_value)
+        hi_bound = self.kcap * (1.0 - 1e-9)
+        lo_bound = float(np.nextafter(1e-12, np.inf))
+        n2 = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, hi_bound)
+        n_nz = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, lo_bound)
+        v_base = lean.A - lean.s * (c + q * float(self.psi[i]))
+        n2 -= int(v_base >= hi_bound)
+        n_nz -= int(v_base >= lo_bound)
+        return _counts(n2, n_nz - n2, _status(lean.a_i, self.kcap))
+
+    def kink_boundary(
+        self, lo: LeanSolve, hi: LeanSolve
+    ) -> tuple[float, float, bool] | None:
+        """One status that differs between two re-solves' signatures, as
+        ``(Ψ_k, bound, own)``: the first count that differs names one seller and one
+        bound (the dearest capped other seller leaving its cap, the dearest non-zero
+        one reaching 0, or seller ``i`` itself, ``own``), whose margin
+        (:meth:`kink_margin`) crosses 0 where that status changes. ``None`` when the
+        signatures agree."""
+        hi_bound = self.kcap * (1.0 - 1e-9)
+        lo_bound = float(np.nextafter(1e-12, np.inf))
+        s0 = np.frombuffer(self.signature(lo), dtype=np.int64)
+        s1 = np.frombuffer(self.signature(hi), dtype=np.int64)
+        ri = int(self.rank[lo.index])
+
+        def psi_of_other(k: int) -> float:  # the k-th cheapest other seller's Ψ
+            return float(self.sorted_psi[k if k < ri else k + 1])
+
+        if s0[0] != s1[0]:
+            return psi_of_other(int(min(s0[0], s1[0]))), hi_bound, False
+        if s0[0] + s0[1] != s1[0] + s1[1]:
+            return psi_of_other(int(min(s0[0] + s0[1], s1[0] + s1[1]))), lo_bound, False
+        if s0[2] != s1[2]:
+            return math.nan, hi_bound if 2 in (s0[2], s1[2]) else lo_bound, True
+        return None
+
+    def kink_margin(
+        self, lean: LeanSolve, boundary: tuple[float, float, bool]
+    ) -> float:
+        """``g = A − s(c + γηΨ_k) − bound`` at a re-solve: the value ``bound_status``
+        compares for that seller. It is continuous in the report and smooth on
+        either side of the change it marks (where the active set, and so the
+        closed form of ``(A, s)``, changes)."""
+        psi_k, bound, own = boundary
+        p = lean.psi_i if own else psi_k
+        q = float(self.prob.cfg.gamma * lean.eta)
+        c = float(self.prob.strict_loss_value)
+        return float(lean.A - lean.s * (c + q * p) - bound)
+
+    def allocation_signature(self, alloc: Allocation, i: int) -> bytes:
+        """The signature of a full solve in the same form (O(m))."""
+        return _signature_from(_statuses(self.prob, alloc), i)
+
+    def own_status(self, signature: bytes, i: int) -> int:
+        """Seller ``i``'s own status: the last of the signature's three counts."""
+        return int(np.frombuffer(signature, dtype=np.int64)[2])
+
+    def base_signature(self, i: int) -> bytes:
+        """The base's signature for seller ``i`` (the base's statuses and their
+        counts once per job and process, then O(1))."""
+        if self._base_status is None:
+            self._base_status = _statuses(self.prob, self.base)
+        return _signature_from(self._base_status, i)
+
     def weights(self, lean: LeanSolve) -> FloatArray:
         """The whole ``a`` of a re-solve (O(m)): ``clip(A − s r, 0, h)``."""
         cfg = self.prob.cfg
@@ -131,6 +218,33 @@ class StrictResolver(ActiveSignatures):
         r = self.prob.strict_loss_value + (cfg.gamma * lean.eta) * psi
         a = np.clip(lean.A - lean.s * r, 0.0, self.kcap)
         return np.asarray(a, dtype=float)
+
+
+def _status(a: float, h: float) -> int:
+    """``bound_status`` of one weight under cap ``h``."""
+    return 0 if a <= 1e-12 else (2 if a >= h * (1 - 1e-9) else 1)
+
+
+def _counts(n_capped: int, n_free: int, own: int) -> bytes:
+    return np.array([n_capped, n_free, own], dtype=np.int64).tobytes()
+
+
+def _statuses(prob: Problem, alloc: Allocation) -> tuple[NDArray[np.uint8], int, int]:
+    """``bound_status`` of every weight of ``alloc``, and how many are capped and
+    free."""
+    a = np.asarray(alloc.weights, dtype=float)
+    if alloc.eta <= 0:
+        return np.zeros(a.size, dtype=np.uint8), 0, 0
+    caps = prob.caps(alloc.eta)
+    st = np.where(a <= 1e-12, 0, np.where(a >= caps * (1 - 1e-9), 2, 1))
+    st = st.astype(np.uint8)
+    return st, int(np.count_nonzero(st == 2)), int(np.count_nonzero(st == 1))
+
+
+def _signature_from(status: tuple[NDArray[np.uint8], int, int], i: int) -> bytes:
+    st, n2, n1 = status
+    own = int(st[i])
+    return _counts(n2 - int(own == 2), n1 - int(own == 1), own)
 
 
 def strict_resolver(prob: Problem, base: Allocation) -> StrictResolver | None:
@@ -166,6 +280,13 @@ def _build(prob: Problem, base: Allocation) -> StrictResolver | None:
     )
     if not ok:
         return None
-    order = np.argsort(psi, kind="stable")[:2]
-    two = (int(order[0]), int(order[-1]))
-    return StrictResolver(prob, base, psi, grid, grid_A, grid_s, kcap, two)
+    order = np.argsort(psi, kind="stable")
+    two = (int(order[0]), int(order[min(1, m - 1)]))
+    sorted_psi = np.ascontiguousarray(psi[order])
+    rank = np.empty(m, dtype=np.int64)
+    rank[order] = np.arange(m, dtype=np.int64)
+    ref = float(sorted_psi[m // 2])
+    prefix = prefix_sums(sorted_psi, ref)
+    return StrictResolver(
+        prob, base, psi, grid, grid_A, grid_s, kcap, two, sorted_psi, prefix, ref, rank
+    )
