@@ -42,11 +42,18 @@ except ImportError:  # pragma: no cover - numba is a declared dependency
 
 @_jit
 def _theta_step(
-    theta: float, f: float, n_mid: int, lo: float, hi: float
+    theta: float, f: float, n_mid: int, lo: float, hi: float, n_terms: int = 0
 ) -> tuple[bool, float, float, float]:
     """One step of :func:`_theta`'s bracketed Newton at ``θ`` with ``f = Σ a − 1`` and
-    slope ``n_mid``: ``(stop, θ', lo', hi')``."""
+    slope ``n_mid``: ``(stop, θ', lo', hi')``.
+
+    With no free weight and ``|f|`` within the rounding of the ``n_terms`` capped
+    weights summed, ``θ`` lies on the flat stretch where the caps alone sum to 1 (a
+    vertex): every ``θ`` there is a root, and bisecting on would only walk to one
+    end of it (dozens of O(m) passes)."""
     if abs(f) <= 1e-14:
+        return True, theta, lo, hi
+    if n_mid == 0 and abs(f) <= 4.0 * 2.220446049250313e-16 * n_terms:
         return True, theta, lo, hi
     if f < 0.0:
         lo = theta
@@ -84,11 +91,13 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
     for _ in range(200):
         tot = 0.0
         n_mid = 0
+        n_up = 0
         for i in range(m):
             v = theta - s * r[i]
             tot += min(max(v, 0.0), h[i])
             n_mid += (v > 0.0) & (v < h[i])
-        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi)
+            n_up += v >= h[i]
+        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi, n_up)
         if stop:
             break
     # Exact finish on the active set implied by θ.
@@ -117,7 +126,7 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
 
 @_jit
 def _newton_step(
-    A: float, f: float, n_mid: int, lo: float, hi: float
+    A: float, f: float, n_mid: int, lo: float, hi: float, n_terms: int = 0
 ) -> tuple[int, float, float, float]:
     """One bracketed Newton step of :func:`_recentre` from ``A`` with ``f = Σ a − 1``
     and slope ``n_mid``: ``(status, A', lo', hi')`` with status 1 (converged at
@@ -125,8 +134,12 @@ def _newton_step(
 
     A step that leaves ``(A, lo, hi)`` unchanged is a stall: the next pass would
     compute the same ``f`` and repeat it for all remaining passes (the outcome the
-    30-pass limit reaches, ``(False, A)``), so it ends here."""
+    30-pass limit reaches, ``(False, A)``), so it ends here. With no free weight and
+    ``|f|`` within the rounding of the ``n_terms`` capped weights, ``A`` is on a
+    vertex's flat stretch (:func:`_theta_step`): converged."""
     if abs(f) <= 1e-14:
+        return 1, A, lo, hi
+    if n_mid == 0 and abs(f) <= 4.0 * 2.220446049250313e-16 * n_terms:
         return 1, A, lo, hi
     lo2 = lo
     hi2 = hi
@@ -159,12 +172,14 @@ def _recentre(A: float, s: float, r: FloatArray, h: FloatArray) -> tuple[bool, f
     for _ in range(30):
         tot = 0.0
         n_mid = 0
+        n_up = 0
         for i in range(r.size):
             # Branch-free (the classes come in random order): same sums as branching.
             v = A - s * r[i]
             tot += min(max(v, 0.0), h[i])
             n_mid += (v > 0.0) & (v < h[i])
-        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi)
+            n_up += v >= h[i]
+        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi, n_up)
         if status != 0:
             return status > 0, A
     return False, A
@@ -408,7 +423,8 @@ def _recentre_eq(
     hi = np.inf
     for _ in range(30):
         tot, _, n_mid, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
-        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi)
+        n_up = int(tot / c + 0.5) if n_mid == 0 else 0  # every weight 0 or c
+        status, A, lo, hi = _newton_step(A, tot - 1.0, n_mid, lo, hi, n_up)
         if status != 0:
             return status > 0, A, n, R
     return False, A, n, R
@@ -523,7 +539,8 @@ def _theta_eq(
     theta = 0.5 * (lo + hi)
     for _ in range(200):
         tot, _, n_mid, n, R = _clip_sums_eq(theta, s, r, c, sup, n, R)
-        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi)
+        n_up = int(tot / c + 0.5) if n_mid == 0 else 0  # every weight 0 or c
+        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi, n_up)
         if stop:
             break
     # Exact finish on the active set implied by θ (zero records add nothing).

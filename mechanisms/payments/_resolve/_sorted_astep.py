@@ -376,8 +376,8 @@ def sorted_astep(
     hi = s * r_hi + h
     A = min(max(A0, lo), hi)
     for _ in range(200):
-        tot, _sq, n_mid, _n_up, _pa = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
-        stop, A, lo, hi = _theta_step(A, tot - 1.0, n_mid, lo, hi)
+        tot, _sq, n_mid, n_up, _pa = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
+        stop, A, lo, hi = _theta_step(A, tot - 1.0, n_mid, lo, hi, n_up)
         if stop:
             break
     prev_u = -1
