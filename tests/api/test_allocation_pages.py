@@ -151,3 +151,17 @@ def test_whole_array_ir_is_the_one_seller_rule(
         [payment_minor] * 3, [cost] * 3, [eps] * 3, u=u, u_power=power
     )
     assert many.tolist() == [paid >= line] * 3
+
+
+def test_admin_client_reads_every_page(world: World) -> None:
+    from api.client import AdminClient
+
+    oid, _ = _seed(world)
+    key = world.admin["Authorization"].removeprefix("Bearer ")
+    transport = world.api.client._transport  # the test app, in process
+    with AdminClient("http://testserver", key, transport=transport) as admin:
+        assert admin.allocation_items(oid, page=3) == _get(world, oid)["items"]
+        first = admin.allocations(oid, limit=2, offset=2)
+    assert [a["seller_id"] for a in first["items"]] == [
+        a["seller_id"] for a in _get(world, oid)["items"][2:4]
+    ]
