@@ -119,17 +119,18 @@ def epsilon_spent(
     spent = dict.fromkeys(ids, 0.0)
     if not ids:
         return spent
-    stmt = (
-        select(LedgerEntry.account_id, func.sum(LedgerEntry.epsilon))
-        .where(
-            LedgerEntry.market_id == market_id,
-            LedgerEntry.kind == LedgerKind.EPSILON,
-            col(LedgerEntry.account_id).in_(ids),
+    for where in db.id_in(session, col(LedgerEntry.account_id), ids):
+        stmt = (
+            select(LedgerEntry.account_id, func.sum(LedgerEntry.epsilon))
+            .where(
+                LedgerEntry.market_id == market_id,
+                LedgerEntry.kind == LedgerKind.EPSILON,
+                where,
+            )
+            .group_by(col(LedgerEntry.account_id))
         )
-        .group_by(col(LedgerEntry.account_id))
-    )
-    for account_id, total in session.exec(stmt).all():
-        spent[int(account_id)] = float(total or 0.0)
+        for account_id, total in session.exec(stmt).all():
+            spent[int(account_id)] = float(total or 0.0)
     return spent
 
 
@@ -147,22 +148,23 @@ def epsilon_reserved(
     out = dict.fromkeys(ids, 0.0)
     if not ids:
         return out
-    stmt = (
-        select(CustodySeller.seller_id, func.sum(CustodySeller.epsilon))
-        .join(CustodyRun, col(CustodyRun.order_id) == col(CustodySeller.order_id))
-        .join(Order, col(Order.id) == col(CustodySeller.order_id))
-        .where(
-            CustodySeller.market_id == market_id,
-            col(CustodySeller.seller_id).in_(ids),
-            CustodyRun.status == CollectionStatus.COLLECTING,
-            col(Order.status).in_(("queued", "running")),
+    for where in db.id_in(session, col(CustodySeller.seller_id), ids):
+        stmt = (
+            select(CustodySeller.seller_id, func.sum(CustodySeller.epsilon))
+            .join(CustodyRun, col(CustodyRun.order_id) == col(CustodySeller.order_id))
+            .join(Order, col(Order.id) == col(CustodySeller.order_id))
+            .where(
+                CustodySeller.market_id == market_id,
+                where,
+                CustodyRun.status == CollectionStatus.COLLECTING,
+                col(Order.status).in_(("queued", "running")),
+            )
+            .group_by(col(CustodySeller.seller_id))
         )
-        .group_by(col(CustodySeller.seller_id))
-    )
-    if exclude_order_id is not None:
-        stmt = stmt.where(CustodySeller.order_id != exclude_order_id)
-    for seller_id, total in session.exec(stmt).all():
-        out[int(seller_id)] = float(total or 0.0)
+        if exclude_order_id is not None:
+            stmt = stmt.where(CustodySeller.order_id != exclude_order_id)
+        for seller_id, total in session.exec(stmt).all():
+            out[int(seller_id)] = float(total or 0.0)
     return out
 
 

@@ -416,12 +416,35 @@ class AllocationPublic(BaseModel):
     certificate: dict[str, Any] | None = None
 
 
+class EpsilonHistogram(BaseModel):
+    """``ε`` of every seller in an order's allocation in equal-width bins from the
+    smallest (``low``) to the largest (``high``); ``counts[j]`` sellers fall in bin
+    ``j`` (the largest ``ε`` in the last bin)."""
+
+    low: float
+    high: float
+    counts: list[int]
+
+
 class AllocationsPublic(BaseModel):
+    """One page of an order's per-seller allocation (``items``, by seller id), with
+    figures over the whole allocation: ``total`` sellers, ``sellers_used`` with
+    ``ε > 0``, ``total_payment``, ``individually_rational`` and the ``ε`` histogram."""
+
     order_id: int
     items: list[AllocationPublic]
     total_payment: float
     individually_rational: int = 0
-    """How many sellers IR holds for (``items[*].individually_rational``)."""
+    """How many of the order's sellers IR holds for (``items[*].individually_rational``
+    over every page)."""
+    total: int = 0
+    """Sellers in the order's allocation (every page)."""
+    limit: int = 0
+    offset: int = 0
+    sellers_used: int = 0
+    """Sellers given ``ε > 0`` (every page)."""
+    epsilon_histogram: EpsilonHistogram | None = None
+    """``None`` when the allocation is empty."""
 
 
 class TradeoffRequest(_In):

@@ -63,9 +63,30 @@ class AdminClient(OrdersClient):
             self.post(f"/v1/markets/{market_id}/offers:bulk", json={"offers": rows})
         )
 
-    def allocations(self, order_id: int) -> dict[str, Any]:
-        """Per-seller ε and payment of an order."""
-        return dict(self.get(f"/v1/orders/{order_id}/allocations"))
+    def allocations(
+        self, order_id: int, *, limit: int = 1000, offset: int = 0
+    ) -> dict[str, Any]:
+        """One page of an order's per-seller ε and payment (``items``, by seller id,
+        ``limit`` of them from ``offset``), with the order's ``total`` sellers,
+        ``total_payment``, IR count and ε histogram."""
+        return dict(
+            self.get(
+                f"/v1/orders/{order_id}/allocations",
+                params={"limit": limit, "offset": offset},
+            )
+        )
+
+    def allocation_items(
+        self, order_id: int, *, page: int = 10_000
+    ) -> list[dict[str, Any]]:
+        """Every seller's item of an order's allocation, by seller id (read in pages
+        of ``page``)."""
+        items: list[dict[str, Any]] = []
+        while True:
+            view = self.allocations(order_id, limit=page, offset=len(items))
+            items += view["items"]
+            if not view["items"] or len(items) >= int(view["total"]):
+                return items
 
     def start_tradeoff(
         self,

@@ -142,7 +142,17 @@ def get_model_onnx(
 
 @router.get("/orders/{order_id}/allocations")
 def get_allocations(
-    session: SessionDep, _admin: AdminAccount, order_id: OrderId
+    session: SessionDep,
+    _admin: AdminAccount,
+    order_id: OrderId,
+    limit: Annotated[
+        int, Query(ge=1, le=orders.ALLOCATIONS_PAGE_MAX)
+    ] = orders.ALLOCATIONS_PAGE,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> AllocationsPublic:
-    """Return per-seller ε and payment of an order (admin)."""
-    return orders.list_allocations(session, order_id=order_id)
+    """Return per-seller ε and payment of an order (admin), one page by seller id
+    (``limit`` rows from ``offset``); ``total``, ``total_payment``, the IR count and
+    the ε histogram are over every seller of the order."""
+    return orders.list_allocations(
+        session, order_id=order_id, limit=limit, offset=offset
+    )

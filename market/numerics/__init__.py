@@ -62,8 +62,10 @@ from market.numerics.mechanism import (
 from market.numerics.money import (
     MONEY_UNIT,
     individually_rational,
+    individually_rational_all,
     payments_to_minor,
     privacy_cost,
+    privacy_costs,
     to_major,
     to_minor,
 )
@@ -114,6 +116,7 @@ __all__ = [
     "gamma_choice_refusal",
     "has_missable",
     "individually_rational",
+    "individually_rational_all",
     "kernels_compiled",
     "learner_config",
     "learner_release",
@@ -126,6 +129,7 @@ __all__ = [
     "payments_executor",
     "payments_to_minor",
     "privacy_cost",
+    "privacy_costs",
     "records_per_seller_shortfall",
     "release",
     "release_overhead_floor",

@@ -61,16 +61,46 @@ def payments_to_minor(
     return [int(k) for k in n]
 
 
+def privacy_costs(
+    cost: Sequence[float] | FloatArray,
+    epsilon: Sequence[float] | FloatArray,
+    *,
+    u: str,
+    u_power: float,
+) -> FloatArray:
+    """``c·u(ε)`` per seller: the reported cost of the privacy each gave (the IR
+    line), for arrays of reported costs and ``ε``."""
+    c = np.asarray(cost, dtype=float)
+    eps = np.asarray(epsilon, dtype=float)
+    return c * (eps if u == "linear" else eps**u_power)  # type: ignore[no-any-return]
+
+
+def individually_rational_all(
+    payment_minor: Sequence[int] | NDArray[np.int64],
+    cost: Sequence[float] | FloatArray,
+    epsilon: Sequence[float] | FloatArray,
+    *,
+    u: str,
+    u_power: float,
+) -> NDArray[np.bool_]:
+    """IR per seller in the unit it is paid in, without slack: ``n_i·unit ≥ c_i·u(ε_i)``
+    (``n_i·unit`` the exact decimal amount's nearest float, as
+    :func:`mechanisms.money.from_units`)."""
+    paid = money.from_units(np.asarray(payment_minor, dtype=np.int64), MONEY_UNIT)
+    return paid >= privacy_costs(cost, epsilon, u=u, u_power=u_power)  # type: ignore[no-any-return]
+
+
 def privacy_cost(cost: float, epsilon: float, *, u: str, u_power: float) -> float:
     """``c·u(ε)``: a seller's reported cost of the privacy it gave (the IR line)."""
-    return float(cost) * (
-        float(epsilon) if u == "linear" else float(epsilon) ** u_power
-    )
+    return float(privacy_costs([cost], [epsilon], u=u, u_power=u_power)[0])
 
 
 def individually_rational(
     payment_minor: int, cost: float, epsilon: float, *, u: str, u_power: float
 ) -> bool:
     """IR in the unit the seller is paid in, without slack: ``n·unit ≥ c·u(ε)``."""
-    paid = float(money.from_units([payment_minor], MONEY_UNIT)[0])
-    return paid >= privacy_cost(cost, epsilon, u=u, u_power=u_power)
+    return bool(
+        individually_rational_all(
+            [payment_minor], [cost], [epsilon], u=u, u_power=u_power
+        )[0]
+    )

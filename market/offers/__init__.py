@@ -11,6 +11,7 @@ reported cost.
 from market.offers.crud import (
     DUPLICATE,
     RECORDS_PER_SELLER,
+    ActiveOffer,
     active_offer,
     create_offer,
     get_own_offer_or_raise,
@@ -28,6 +29,7 @@ from market.offers.crud import (
 __all__ = [
     "DUPLICATE",
     "RECORDS_PER_SELLER",
+    "ActiveOffer",
     "active_offer",
     "create_offer",
     "get_own_offer_or_raise",

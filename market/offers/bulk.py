@@ -17,7 +17,7 @@ per cost, so the batch fails exactly when some row would fail on its own, and on
 are rows re-checked one by one to name the first bad one.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +32,7 @@ from market.config import Settings
 from market.errors import ConflictError, InvalidInputError
 from market.offers import records
 from market.schemas import BulkOfferCreated, BulkOfferIn, BulkOffersCreated
-from market.store import Account, Market, Offer, OfferStatus, Role, utcnow
-
-_IN_CHUNK = 5_000
-"""Ids per ``IN (...)`` list (below SQLite's and PostgreSQL's parameter limits)."""
+from market.store import Account, Market, Offer, OfferStatus, Role, db, utcnow
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +113,6 @@ def validate_rows(market: Market, rows: Sequence[BulkOfferIn]) -> _Validated:
     return _Validated(raw=raw, scaled=scaled, n_records=[len(r) for r in raw])
 
 
-def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
-    for start in range(0, len(ids), _IN_CHUNK):
-        yield ids[start : start + _IN_CHUNK]
-
-
 def _check_existing_sellers(
     session: Session, market_id: int, rows: Sequence[BulkOfferIn]
 ) -> None:
@@ -139,7 +131,7 @@ def _check_existing_sellers(
     ids = sorted(where)
     sellers: set[int] = set()
     busy: set[int] = set()
-    for chunk in _chunks(ids):
+    for chunk in db.in_chunks(ids):
         sellers.update(
             session.exec(
                 select(Account.id).where(
@@ -208,7 +200,7 @@ def _ids_by(
 ) -> dict[Any, int]:
     """Return ``{key: id}`` for rows whose unique ``key_col`` is in ``keys``."""
     found: dict[Any, int] = {}
-    for chunk in _chunks(keys):
+    for chunk in db.in_chunks(keys):
         stmt = sa.select(id_col, key_col).where(key_col.in_(chunk), *where)
         found.update({key: int(i) for i, key in session.execute(stmt).all()})
     return found

@@ -10,6 +10,8 @@ One order's run is :mod:`market.pipeline` (the numerics) driven by
 """
 
 from market.orders.crud import (
+    ALLOCATIONS_PAGE,
+    ALLOCATIONS_PAGE_MAX,
     cancel_order,
     get_model,
     get_model_onnx,
@@ -22,6 +24,8 @@ from market.orders.crud import (
 )
 
 __all__ = [
+    "ALLOCATIONS_PAGE",
+    "ALLOCATIONS_PAGE_MAX",
     "cancel_order",
     "get_model",
     "get_model_onnx",

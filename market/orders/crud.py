@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -23,6 +24,7 @@ from market.errors import (
 from market.schemas import (
     AllocationPublic,
     AllocationsPublic,
+    EpsilonHistogram,
     LearnerPublic,
     LearnersPublic,
     OrderCreate,
@@ -85,9 +87,8 @@ def _check_offers_fit_learner(
     """Refuse an order whose learner cannot take the market's current offers (e.g. a
     user-level learner and sellers with fewer records than it needs), naming how many
     sellers fall short. Checked again when the order runs (offers may change)."""
-    counts = [
-        o.n_records for o in offers.list_active_offers(session, market_id=market_id)
-    ]
+    active = offers.list_active_offers(session, market_id=market_id, with_records=False)
+    counts = [o.n_records for o in active]
     if len(counts) < numerics.SMALLEST_ORDER:
         raise InvalidInputError(
             "offers",
@@ -347,43 +348,101 @@ def get_model_onnx(session: Session, *, order_id: int, buyer: Account) -> bytes:
         raise InvalidTransitionError(f"order {order_id}: {err}") from err
 
 
-def list_allocations(session: Session, *, order_id: int) -> AllocationsPublic:
-    """Return per-seller ``ε`` and payment of an order (admin view), with each
-    seller's ``c·u(ε)`` and whether IR holds in whole minor units, without slack."""
+ALLOCATIONS_PAGE = 1000
+"""Default rows of one page of an order's allocation (admin view)."""
+ALLOCATIONS_PAGE_MAX = 10_000
+"""Largest page of an order's allocation."""
+EPSILON_BINS = 12
+"""Bins of the allocation's ``ε`` histogram."""
+
+
+def epsilon_histogram(eps: np.ndarray, bins: int = EPSILON_BINS) -> EpsilonHistogram:
+    """``eps`` in ``bins`` equal-width bins from its smallest to its largest value (the
+    largest in the last bin; one unit wide bins when all are equal)."""
+    lo, hi = float(eps.min()), float(eps.max())
+    width = (hi - lo) / bins if hi > lo else 1.0
+    idx = np.minimum(bins - 1, np.floor((eps - lo) / width).astype(np.int64))
+    counts = np.bincount(idx, minlength=bins)
+    return EpsilonHistogram(
+        low=lo, high=lo + width * bins, counts=[int(n) for n in counts]
+    )
+
+
+def list_allocations(
+    session: Session,
+    *,
+    order_id: int,
+    limit: int = ALLOCATIONS_PAGE,
+    offset: int = 0,
+) -> AllocationsPublic:
+    """Return one page (by seller id) of an order's per-seller ``ε`` and payment
+    (admin view), with each seller's ``c·u(ε)`` and whether IR holds in whole minor
+    units, without slack; the totals, the IR count and the ``ε`` histogram are over
+    the whole allocation (read as three columns, whatever the page)."""
     order = session.get(Order, order_id)
     if order is None:
         raise NotFoundError(f"order {order_id} not found")
     params = session.get(MarketParameters, order.parameters_id)
     mech = dict(params.values if params is not None else {})
     u, u_power = str(mech.get("u", "linear")), float(mech.get("u_power", 2.0))
+    joined = (
+        select(Allocation.epsilon, Allocation.payment_minor, Offer.reported_cost)
+        .join(Offer, col(Offer.id) == col(Allocation.offer_id))
+        .where(Allocation.order_id == order_id)
+    )
+    every = session.exec(joined).all()
+    eps = np.array([r[0] for r in every], dtype=float)
+    minor = np.array([r[1] for r in every], dtype=np.int64)
+    costs = np.array([r[2] for r in every], dtype=float)
+    ir_all = numerics.individually_rational_all(minor, costs, eps, u=u, u_power=u_power)
     rows = session.exec(
-        select(Allocation, Offer.reported_cost)
+        select(
+            Allocation.seller_id,
+            Allocation.offer_id,
+            Offer.reported_cost,
+            Allocation.epsilon,
+            Allocation.payment_minor,
+            Allocation.certificate,
+        )
         .join(Offer, col(Offer.id) == col(Allocation.offer_id))
         .where(Allocation.order_id == order_id)
         .order_by(col(Allocation.seller_id))
+        .limit(limit)
+        .offset(offset)
     ).all()
+    page_cost = [float(r[2]) for r in rows]
+    page_eps = [float(r[3]) for r in rows]
+    page_minor = [int(r[4]) for r in rows]
+    privacy = numerics.privacy_costs(page_cost, page_eps, u=u, u_power=u_power)
+    ir = numerics.individually_rational_all(
+        page_minor, page_cost, page_eps, u=u, u_power=u_power
+    )
     items = [
         AllocationPublic(
-            seller_id=a.seller_id,
-            offer_id=a.offer_id,
+            seller_id=seller,
+            offer_id=offer,
             reported_cost=cost,
-            epsilon=a.epsilon,
-            payment=ledgers.to_major(a.payment_minor),
-            payment_minor=a.payment_minor,
-            privacy_cost=numerics.privacy_cost(cost, a.epsilon, u=u, u_power=u_power),
-            individually_rational=numerics.individually_rational(
-                a.payment_minor, cost, a.epsilon, u=u, u_power=u_power
-            ),
-            certificate=a.certificate,
+            epsilon=e,
+            payment=ledgers.to_major(n),
+            payment_minor=n,
+            privacy_cost=float(p),
+            individually_rational=bool(ok),
+            certificate=cert,
         )
-        for a, cost in rows
+        for (seller, offer, _, _, _, cert), cost, e, n, p, ok in zip(
+            rows, page_cost, page_eps, page_minor, privacy, ir, strict=True
+        )
     ]
-    total = sum(a.payment_minor for a, _ in rows)
     return AllocationsPublic(
         order_id=order_id,
         items=items,
-        total_payment=ledgers.to_major(total),
-        individually_rational=sum(a.individually_rational for a in items),
+        total_payment=ledgers.to_major(int(minor.sum())),
+        individually_rational=int(ir_all.sum()),
+        total=len(every),
+        limit=limit,
+        offset=offset,
+        sellers_used=int(np.sum(eps > 0)),
+        epsilon_histogram=epsilon_histogram(eps) if eps.size else None,
     )
 
 

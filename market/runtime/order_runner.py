@@ -331,7 +331,10 @@ def run_order(
             _settle(db_engine, run, out, owner=owner)
         except PrivacyBudgetExhaustedError:
             return _contended(db_engine, order_id, owner=owner, patience=time_limit)
-        log.info("order %s: stage seconds %s", order_id, out.timings)
+        settled = round(time.perf_counter() - rep._t0, 4)
+        log.info(
+            "order %s: stage seconds %s", order_id, {**rep.timings, "settling": settled}
+        )
         return RunStatus.SUCCEEDED
     except (LeaseLostError, custody_runner.LeaseLost):
         return "lost"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, col, func, select
@@ -129,21 +130,55 @@ def write_session(engine: Engine) -> Iterator[Session]:
             raise
 
 
+IN_CHUNK = 5_000
+"""Values per ``IN (...)`` list: one bound parameter each, and PostgreSQL takes at
+most 65,535 parameters a statement (SQLite 32,766), so a list of every seller of a
+large order is sent in chunks of this many."""
+
+C = TypeVar("C")
+
+
+def in_chunks(values: Sequence[C], size: int | None = None) -> Iterator[Sequence[C]]:
+    """``values`` in consecutive chunks of at most ``size`` (default
+    :data:`IN_CHUNK`), for ``IN`` lists."""
+    size = IN_CHUNK if size is None else size
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def id_in(
+    session: Session, column: Any, ids: Sequence[int]
+) -> Iterator[sa.ColumnElement[bool]]:
+    """Filters that together select the rows whose integer ``column`` is in ``ids``:
+    on PostgreSQL one ``column = ANY(:ids)`` (a single array parameter however many
+    ids: every seller of a large order), on SQLite ``IN`` lists of at most
+    :data:`IN_CHUNK` ids. Run the statement once per filter."""
+    if session.get_bind().dialect.name == "postgresql":
+        yield column == sa.any_(
+            sa.bindparam(None, list(ids), type_=ARRAY(sa.BigInteger))
+        )
+        return
+    for chunk in in_chunks(ids):
+        yield column.in_(chunk)
+
+
 def lock_rows(session: Session, *, account_ids: Sequence[int]) -> None:
-    """Lock the accounts' rows (``FOR UPDATE``, id order so lockers never deadlock).
+    """Lock the accounts' rows (``FOR UPDATE``, id order so lockers never deadlock),
+    in one statement.
 
     A no-op on SQLite, where :func:`write_session` already holds the database lock.
     """
     ids = sorted(set(account_ids))
-    if not ids:
+    if not ids or session.get_bind().dialect.name == "sqlite":
         return
-    stmt = (
-        select(models.Account.id)
-        .where(col(models.Account.id).in_(ids))
-        .order_by(models.Account.id)
-        .with_for_update()
-    )
-    session.exec(stmt).all()
+    for where in id_in(session, col(models.Account.id), ids):
+        stmt = (
+            select(models.Account.id)
+            .where(where)
+            .order_by(models.Account.id)
+            .with_for_update()
+        )
+        session.exec(stmt).all()
 
 
 T = TypeVar("T")

@@ -295,50 +295,75 @@ async function setupEditMarket(market) {
   });
 }
 
+// An order's allocation, one page of sellers at a time: the summary, the IR count and
+// the ε histogram are the server's figures over every seller; the scatter and the
+// table show the page's sellers (ALLOCATION_PAGE of them, by seller id).
+const ALLOCATION_PAGE = 1000;
+
 PM.pages.allocations = async function (data) {
   const orderId = Number(data.orderId);
-  const alloc = await PM.load(`/v1/orders/${orderId}/allocations`, `the allocation of order ${orderId}`);
-  const items = alloc.items;
-  const used = items.filter((a) => a.epsilon > 0);
-  PM.byId("alloc-summary").textContent =
-    `Order ${orderId}: ${used.length} of ${items.length} sellers given ε > 0, ` +
-    `total paid ${PM.money(alloc.total_payment)}.`;
-  PM.charts.histogram(PM.byId("histogram"), items.map((a) => a.epsilon), {
-    title: "histogram of ε per seller",
-    xLabel: "ε (total per seller)",
-    yLabel: "sellers",
-    bins: 12,
+  let offset = 0;
+  const show = async () => {
+    const alloc = await PM.load(
+      `/v1/orders/${orderId}/allocations?limit=${ALLOCATION_PAGE}&offset=${offset}`,
+      `the allocation of order ${orderId}`,
+    );
+    const items = alloc.items;
+    const first = items.length ? offset + 1 : 0;
+    const page = `sellers ${first}–${offset + items.length} of ${alloc.total}`;
+    PM.byId("alloc-summary").textContent =
+      `Order ${orderId}: ${alloc.sellers_used} of ${alloc.total} sellers given ε > 0, ` +
+      `total paid ${PM.money(alloc.total_payment)}.`;
+    const hist = alloc.epsilon_histogram || { low: 0, high: 1, counts: [] };
+    PM.charts.bars(PM.byId("histogram"), hist, {
+      title: "histogram of ε per seller (every seller of the order)",
+      xLabel: "ε (total per seller)",
+      yLabel: "sellers",
+    });
+    const spend = items.map((a) => a.privacy_cost);
+    let top = 0;
+    for (const a of items) top = Math.max(top, a.privacy_cost, a.payment);
+    PM.charts.scatter(
+      PM.byId("scatter"),
+      items.map((a, i) => ({
+        x: spend[i],
+        y: a.payment,
+        label: [
+          `seller ${a.seller_id}`,
+          `reported cost ${PM.fmt(a.reported_cost)} per unit ε`,
+          `ε ${PM.fmt(a.epsilon)}`,
+          `payment ${PM.money(a.payment)}`,
+        ],
+      })),
+      {
+        title: `payment vs reported cost times u(ε), with the IR line (${page})`,
+        xLabel: "reported cost · u(ε)",
+        yLabel: "payment",
+        line: { from: [0, 0], to: [top, top], label: "payment = cost · u(ε) (IR)" },
+        fromZero: true,
+        radius: 4,
+        pointClass: "dot",
+      },
+    );
+    // IR as the server checks it: payment ≥ cost · u(ε) in the whole units paid, no slack.
+    PM.byId("ir-summary").textContent =
+      `IR holds for ${alloc.individually_rational} of ${alloc.total} sellers.`;
+    PM.fillTable(
+      PM.byId("allocations"),
+      items.map((a) => [String(a.seller_id), String(a.offer_id), PM.fmt(a.reported_cost), PM.fmt(a.epsilon), PM.money(a.payment)]),
+      "No seller was allocated.",
+    );
+    PM.byId("alloc-page").textContent = `Shown: ${page}.`;
+    PM.byId("alloc-prev").disabled = offset === 0;
+    PM.byId("alloc-next").disabled = offset + items.length >= alloc.total;
+  };
+  PM.byId("alloc-prev").addEventListener("click", () => {
+    offset = Math.max(0, offset - ALLOCATION_PAGE);
+    show().catch((err) => PM.say(PM.explain(err, `the allocation of order ${orderId}`)));
   });
-  const spend = items.map((a) => a.privacy_cost);
-  const top = Math.max(0, ...spend, ...items.map((a) => a.payment));
-  PM.charts.scatter(
-    PM.byId("scatter"),
-    items.map((a, i) => ({
-      x: spend[i],
-      y: a.payment,
-      label: [
-        `seller ${a.seller_id}`,
-        `reported cost ${PM.fmt(a.reported_cost)} per unit ε`,
-        `ε ${PM.fmt(a.epsilon)}`,
-        `payment ${PM.money(a.payment)}`,
-      ],
-    })),
-    {
-      title: "payment vs reported cost times u(ε), with the IR line",
-      xLabel: "reported cost · u(ε)",
-      yLabel: "payment",
-      line: { from: [0, 0], to: [top, top], label: "payment = cost · u(ε) (IR)" },
-      fromZero: true,
-      radius: 4,
-      pointClass: "dot",
-    },
-  );
-  // IR as the server checks it: payment ≥ cost · u(ε) in the whole units paid, no slack.
-  const ir = items.filter((a) => a.individually_rational).length;
-  PM.byId("ir-summary").textContent = `IR holds for ${ir} of ${items.length} sellers.`;
-  PM.fillTable(
-    PM.byId("allocations"),
-    items.map((a) => [String(a.seller_id), String(a.offer_id), PM.fmt(a.reported_cost), PM.fmt(a.epsilon), PM.money(a.payment)]),
-    "No seller was allocated.",
-  );
+  PM.byId("alloc-next").addEventListener("click", () => {
+    offset += ALLOCATION_PAGE;
+    show().catch((err) => PM.say(PM.explain(err, `the allocation of order ${orderId}`)));
+  });
+  await show();
 };

@@ -162,11 +162,22 @@
 
   function histogram(container, values, options) {
     const bins = options.bins || 10;
-    const [lo, hi] = values.length ? [Math.min(...values), Math.max(...values)] : [0, 1];
+    let [lo, hi] = values.length ? [Infinity, -Infinity] : [0, 1];
+    for (const v of values) {
+      lo = Math.min(lo, v);
+      hi = Math.max(hi, v);
+    }
     const width = hi > lo ? (hi - lo) / bins : 1;
     const counts = new Array(bins).fill(0);
     for (const v of values) counts[Math.min(bins - 1, Math.floor((v - lo) / width))] += 1;
-    const { root, x, y } = frame(container, [lo, lo + width * bins], [0, Math.max(1, ...counts) * 1.1], options);
+    return bars(container, { low: lo, high: lo + width * bins, counts }, options);
+  }
+
+  // Bars of equal-width bins {low, high, counts} (e.g. the server's ε histogram).
+  function bars(container, { low, high, counts }, options) {
+    const lo = low;
+    const width = counts.length ? (high - low) / counts.length : 1;
+    const { root, x, y } = frame(container, [lo, lo + width * Math.max(1, counts.length)], [0, Math.max(1, ...counts) * 1.1], options);
     const group = svg("g", { class: "bars" });
     counts.forEach((count, i) => {
       const left = lo + i * width;
@@ -209,5 +220,5 @@
     return root;
   }
 
-  PM.charts = { scatter, histogram, meters };
+  PM.charts = { scatter, histogram, bars, meters };
 })();
