@@ -70,13 +70,13 @@ def test_sorted_a_step_solves_the_a_step_and_matches_the_record_by_record_one(
         gamma, mu, eta = float(d["gamma"]), float(d["mu"]), float(d["eta"])
         h = float(d["k"]) / m
         hh, r = np.full(m, h), np.empty(m)
-        ok0, v0, _pa0, A0, s0, ai0 = _evaluate(
-            psi, i, psi_i, eta, c, gamma, mu, sigma, hh, r, 0.0, 0.0
+        ok0, v0, _pa0, A0, s0, ai0, _held0 = _evaluate(
+            psi, i, psi_i, eta, c, gamma, mu, sigma, h, hh, r, 0.0, 0.0
         )
         assert ok0
         ps, P, ref, rank = _sorted(psi)
         # warm from a nearby point, as every re-solve is
-        ok, v, _pa, A, s, ai = sa.sorted_value(
+        ok, v, _pa, A, s, ai, held = sa.sorted_value(
             ps, P, ref, int(rank[i]), psi_i, eta, c, gamma, mu, sigma, h,
             A0 * (1 + 1e-3), s0 * (1 - 1e-3),
         )  # fmt: skip
@@ -96,6 +96,9 @@ def test_sorted_a_step_solves_the_a_step_and_matches_the_record_by_record_one(
         assert abs(v - v0) <= 1e-9 * scale
         assert abs(ai - ai0) <= 1e-9 * h + 1e-15 * abs(A)
         assert abs(ai - a[i]) <= 1e-12 * max(1.0, abs(A))
+        # the capped sellers' cap multipliers Σ (A − s r_j − h)/s
+        ref_held = float(np.sum(np.maximum(A - s * rr - h, 0.0)[A - s * rr >= h])) / s
+        assert abs(held - ref_held) <= 1e-9 * (1.0 + ref_held) + 1e-12 * abs(A) * m / s
     assert n_vertex >= 3  # the draws reach vertices (no free weight)
 
 

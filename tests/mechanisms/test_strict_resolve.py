@@ -103,14 +103,64 @@ def test_compiled_strict_resolve_equals_the_full_search(seed: int) -> None:
     assert n_taken >= 10
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_strict_resolve_with_a_binding_lifetime_cap_is_the_full_search(
+    seed: int,
+) -> None:
+    """Every seller with the same ``ε^max = E`` that binds on the upper part of the
+    ``η`` range (a market's lifetime cap, the default): the caps ``min(k/m, E/η)``
+    move with ``η``, the profile's slope gains the cap multipliers and the cells
+    where the caps move are bounded over the larger feasible set. Each re-solve must
+    still be the full search's answer."""
+    rng = np.random.default_rng(200 + seed)
+    cfg = MechanismConfig(
+        gamma=float(10 ** rng.uniform(-1, 1)), lam=1e-2,
+        mu=float(10 ** rng.uniform(-1.5, 0.5)), sigma=float(10 ** rng.uniform(-1, 1)),
+        k=4.0, eps_avg_max=5.0, mode="strict",
+    )  # fmt: skip
+    m = int(rng.integers(40, 120))
+    prob0, _ = instance(seed, m, cfg)
+    # the cap starts to bind below the optimum without it, so the optima sit where
+    # the caps move
+    eta0 = solve_allocation(prob0).eta
+    e_cap = float((cfg.k / m) * eta0 * rng.uniform(0.3, 0.8))
+    prob = Problem(prob0.X, prob0.y, prob0.psi, np.full(m, e_cap), cfg)
+    base = solve_allocation(prob)
+    res = strict_resolver(prob, base)
+    assert res is not None
+    assert res.e_max == e_cap
+    n_taken, n_moving = 0, 0
+    for _ in range(12):
+        i = int(rng.integers(prob.m))
+        psi_i = float(prob.psi[i] * rng.choice([0.5, 1.0, 1.3, 2.0, 4.0]) + 0.1)
+        lean = res.solve(i, psi_i)
+        full = solve_allocation(prob.with_seller_psi(i, psi_i))
+        if lean is None:
+            continue
+        n_taken += 1
+        n_moving += int(lean.h_i < cfg.k / m)
+        eps_full = float(full.epsilon_total[i])
+        scale = max(eps_full, winner_scale(full.epsilon_total))
+        assert lean.epsilon_total == pytest.approx(eps_full, abs=FAST_TOL * scale)
+        assert lean.eta == pytest.approx(full.eta, rel=1e-4)
+        a_full = np.asarray(full.weights)
+        assert np.abs(res.weights(lean) - a_full).max() <= 1e-5 * a_full.max()
+    assert n_taken >= 8
+    assert n_moving >= 4
+
+
 def test_compiled_strict_resolve_declines_where_it_does_not_apply() -> None:
     cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=10.0, k=4.0, mode="strict")
     prob, _ = instance(3, 40, cfg)
     base = solve_allocation(prob)
     assert strict_resolver(prob, base) is not None
-    # an ε^max cap that binds on the η range: the feasible set moves with η
-    capped = Problem(prob.X, prob.y, prob.psi, np.full(prob.m, 1e-3), cfg)
+    # ε^max caps that bind on the η range and differ between sellers: the caps then
+    # differ and the sorted classes do not hold (equal ones apply: below)
+    unequal = np.linspace(1e-3, 2e-3, prob.m)
+    capped = Problem(prob.X, prob.y, prob.psi, unequal, cfg)
     assert strict_resolver(capped, solve_allocation(capped)) is None
+    same = Problem(prob.X, prob.y, prob.psi, np.full(prob.m, 1e-3), cfg)
+    assert strict_resolver(same, solve_allocation(same)) is not None
     for changed in (cfg.with_(mu=0.0), cfg.with_(mode="default")):
         other = dataclasses.replace(prob, cfg=changed)
         assert strict_resolver(other, solve_allocation(other)) is None

@@ -254,8 +254,10 @@ def _sums_at(
     c: float,
     q: float,
     h: float,
-) -> tuple[float, float, int, int, float]:
-    """``(Σ a, Σ a², n_free, n_capped, ΣΨa)`` at ``a = clip(A − s r, 0, h)``.
+) -> tuple[float, float, int, int, float, float]:
+    """``(Σ a, Σ a², n_free, n_capped, ΣΨa, Σ_capped (A − s r_j − h))`` at
+    ``a = clip(A − s r, 0, h)`` (the last: ``s`` times the capped sellers' cap
+    multipliers).
 
     A free weight is ``a_j = e − sqδ_j`` with ``e = A − s(c + qΨ_ref)``, so over the
     free run ``Σ a = ne − sqΣδ``, ``Σ a² = ne² − 2esqΣδ + s²q²Σδ²`` and
@@ -295,7 +297,15 @@ def _sums_at(
     uh, ul = _dd_add(uh, ul, yh, yl)
     yh, yl = _dd_scale(d2h, d2l, -sq_)
     uh, ul = _dd_add(uh, ul, yh, yl)
-    return tot_h + tot_l, sqh + sql, n_mid, n_up, uh + ul
+    # Σ_capped (A − s r_j − h) = n_up(A − h) − s(n_up(c + qΨ_ref) + qΣ_capped δ)
+    kh, kl = _dd_scale(ph, pl, float(n_up))
+    zh, zl = _dd_scale(u1h, u1l, q)
+    kh, kl = _dd_add(kh, kl, zh, zl)
+    kh, kl = _dd_scale(kh, kl, -s)
+    zh, zl = _two_sum(A, -h)
+    zh, zl = _dd_scale(zh, zl, float(n_up))
+    kh, kl = _dd_add(kh, kl, zh, zl)
+    return tot_h + tot_l, sqh + sql, n_mid, n_up, uh + ul, kh + kl
 
 
 @_jit
@@ -376,7 +386,7 @@ def sorted_astep(
     hi = s * r_hi + h
     A = min(max(A0, lo), hi)
     for _ in range(200):
-        tot, _sq, n_mid, n_up, _pa = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
+        tot, _sq, n_mid, n_up, _pa, _k = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
         stop, A, lo, hi = _theta_step(A, tot - 1.0, n_mid, lo, hi, n_up)
         if stop:
             break
@@ -411,7 +421,7 @@ def sorted_astep(
         if n_up == prev_u and n_mid == prev_m and cls_i == prev_c:
             break
         prev_u, prev_m, prev_c = n_up, n_mid, cls_i
-    tot, sq, n_free, _n_up, _pa = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
+    tot, sq, n_free, _n_up, _pa, _k = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
     if not _kkt_holds(tot, sq, mu, A, s, n_free, h):
         return False, 0.0, 0.0
     return True, A, s
@@ -432,16 +442,19 @@ def sorted_value(
     h: float,
     A0: float,
     s0: float,
-) -> tuple[bool, float, float, float, float, float]:
-    """``(ok, V, Ψᵀa, A, s, a_i)`` of the exact a-step at ``η`` (module docstring):
-    ``V = c·Σa + μ‖a‖ + σ/η + γηΨᵀa``, the strict search value (spec (4.1))."""
+) -> tuple[bool, float, float, float, float, float, float]:
+    """``(ok, V, Ψᵀa, A, s, a_i, held)`` of the exact a-step at ``η`` with every cap
+    ``h`` (module docstring): ``V = c·Σa + μ‖a‖ + σ/η + γηΨᵀa``, the strict search
+    value (spec (4.1)), and ``held = Σ_capped (A − s r_j − h)/s``, the sum of the
+    capped sellers' cap multipliers (what a cap that moves with ``η`` adds to
+    ``dP/dη``)."""
     q = gamma * eta
     ok, A, s = sorted_astep(ps, P, ref, ri, psi_i, c, q, h, mu, A0, s0)
     if not ok:
-        return False, 0.0, 0.0, 0.0, 0.0, 0.0
-    tot, sq, _n_free, _n_up, pa = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    tot, sq, _n_free, _n_up, pa, k = _sums_at(ps, P, ref, ri, psi_i, A, s, c, q, h)
     a_i = min(max(A - s * (c + q * psi_i), 0.0), h)
     value = c * tot + mu * math.sqrt(max(sq, 0.0)) + sigma / eta + q * pa
     if not math.isfinite(value):
-        return False, 0.0, 0.0, 0.0, 0.0, 0.0
-    return True, value, pa, A, s, a_i
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    return True, value, pa, A, s, a_i, max(k, 0.0) / s

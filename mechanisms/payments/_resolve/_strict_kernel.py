@@ -5,20 +5,26 @@ In mode ``strict`` the search value does not depend on the records or on ``w``
 
     V(a, η) = c·Σa + μ‖a‖₂ + σ/η + γη Σ_i Ψ_i a_i,   a ∈ C(η),                (4.1)
 
-and where every cap is ``k/m`` on the whole ``η`` range (no ``ε_i^max`` binds) the
-feasible set ``C`` does not move with ``η``. The profile ``P(η) = min_a V`` is then
-``σ/η + g(η)`` with ``g`` a minimum of affine functions of ``η`` (concave), its
-minimiser ``a*(η)`` unique (``μ > 0``) and continuous, so ``P`` is C¹ with
-``P'(η) = γ Ψᵀa*(η) − σ/η²`` (envelope theorem; the η-condition of spec §4.2).
+where ``C(η)`` caps every weight at ``h(η) = min(k/m, E/η)``: here every seller has
+the same ``ε^max = E`` (possibly ``∞``), so the caps are equal at every ``η``. The
+profile ``P(η) = min_a V`` has the unique minimiser ``a*(η)`` (``μ > 0``), and by the
+envelope theorem ``P'(η) = γΨᵀa* − σ/η² + (h/η)·Σ_capped β_j`` where ``E/η < k/m``
+(``β_j = (A − s r_j − h)/s`` the capped sellers' cap multipliers: the cap
+``E/η`` tightens as ``η`` grows), ``γΨᵀa* − σ/η²`` where the caps are ``k/m`` (the
+η-condition of spec §4.2).
 
 :func:`strict_resolve_kernel` runs, for seller ``i``'s ``Ψ_i`` changed, the same rule as
 the full search of :func:`mechanisms.allocation._eta_search.solve_allocation`: the
 certified global minimum of ``P`` over ``[η_lo, η_hi]``, at a root of ``P'`` (or an end
 of the range where ``P`` still falls outward). Every point is one exact a-step (problem
-(4.2), :func:`mechanisms.allocation._weights_kernel.weights_kernel`, warm-started), so
-each node's value is exact and a cell ``[η₁, η₂]``'s lower bound is the two-point bound
-of :func:`mechanisms.allocation._range._certify._two_point_bound` (exact to second order
-in the width where ``C`` is fixed). Steps:
+(4.2); :mod:`._sorted_astep` in O(log m), else the O(m) kernel
+:func:`mechanisms.allocation._weights_kernel.weights_kernel`, warm-started), so each
+node's value is exact. A cell ``[η₁, η₂]``'s lower bound is the two-point bound of
+:func:`mechanisms.allocation._range._certify._two_point_bound`, which holds for
+``σ/η + min_{a∈C} (affine in η)`` over a fixed set ``C``: where the caps do not move on
+the cell, from ``P(η₁)`` and ``P(η₂)``; where they do (``E/η₂ < k/m``), ``C(η) ⊆ C(η₁)``
+on the cell, so ``P`` lies above the same problem over ``C(η₁)``, whose value at ``η₂``
+is one more a-step (with the caps ``h(η₁)``). Steps:
 
 1. the coarse grid (the full search's, warm-started from the base's multipliers there);
 2. the local minimum in the best grid point's basin: a bracket of ``P'`` changing sign
@@ -44,9 +50,19 @@ from mechanisms.payments._resolve._sorted_astep import sorted_value
 
 FloatArray = NDArray[np.float64]
 
-OUT_SIZE = 10
+OUT_SIZE = 11
 """``strict_resolve_kernel``'s output: ``ok, η, A, s, value, lower bound, P'(η),
-Ψᵀa, a_i, n_evals``."""
+Ψᵀa, a_i, n_evals, h(η)``."""
+
+_COLS = 8
+"""A node: ``η, V, Ψᵀa, A, s, a_i, P'(η)``, and the lower bound of the cell from this
+node to the next."""
+
+
+@_jit
+def cap_at(eta: float, kcap: float, e_max: float) -> float:
+    """``h(η) = min(k/m, E/η)``."""
+    return min(kcap, e_max / eta)
 
 
 @_jit
@@ -59,35 +75,69 @@ def _evaluate(
     gamma: float,
     mu: float,
     sigma: float,
+    hc: float,
     h: FloatArray,
     r: FloatArray,
     A0: float,
     s0: float,
-) -> tuple[bool, float, float, float, float, float]:
-    """``(ok, V, Ψᵀa, A, s, a_i)`` of the exact a-step at ``η`` with ``Ψ_i = psi_i``:
-    ``r_j = c + (γη)Ψ_j`` as the full search builds it, ``a = clip(A − s r, 0, h)``."""
+) -> tuple[bool, float, float, float, float, float, float]:
+    """``(ok, V, Ψᵀa, A, s, a_i, held)`` of the exact a-step at ``η`` with
+    ``Ψ_i = psi_i`` and every cap ``hc``: ``r_j = c + (γη)Ψ_j`` as the full search
+    builds it, ``a = clip(A − s r, 0, hc)``, ``held`` as
+    :func:`._sorted_astep.sorted_value` (O(m))."""
     m = psi.size
     q = gamma * eta
     for j in range(m):
         r[j] = c + q * psi[j]
+        h[j] = hc
     r[i] = c + q * psi_i
     ok, A, s = weights_kernel(r, h, mu, A0, s0)
     if not ok:
-        return False, 0.0, 0.0, 0.0, 0.0, 0.0
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     tot = 0.0
     sq = 0.0
     pa = 0.0
+    held = 0.0
     for j in range(m):
-        a = min(max(A - s * r[j], 0.0), h[j])
+        v = A - s * r[j]
+        a = min(max(v, 0.0), hc)
         tot += a
         sq += a * a
         pj = psi_i if j == i else psi[j]
         pa += pj * a
-    a_i = min(max(A - s * r[i], 0.0), h[i])
+        if v >= hc:
+            held += (v - hc) / s
+    a_i = min(max(A - s * r[i], 0.0), hc)
     value = c * tot + mu * math.sqrt(sq) + sigma / eta + gamma * eta * pa
     if not math.isfinite(value):
-        return False, 0.0, 0.0, 0.0, 0.0, 0.0
-    return True, value, pa, A, s, a_i
+        return False, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    return True, value, pa, A, s, a_i, held
+
+
+@_jit
+def _value_at(
+    sc: tuple[FloatArray, FloatArray, float, int, FloatArray, int, float],
+    eta: float,
+    c: float,
+    gamma: float,
+    mu: float,
+    sigma: float,
+    hc: float,
+    h: FloatArray,
+    r: FloatArray,
+    A0: float,
+    s0: float,
+) -> tuple[bool, float, float, float, float, float, float]:
+    """:func:`._sorted_astep.sorted_value` (O(log m)) with every cap ``hc``; where it
+    declines, the O(m) :func:`_evaluate` from the same warm start.
+    ``sc = (ps, P, ref, ri, psi, i, psi_i)``: the sorted base ``Ψ`` with its prefix
+    sums, seller ``i``'s rank there, the base ``Ψ`` in seller order and the changed
+    ``Ψ_i``."""
+    ps, P, ref, ri, psi, i, psi_i = sc
+    out = sorted_value(ps, P, ref, ri, psi_i, eta, c, gamma, mu, sigma, hc, A0, s0)
+    if out[0]:
+        return out
+    return _evaluate(psi, i, psi_i, eta, c, gamma, mu, sigma, hc, h, r, A0, s0)
 
 
 @_jit
@@ -98,6 +148,8 @@ def _eval_node(
     gamma: float,
     mu: float,
     sigma: float,
+    kcap: float,
+    e_max: float,
     h: FloatArray,
     r: FloatArray,
     A0: float,
@@ -106,25 +158,58 @@ def _eval_node(
     n: int,
     row: FloatArray,
 ) -> tuple[bool, int, int, float, float]:
-    """Evaluate ``P`` at ``η`` and insert the node: ``(ok, n, position, V, Ψᵀa)``.
-
-    ``sc = (ps, P, ref, ri, psi, i, psi_i)``: the sorted base ``Ψ`` with its prefix
-    sums (:mod:`._sorted_astep`, O(log m)), seller ``i``'s rank there, the base ``Ψ``
-    in seller order and the changed ``Ψ_i``. The O(log m) a-step is tried first; where
-    it declines, the O(m) one (:func:`_evaluate`) from the same warm start."""
-    ps, P, ref, ri, psi, i, psi_i = sc
-    ok, v, pa, A, s, a_i = sorted_value(
-        ps, P, ref, ri, psi_i, eta, c, gamma, mu, sigma, h[0], A0, s0
+    """Evaluate ``P`` at ``η`` (caps ``h(η)``), insert the node and re-bound the two
+    cells next to it: ``(ok, n, position, V, P'(η))``."""
+    hc = cap_at(eta, kcap, e_max)
+    ok, v, pa, A, s, a_i, held = _value_at(
+        sc, eta, c, gamma, mu, sigma, hc, h, r, A0, s0
     )
     if not ok:
-        ok, v, pa, A, s, a_i = _evaluate(
-            psi, i, psi_i, eta, c, gamma, mu, sigma, h, r, A0, s0
+        return False, n, -1, 0.0, 0.0
+    slope = gamma * pa - sigma / (eta * eta)
+    if hc < kcap:  # the cap E/η tightens with η
+        slope += held * hc / eta
+    row[0], row[1], row[2], row[3], row[4], row[5] = eta, v, pa, A, s, a_i
+    row[6] = slope
+    row[7] = np.inf
+    n, k = _insert(nodes, n, eta, row)
+    for cell in (k - 1, k):
+        if 0 <= cell < n - 1:
+            ok = _bound_cell(nodes, cell, sc, c, gamma, mu, sigma, kcap, e_max, h, r)
+            if not ok:
+                return False, n, k, v, slope
+    return True, n, k, v, slope
+
+
+@_jit
+def _bound_cell(
+    nodes: FloatArray,
+    k: int,
+    sc: tuple[FloatArray, FloatArray, float, int, FloatArray, int, float],
+    c: float,
+    gamma: float,
+    mu: float,
+    sigma: float,
+    kcap: float,
+    e_max: float,
+    h: FloatArray,
+    r: FloatArray,
+) -> bool:
+    """The lower bound of ``P`` on the cell from node ``k`` to ``k + 1`` (module
+    docstring), stored in ``nodes[k, 7]``; ``False`` when the extra a-step of a cell
+    whose caps move failed."""
+    e1, l1 = nodes[k, 0], nodes[k, 1]
+    e2, l2 = nodes[k + 1, 0], nodes[k + 1, 1]
+    h1 = cap_at(e1, kcap, e_max)
+    if cap_at(e2, kcap, e_max) < h1:
+        # the same problem over C(η₁) at η₂, warm from node k + 1
+        ok, l2, _, _, _, _, _ = _value_at(
+            sc, e2, c, gamma, mu, sigma, h1, h, r, nodes[k + 1, 3], nodes[k + 1, 4]
         )
         if not ok:
-            return False, n, -1, 0.0, 0.0
-    row[0], row[1], row[2], row[3], row[4], row[5] = eta, v, pa, A, s, a_i
-    n, k_new = _insert(nodes, n, eta, row)
-    return True, n, k_new, v, pa
+            return False
+    nodes[k, 7] = two_point_bound(sigma, gamma, e1, l1, e2, l2)
+    return True
 
 
 @_jit
@@ -154,20 +239,23 @@ def grid_states(
     gamma: float,
     mu: float,
     kcap: float,
+    e_max: float,
 ) -> tuple[bool, FloatArray, FloatArray]:
-    """The a-step multipliers ``(A, s)`` at every grid ``η`` for ``Ψ`` as given (the
-    warm starts of every re-solve), top down as the full search's grid."""
+    """The a-step multipliers ``(A, s)`` at every grid ``η`` (caps ``h(η)``) for
+    ``Ψ`` as given (the warm starts of every re-solve), top down as the full search's
+    grid."""
     m = psi.size
     n = grid.size
-    h = np.full(m, kcap)
+    h = np.empty(m)
     r = np.empty(m)
     As = np.zeros(n)
     ss = np.zeros(n)
     A0 = 0.0
     s0 = 0.0
     for k in range(n - 1, -1, -1):
-        ok, _, _, A, s, _ = _evaluate(
-            psi, 0, psi[0], grid[k], c, gamma, mu, 0.0, h, r, A0, s0
+        hc = cap_at(grid[k], kcap, e_max)
+        ok, _, _, A, s, _, _ = _evaluate(
+            psi, 0, psi[0], grid[k], c, gamma, mu, 0.0, hc, h, r, A0, s0
         )
         if not ok:
             return False, As, ss
@@ -205,27 +293,29 @@ def strict_resolve_kernel(
     mu: float,
     sigma: float,
     kcap: float,
+    e_max: float,
     rtol: float,
     max_cells: int,
 ) -> FloatArray:
     """The rule's optimum with seller ``i``'s ``Ψ_i`` changed (module docstring;
-    ``sc`` as :func:`_eval_node`); every cap ``k/m``, ``μ > 0``. Returns
-    ``OUT_SIZE`` values (``out[0] = 0``: not ok)."""
+    ``sc`` as :func:`_value_at`); caps ``h(η) = min(k/m, E/η)``, ``μ > 0``.
+    Returns ``OUT_SIZE`` values (``out[0] = 0``: not ok)."""
     out = np.zeros(OUT_SIZE)
     m = sc[4].size
     n_grid = grid.size
-    h = np.full(m, kcap)
+    h = np.empty(m)
     r = np.empty(m)
     cap = n_grid + max_cells + 8 * 300 + 8  # every evaluation is a node
-    nodes = np.empty((cap, 6))
-    row = np.empty(6)
+    nodes = np.empty((cap, _COLS))
+    row = np.empty(_COLS)
     n = 0
     n_evals = 0
     # 1. the coarse grid, each point warm-started from the base's multipliers there
     for k in range(n_grid):
         ok, n, _, _, _ = _eval_node(
-            sc, grid[k], c, gamma, mu, sigma, h, r, grid_A[k], grid_s[k], nodes, n, row
-        )
+            sc, grid[k], c, gamma, mu, sigma, kcap, e_max, h, r, grid_A[k],
+            grid_s[k], nodes, n, row,
+        )  # fmt: skip
         n_evals += 1
         if not ok:
             return out
@@ -237,7 +327,7 @@ def strict_resolve_kernel(
     start = best
     for _round in range(8):
         ok, n, best, n_evals = _local_min(
-            nodes, n, start, sc, c, gamma, mu, sigma, h, r, n_evals
+            nodes, n, start, sc, c, gamma, mu, sigma, kcap, e_max, h, r, n_evals
         )
         if not ok:
             return out
@@ -246,7 +336,7 @@ def strict_resolve_kernel(
         while n_evals < n_grid + max_cells:
             vb = nodes[best, 1]
             target = vb - rtol * (1.0 + abs(vb))
-            low, low_b = _lowest_cell(nodes, n, sigma, gamma)
+            low, low_b = _lowest_cell(nodes, n)
             if low < 0 or low_b >= target:
                 closed = True
                 break
@@ -257,8 +347,8 @@ def strict_resolve_kernel(
                 break  # below floating resolution: the bound stands (not closed)
             st = low if nodes[low, 1] <= nodes[low + 1, 1] else low + 1
             ok, n, k_new, v, _ = _eval_node(
-                sc, mid, c, gamma, mu, sigma, h, r, nodes[st, 3], nodes[st, 4],
-                nodes, n, row,
+                sc, mid, c, gamma, mu, sigma, kcap, e_max, h, r, nodes[st, 3],
+                nodes[st, 4], nodes, n, row,
             )  # fmt: skip
             n_evals += 1
             if not ok:
@@ -273,7 +363,7 @@ def strict_resolve_kernel(
             continue
         if not closed:
             return out
-        _, lower = _lowest_cell(nodes, n, sigma, gamma)
+        _, lower = _lowest_cell(nodes, n)
         lower = min(lower, nodes[best, 1])
         eta = nodes[best, 0]
         out[0] = 1.0
@@ -282,26 +372,23 @@ def strict_resolve_kernel(
         out[3] = nodes[best, 4]
         out[4] = nodes[best, 1]
         out[5] = lower
-        out[6] = gamma * nodes[best, 2] - sigma / (eta * eta)
+        out[6] = nodes[best, 6]
         out[7] = nodes[best, 2]
         out[8] = nodes[best, 5]
         out[9] = n_evals
+        out[10] = cap_at(eta, kcap, e_max)
         return out
     return out
 
 
 @_jit
-def _lowest_cell(
-    nodes: FloatArray, n: int, sigma: float, gamma: float
-) -> tuple[int, float]:
-    """The cell between consecutive nodes with the lowest two-point bound, and that
-    bound (``(−1, ∞)`` with fewer than two nodes)."""
+def _lowest_cell(nodes: FloatArray, n: int) -> tuple[int, float]:
+    """The cell between consecutive nodes with the lowest bound, and that bound
+    (``(−1, ∞)`` with fewer than two nodes)."""
     low = -1
     low_b = np.inf
     for k in range(n - 1):
-        b = two_point_bound(
-            sigma, gamma, nodes[k, 0], nodes[k, 1], nodes[k + 1, 0], nodes[k + 1, 1]
-        )
+        b = nodes[k, 7]
         if b < low_b:
             low_b = b
             low = k
@@ -310,9 +397,8 @@ def _lowest_cell(
 
 @_jit
 def _slope(nodes: FloatArray, k: int, gamma: float, sigma: float) -> float:
-    """``P'(η_k) = γΨᵀa − σ/η²`` at node ``k``."""
-    eta = float(nodes[k, 0])
-    return gamma * float(nodes[k, 2]) - sigma / (eta * eta)
+    """``P'(η_k)`` at node ``k`` (module docstring)."""
+    return float(nodes[k, 6])
 
 
 @_jit
@@ -325,6 +411,8 @@ def _local_min(
     gamma: float,
     mu: float,
     sigma: float,
+    kcap: float,
+    e_max: float,
     h: FloatArray,
     r: FloatArray,
     n_evals: int,
@@ -339,7 +427,7 @@ def _local_min(
     shrink ``[L, R]`` with ``P'(L) < 0 ≤ P'(R)`` to floating-point resolution. At an
     end of the range where ``P`` still falls outward, that end is the minimum.
     """
-    row = np.empty(6)
+    row = np.empty(_COLS)
     L = start
     d0 = _slope(nodes, L, gamma, sigma)
     if d0 == 0.0:
@@ -382,9 +470,9 @@ def _local_min(
         mid = math.sqrt(ea * eb)
         if not (min(ea, eb) < mid < max(ea, eb)):
             break
-        ok, n, k_new, v, pa = _eval_node(
-            sc, mid, c, gamma, mu, sigma, h, r, nodes[a_k, 3], nodes[a_k, 4],
-            nodes, n, row,
+        ok, n, k_new, v, fm = _eval_node(
+            sc, mid, c, gamma, mu, sigma, kcap, e_max, h, r, nodes[a_k, 3],
+            nodes[a_k, 4], nodes, n, row,
         )  # fmt: skip
         n_evals += 1
         if not ok:
@@ -393,7 +481,6 @@ def _local_min(
             a_k += 1
         if k_new <= b_k:
             b_k += 1
-        fm = gamma * pa - sigma / (mid * mid)
         if fm == 0.0:
             return True, n, k_new, n_evals
         if (fm < 0.0) != (fa < 0.0):
@@ -418,9 +505,9 @@ def _local_min(
         if not (min(ea, eb) < eta < max(ea, eb)):
             break  # the bracket is at floating-point resolution
         k_st = a_k if abs(x - xa) <= abs(x - xb) else b_k
-        ok, n, k_new, v, pa = _eval_node(
-            sc, eta, c, gamma, mu, sigma, h, r, nodes[k_st, 3], nodes[k_st, 4],
-            nodes, n, row,
+        ok, n, k_new, v, fm = _eval_node(
+            sc, eta, c, gamma, mu, sigma, kcap, e_max, h, r, nodes[k_st, 3],
+            nodes[k_st, 4], nodes, n, row,
         )  # fmt: skip
         n_evals += 1
         if not ok:
@@ -429,7 +516,6 @@ def _local_min(
             a_k += 1
         if k_new <= b_k:
             b_k += 1
-        fm = gamma * pa - sigma / (eta * eta)
         if fm == 0.0:
             return True, n, k_new, n_evals
         if (fm < 0.0) == (fb < 0.0):

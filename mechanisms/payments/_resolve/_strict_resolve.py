@@ -6,8 +6,10 @@ times per seller. In strict mode the search value does not contain ``w`` or the 
 (:func:`mechanisms.allocation._eta_search.solve_allocation`) spends a re-solve on
 Python-level steps around an O(m) a-step: the coarse grid, the Brent refinement, the
 block polish, the range certificate, the KKT pass over all sellers and the
-:class:`~mechanisms.result.Allocation`. Where every cap is ``k/m`` over the whole ``η``
-range and ``μ, γ > 0`` (linear ``u``), :class:`StrictResolver` runs the same rule in one
+:class:`~mechanisms.result.Allocation`. Where every seller's cap is the same at every
+``η`` — ``h(η) = min(k/m, E/η)`` with one ``ε^max = E`` for all (``∞`` when none
+binds: a fresh market's lifetime cap, or none) — and ``μ, γ > 0`` (linear ``u``),
+:class:`StrictResolver` runs the same rule in one
 compiled call (:func:`._strict_kernel.strict_resolve_kernel`: the certified global
 minimum of the profile ``P(η)`` over the same ``[η_lo, η_hi]``, at a root of ``P'``)
 and returns only seller ``i``'s values and the optimum's ``(η, A, s)``, from which the
@@ -64,6 +66,7 @@ class StrictResolver(ActiveSignatures):
     grid_A: FloatArray
     grid_s: FloatArray
     kcap: float
+    e_max: float
     two_smallest: tuple[int, int]
     sorted_psi: FloatArray
     prefix: FloatArray
@@ -86,17 +89,17 @@ class StrictResolver(ActiveSignatures):
         out = strict_resolve_kernel(
             sc, self.grid, self.grid_A, self.grid_s,
             float(self.prob.strict_loss_value), float(cfg.gamma), float(cfg.mu),
-            float(cfg.sigma), self.kcap, RANGE_RTOL, MAX_CELLS,
+            float(cfg.sigma), self.kcap, self.e_max, RANGE_RTOL, MAX_CELLS,
         )  # fmt: skip
         if out[0] != 1.0:
             return None
         eta, A, s, value, lower, slope = (float(v) for v in out[1:7])
-        a_i = float(out[8])
+        a_i, h = float(out[8]), float(out[10])
         lo, hi = float(self.grid[0]), float(self.grid[-1])
         gap = max(value - lower, 0.0)
         if not gap <= RANGE_RTOL * (1.0 + abs(value)):
             return None
-        a_max = self._largest_weight(i, psi_i, eta, A, s)
+        a_max = self._largest_weight(i, psi_i, eta, A, s, h)
         kkt = max(
             self._a_residual(A, s, a_max), eta_residual(slope, eta, lo, hi, value)
         )
@@ -106,19 +109,19 @@ class StrictResolver(ActiveSignatures):
         if cfg.curvature_overhead:  # learners.privacy.curvature_slack, one seller
             eps = eps + float(2.0 * np.log1p(np.float64(a_i) / (4.0 * cfg.lam)))
         return LeanSolve(
-            int(i), float(psi_i), float(eps), a_i, self.kcap, -1, eta, A, s, value,
+            int(i), float(psi_i), float(eps), a_i, h, -1, eta, A, s, value,
             "optimal", kkt, gap / (1.0 + abs(value)),
         )  # fmt: skip
 
     def _largest_weight(
-        self, i: int, psi_i: float, eta: float, A: float, s: float
+        self, i: int, psi_i: float, eta: float, A: float, s: float, h: float
     ) -> float:
         """``max_k a_k = clip(A − s r_min, 0, min(h, 1))``: the smallest ``r`` holds
         the largest weight (``r_min`` from the two smallest base ``Ψ`` and ``psi_i``)."""
         j0, j1 = self.two_smallest
         psi_min = min(float(self.psi[j0 if j0 != i else j1]), psi_i)
         r_min = self.prob.strict_loss_value + (self.prob.cfg.gamma * eta) * psi_min
-        return float(min(max(A - s * r_min, 0.0), self.kcap, 1.0))
+        return float(min(max(A - s * r_min, 0.0), h, 1.0))
 
     def _a_residual(self, A: float, s: float, a_max: float) -> float:
         """Bound on the a-block's relative KKT residual at ``a = clip(A − s r, 0, h)``
@@ -147,26 +150,24 @@ class StrictResolver(ActiveSignatures):
         q = float(cfg.gamma * lean.eta)
         i = lean.index
         c = float(self.prob.strict_loss_value)
-        hi_bound = self.kcap * (1.0 - 1e-9)
+        hi_bound = lean.h_i * (1.0 - 1e-9)
         lo_bound = float(np.nextafter(1e-12, np.inf))
         n2 = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, hi_bound)
         n_nz = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, lo_bound)
         v_base = lean.A - lean.s * (c + q * float(self.psi[i]))
         n2 -= int(v_base >= hi_bound)
         n_nz -= int(v_base >= lo_bound)
-        return _counts(n2, n_nz - n2, _status(lean.a_i, self.kcap))
+        return _counts(n2, n_nz - n2, _status(lean.a_i, lean.h_i))
 
     def kink_boundary(
         self, lo: LeanSolve, hi: LeanSolve
-    ) -> tuple[float, float, bool] | None:
+    ) -> tuple[float, bool, bool] | None:
         """One status that differs between two re-solves' signatures, as
-        ``(Ψ_k, bound, own)``: the first count that differs names one seller and one
+        ``(Ψ_k, at_cap, own)``: the first count that differs names one seller and one
         bound (the dearest capped other seller leaving its cap, the dearest non-zero
         one reaching 0, or seller ``i`` itself, ``own``), whose margin
         (:meth:`kink_margin`) crosses 0 where that status changes. ``None`` when the
         signatures agree."""
-        hi_bound = self.kcap * (1.0 - 1e-9)
-        lo_bound = float(np.nextafter(1e-12, np.inf))
         s0 = np.frombuffer(self.signature(lo), dtype=np.int64)
         s1 = np.frombuffer(self.signature(hi), dtype=np.int64)
         ri = int(self.rank[lo.index])
@@ -175,21 +176,21 @@ class StrictResolver(ActiveSignatures):
             return float(self.sorted_psi[k if k < ri else k + 1])
 
         if s0[0] != s1[0]:
-            return psi_of_other(int(min(s0[0], s1[0]))), hi_bound, False
+            return psi_of_other(int(min(s0[0], s1[0]))), True, False
         if s0[0] + s0[1] != s1[0] + s1[1]:
-            return psi_of_other(int(min(s0[0] + s0[1], s1[0] + s1[1]))), lo_bound, False
+            return psi_of_other(int(min(s0[0] + s0[1], s1[0] + s1[1]))), False, False
         if s0[2] != s1[2]:
-            return math.nan, hi_bound if 2 in (s0[2], s1[2]) else lo_bound, True
+            return math.nan, 2 in (s0[2], s1[2]), True
         return None
 
-    def kink_margin(
-        self, lean: LeanSolve, boundary: tuple[float, float, bool]
-    ) -> float:
-        """``g = A − s(c + γηΨ_k) − bound`` at a re-solve: the value ``bound_status``
-        compares for that seller. It is continuous in the report and smooth on
-        either side of the change it marks (where the active set, and so the
-        closed form of ``(A, s)``, changes)."""
-        psi_k, bound, own = boundary
+    def kink_margin(self, lean: LeanSolve, boundary: tuple[float, bool, bool]) -> float:
+        """``g = A − s(c + γηΨ_k) − bound`` at a re-solve (``bound``: the cap
+        ``h(η)(1 − 10⁻⁹)`` or just above 0): the value ``bound_status`` compares for
+        that seller. It is continuous in the report and smooth on either side of the
+        change it marks (where the active set, and so the closed form of ``(A, s)``,
+        changes)."""
+        psi_k, at_cap, own = boundary
+        bound = lean.h_i * (1.0 - 1e-9) if at_cap else float(np.nextafter(1e-12, 1.0))
         p = lean.psi_i if own else psi_k
         q = float(self.prob.cfg.gamma * lean.eta)
         c = float(self.prob.strict_loss_value)
@@ -216,7 +217,7 @@ class StrictResolver(ActiveSignatures):
         psi = self.psi.copy()
         psi[lean.index] = lean.psi_i
         r = self.prob.strict_loss_value + (cfg.gamma * lean.eta) * psi
-        a = np.clip(lean.A - lean.s * r, 0.0, self.kcap)
+        a = np.clip(lean.A - lean.s * r, 0.0, lean.h_i)
         return np.asarray(a, dtype=float)
 
 
@@ -250,8 +251,9 @@ def _signature_from(status: tuple[NDArray[np.uint8], int, int], i: int) -> bytes
 def strict_resolver(prob: Problem, base: Allocation) -> StrictResolver | None:
     """The lean strict re-solver of ``base`` (one per base, problem and process), or
     ``None`` where it does not apply: not strict mode, power ``u``, ``μ = 0``,
-    ``γ = 0``, an ``ε_i^max`` cap that binds somewhere on the ``η`` range (the feasible
-    set then moves with ``η``), or caps that force the weights."""
+    ``γ = 0``, ``ε_i^max`` caps that differ between sellers where they bind on the
+    ``η`` range (the caps then differ and the sorted classes do not hold), or caps that
+    force the weights."""
     cfg = prob.cfg
     if cfg.mode != "strict" or cfg.u != "linear" or not (cfg.mu > 0 and cfg.gamma > 0):
         return None
@@ -266,7 +268,8 @@ def _build(prob: Problem, base: Allocation) -> StrictResolver | None:
     kcap = cfg.k / m
     if not kcap * m > 1.0 + 1e-12:
         return None
-    if not np.all(prob.eps_max >= kcap * bounds[1]):
+    e_max = _common_eps_max(prob.eps_max, kcap * bounds[1])
+    if e_max is None:
         return None
     psi = np.ascontiguousarray(prob.psi, dtype=float)
     if not np.isfinite(psi).all():
@@ -276,8 +279,9 @@ def _build(prob: Problem, base: Allocation) -> StrictResolver | None:
     if prof is not None and not np.array_equal(prof.grid, grid):
         return None
     ok, grid_A, grid_s = grid_states(
-        psi, grid, float(prob.strict_loss_value), float(cfg.gamma), float(cfg.mu), kcap
-    )
+        psi, grid, float(prob.strict_loss_value), float(cfg.gamma), float(cfg.mu),
+        kcap, e_max,
+    )  # fmt: skip
     if not ok:
         return None
     order = np.argsort(psi, kind="stable")
@@ -288,5 +292,18 @@ def _build(prob: Problem, base: Allocation) -> StrictResolver | None:
     ref = float(sorted_psi[m // 2])
     prefix = prefix_sums(sorted_psi, ref)
     return StrictResolver(
-        prob, base, psi, grid, grid_A, grid_s, kcap, two, sorted_psi, prefix, ref, rank
-    )
+        prob, base, psi, grid, grid_A, grid_s, kcap, e_max, two, sorted_psi, prefix,
+        ref, rank,
+    )  # fmt: skip
+
+
+def _common_eps_max(eps_max: FloatArray, never_binds: float) -> float | None:
+    """The ``ε^max`` every seller shares (``∞`` when none binds on the ``η`` range:
+    every one ``≥ (k/m)·η_hi``), or ``None`` when they differ where they bind (the
+    caps then differ between sellers and the sorted classes do not hold)."""
+    if np.all(eps_max >= never_binds):
+        return math.inf
+    first = float(eps_max[0])
+    if first > 0.0 and np.all(eps_max == first):
+        return first
+    return None
