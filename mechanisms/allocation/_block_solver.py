@@ -29,6 +29,7 @@ from mechanisms.allocation._reduced_newton import newton_reduced
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     solve_weights_compiled,
+    state_from_weights,
 )
 from mechanisms.result import SolverError
 
@@ -110,6 +111,12 @@ def solve_at_eta(
         # The strict search value does not depend on w (spec §4.4): w is fitted only
         # for the returned allocation (:func:`fit_strict_w`), not at every η.
         const = np.full(prob.m, prob.strict_loss_value)
+        if state is None and cfg.u == "linear":
+            # warm multipliers from the given weights (a neighbouring η's): a cold
+            # a-step bisects its scale from scratch (~70 ms at m = 10⁵, once per
+            # cell bound of the range certificate)
+            r = const + cfg.gamma * eta * prob.psi
+            state = state_from_weights(np.asarray(a0), r, prob.caps(eta), cfg.mu)
         a, state = weights_step(prob, const, eta, state)
         w = np.array(w0, dtype=float)
         val = search_value(prob, w, a, eta)
