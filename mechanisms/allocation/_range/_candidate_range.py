@@ -28,9 +28,9 @@ depends on its start and its ``η``, and with few sellers the KKT points are far
 to ``RICH_MAX_M`` sellers the starts are spread over the basins: the cost-free problem
 is solved from ``w = 0`` and from the uniform-weight ridge model, and each scenario
 from the ridge model at the weights its costs alone would choose, at the ``η`` they
-would choose (its cost-only allocation). With more sellers one report moves the model
-little, and every scenario starts from the cost-free model, at ``N_LEVELS`` values of
-``η``.
+would choose (its cost-only allocation), in addition to the models of the range for
+more sellers. There one report moves the model little, and each scenario is solved
+from the cost-free model at ``N_LEVELS`` values of ``η``.
 
 For a fixed model ``w_j`` the problem in ``(a, η)`` is
 
@@ -224,18 +224,22 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
        the uniform-weight model (the ridge fit at the uniform weights on the caps: a
        convex problem, so one model) at the same levels; it often lies in another
        basin than the one reached from ``w = 0``.
-    3. For each public scenario ``Ψ^s``, its KKT points. With at most
-       :data:`RICH_MAX_M` sellers one, solved at the ``η`` of the scenario's
-       *cost-only* allocation (:func:`cost_only_allocation`: every loss replaced by
-       the public constant of strict mode, i.e. what the scenario's costs alone
-       would choose) from the ridge fit at its weights (convex): each scenario starts
-       in the basin of the sellers that are cheap in it, at an ``η`` near where its
-       costs put the optimum; a start met before is not solved again. With more
-       sellers, one at each level, from the cost-free model (its ``w``, ``a`` and
-       a-step multipliers): there one seller moves the model little, the scenarios'
-       models stay near the cost-free one, and the warm start is several times
-       cheaper. No scenario is solved when ``γ = 0`` (``Ψ`` then does not enter
-       ``G``: every scenario is the cost-free problem).
+    3. For the first :data:`MIN_SCENARIOS` public scenarios ``Ψ^s`` (all of them
+       beyond :data:`RICH_MAX_M` sellers), their KKT points at each level, solved
+       from the cost-free model (its ``w``, ``a`` and a-step multipliers): with many
+       sellers one seller moves the model little, the scenarios' models stay near
+       the cost-free one, and the warm start is several times cheaper.
+    4. With at most :data:`RICH_MAX_M` sellers, for every scenario one more KKT
+       point, solved at the ``η`` of the scenario's *cost-only* allocation
+       (:func:`cost_only_allocation`: every loss replaced by the public constant of
+       strict mode, i.e. what the scenario's costs alone would choose) from the
+       ridge fit at its weights (convex): each scenario starts in the basin of the
+       sellers that are cheap in it, at an ``η`` near where its costs put the
+       optimum; a start met before is not solved again.
+
+    So the range of few sellers contains the range of many (items 1 and 3), and no
+    scenario is solved when ``γ = 0`` (``Ψ`` then does not enter ``G``: every
+    scenario is the cost-free problem).
 
     Each solve is :func:`mechanisms.allocation._block_solver.solve_at_eta` at
     ``cfg.tol``.
@@ -271,8 +275,12 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             a_u = project_capped_simplex(np.full(m, 1.0 / m), caps)[0]
             add(solve_at_eta(free_prob, float(eta), w0=_ridge_fit(prob, a_u), a0=a_u))
     if prob.scenario_psi is None or cfg.gamma <= 0.0:
-        pass
-    elif diverse:
+        return _collect(prob, W, L)
+    for psi in prob.scenario_psi[:MIN_SCENARIOS]:
+        sp = dataclasses.replace(prob, psi=np.asarray(psi, dtype=float))
+        for eta in levels[::-1]:
+            add(solve_at_eta(sp, float(eta), w0=free.w, a0=free.a, state=free.state))
+    if diverse:
         seen: list[tuple[float, FloatArray]] = []
         for psi in prob.scenario_psi:
             sp = dataclasses.replace(prob, psi=np.asarray(psi, dtype=float))
@@ -281,13 +289,13 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
                 continue  # the same start: the same model
             seen.append((eta, a0))
             add(solve_at_eta(sp, eta, w0=_ridge_fit(prob, a0), a0=a0))
-    else:
-        for psi in prob.scenario_psi:
-            sp = dataclasses.replace(prob, psi=np.asarray(psi, dtype=float))
-            for eta in levels[::-1]:
-                add(solve_at_eta(
-                    sp, float(eta), w0=free.w, a0=free.a, state=free.state
-                ))  # fmt: skip
+    return _collect(prob, W, L)
+
+
+def _collect(
+    prob: Problem, W: list[FloatArray], L: list[FloatArray | None]
+) -> CandidateModels:
+    """The deduplicated models with their losses and ridge terms."""
     keep = _dedup(W)
     Wa = np.array([W[k] for k in keep])
     # ℓ(X w_j) from the solver's last evaluation at w_j where it kept it
