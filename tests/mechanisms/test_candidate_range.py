@@ -233,7 +233,8 @@ def near_cap_instance(seed: int):
 def test_near_cap_instances_certify_quickly(seed: int) -> None:
     """Before the dual cell bound, 7 of these 12 ran to ``MAX_EVALS`` (20,000) a-steps
     and stayed ``uncertified`` (gaps 1e-9 to 2e-6), and so did every payment
-    re-solve; now each closes within 1,200 a-steps (measured 165–881)."""
+    re-solve; now each closes within 1,200 a-steps, or 150 per candidate model where
+    the range holds more than 8 (measured 165–881 with at most 9 models)."""
     X, y, c, cfg, eps_max = near_cap_instance(seed)
     alloc = allocate(X, y, c, PRIOR, cfg, eps_max)
     # Seeds 5 and 11 end at a kink of p_j (a seller leaving its cap) where the η KKT
@@ -243,7 +244,7 @@ def test_near_cap_instances_certify_quickly(seed: int) -> None:
     cert = alloc.certificate
     assert cert.closed
     assert cert.gap <= 1e-9 * (1 + abs(alloc.objective))
-    assert cert.n_bound_solves <= 1_200
+    assert cert.n_bound_solves <= max(1_200, 150 * cert.n_models)
     assert np.all(alloc.epsilon <= eps_max * (1 + 1e-9))
 
 
