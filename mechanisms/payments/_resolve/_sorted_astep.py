@@ -44,6 +44,7 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 _SPLIT = 134217729.0  # 2^27 + 1, Dekker's splitter for doubles
+_TINY = 5e-324  # the least positive double: v ≥ _TINY exactly when v > 0
 
 
 # ------------------------------------------------------------ double-double arithmetic
@@ -139,20 +140,6 @@ def count_at_least(
 
 
 @_jit
-def _count_nonzero(ps: FloatArray, A: float, s: float, c: float, q: float) -> int:
-    """How many sorted ``ps_j`` have ``A − s(c + qΨ_j) > 0``."""
-    lo = 0
-    hi = ps.size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if A - s * (c + q * ps[mid]) > 0.0:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@_jit
 def _range_dd(P: FloatArray, a: int, b: int, col: int) -> tuple[float, float]:
     """``Σ_{a ≤ j < b}`` of prefix column ``col`` (0: δ, 2: δ²) in double-double."""
     if b <= a:
@@ -181,7 +168,7 @@ def _class_sums(
     seller ``i``'s class (0 zero, 1 free, 2 capped), and in double-double
     ``Σ_free δ``, ``Σ_free δ²`` and ``Σ_capped δ``."""
     k_up = count_at_least(ps, A, s, c, q, h)
-    k_nz = _count_nonzero(ps, A, s, c, q)
+    k_nz = count_at_least(ps, A, s, c, q, _TINY)  # A − s r_j > 0
     if k_nz < k_up:  # cannot happen for s > 0, h > 0 (capped ⊂ non-zero)
         k_nz = k_up
     d1h, d1l = _range_dd(P, k_up, k_nz, 0)

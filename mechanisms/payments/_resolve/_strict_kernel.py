@@ -396,7 +396,7 @@ def _lowest_cell(nodes: FloatArray, n: int) -> tuple[int, float]:
 
 
 @_jit
-def _slope(nodes: FloatArray, k: int, gamma: float, sigma: float) -> float:
+def _slope(nodes: FloatArray, k: int) -> float:
     """``P'(η_k)`` at node ``k`` (module docstring)."""
     return float(nodes[k, 6])
 
@@ -429,7 +429,7 @@ def _local_min(
     """
     row = np.empty(_COLS)
     L = start
-    d0 = _slope(nodes, L, gamma, sigma)
+    d0 = _slope(nodes, L)
     if d0 == 0.0:
         return True, n, L, n_evals
     right = d0 < 0.0
@@ -440,7 +440,7 @@ def _local_min(
             return True, n, L, n_evals  # P falls to the end of the range
         if nodes[nb, 1] < nodes[L, 1]:
             L = nb
-            d = _slope(nodes, L, gamma, sigma)
+            d = _slope(nodes, L)
             if d == 0.0:
                 return True, n, L, n_evals
             if (d < 0.0) != right:
@@ -450,7 +450,7 @@ def _local_min(
     # bracket ends as η values: x_l (P' < 0 side) and x_r (P' ≥ 0 side)
     nb = L + 1 if right else L - 1
     # (if the slope at L already changed sign, the bracket is [previous, L])
-    dL = _slope(nodes, L, gamma, sigma)
+    dL = _slope(nodes, L)
     if (dL < 0.0) != right:
         nb = L - 1 if right else L + 1
         a_k, b_k = nb, L
@@ -460,8 +460,8 @@ def _local_min(
     # b_k: beyond it or the wall (P(b) ≥ P(a) or P' changed sign)
     ea = nodes[a_k, 0]
     eb = nodes[b_k, 0]
-    fa = _slope(nodes, a_k, gamma, sigma)
-    fb = _slope(nodes, b_k, gamma, sigma)
+    fa = _slope(nodes, a_k)
+    fb = _slope(nodes, b_k)
     va = nodes[a_k, 1]
     for _ in range(200):
         if (fa < 0.0) != (fb < 0.0) or fb == 0.0:
@@ -531,6 +531,6 @@ def _local_min(
         if abs(eb - ea) <= 4e-16 * max(ea, eb):
             break
     # the end with the smaller |P'| (its value is within rounding of the other's)
-    fa_t = abs(_slope(nodes, a_k, gamma, sigma))
-    fb_t = abs(_slope(nodes, b_k, gamma, sigma))
+    fa_t = abs(_slope(nodes, a_k))
+    fb_t = abs(_slope(nodes, b_k))
     return True, n, a_k if fa_t <= fb_t else b_k, n_evals

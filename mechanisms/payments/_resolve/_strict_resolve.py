@@ -151,7 +151,7 @@ class StrictResolver(ActiveSignatures):
         i = lean.index
         c = float(self.prob.strict_loss_value)
         hi_bound = lean.h_i * (1.0 - 1e-9)
-        lo_bound = float(np.nextafter(1e-12, np.inf))
+        lo_bound = _NONZERO
         n2 = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, hi_bound)
         n_nz = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, lo_bound)
         v_base = lean.A - lean.s * (c + q * float(self.psi[i]))
@@ -190,7 +190,7 @@ class StrictResolver(ActiveSignatures):
         change it marks (where the active set, and so the closed form of ``(A, s)``,
         changes)."""
         psi_k, at_cap, own = boundary
-        bound = lean.h_i * (1.0 - 1e-9) if at_cap else float(np.nextafter(1e-12, 1.0))
+        bound = lean.h_i * (1.0 - 1e-9) if at_cap else _NONZERO
         p = lean.psi_i if own else psi_k
         q = float(self.prob.cfg.gamma * lean.eta)
         c = float(self.prob.strict_loss_value)
@@ -219,6 +219,10 @@ class StrictResolver(ActiveSignatures):
         r = self.prob.strict_loss_value + (cfg.gamma * lean.eta) * psi
         a = np.clip(lean.A - lean.s * r, 0.0, lean.h_i)
         return np.asarray(a, dtype=float)
+
+
+_NONZERO = float(np.nextafter(1e-12, np.inf))
+"""``bound_status`` reads a weight as non-zero when it is above ``1e-12``: at least this."""
 
 
 def _status(a: float, h: float) -> int:
