@@ -737,12 +737,21 @@ def range_value_kernel(
     sq = 0.0
     pa = 0.0
     tot = 0.0
+    n_free = 0
     for i in range(m):
-        v = min(max(A - s * r[i], 0.0), kcap if equal else h[i])
+        hi = kcap if equal else h[i]
+        v = min(max(A - s * r[i], 0.0), hi)
+        n_free += (v > 0.0) & (v < hi)
         lin += v * r[i]
         sq += v * v
         pa += v * psi[i]
         tot += v
+    if not abs(1.0 - tot) <= SUM_RTOL and n_free > 0:
+        # A − s r_i cancels at the scale of A (huge for a tiny μ against a large
+        # γηΨ): the kernel's own test accepted the active set to that rounding
+        # (_kkt_holds), so restore Σ a = 1 on the free weights as _clip_weights
+        # does, i.e. take the closed form at A + δ/|M| on the same active set.
+        lin, sq, pa, tot = _restored_sums(r, psi, A, s, kcap, h, equal, tot, n_free)
     if not abs(1.0 - tot) <= SUM_RTOL:
         # Not rounding any more (r so large that A − s r lost every digit): no
         # solution here; the caller falls back to the NumPy solver.
@@ -750,6 +759,37 @@ def range_value_kernel(
     if s > 0.0:
         lin += (A / s) * (1.0 - tot)
     return True, const + lin + mu * np.sqrt(sq), A, s, pa
+
+
+@_jit
+def _restored_sums(
+    r: FloatArray,
+    psi: FloatArray,
+    A: float,
+    s: float,
+    kcap: float,
+    h: FloatArray,
+    equal: bool,
+    tot: float,
+    n_free: int,
+) -> tuple[float, float, float, float]:
+    """``(⟨r, a⟩, ‖a‖², Ψᵀa, Σ a)`` at ``a = clip(A − s r, 0, h)`` with every free weight
+    shifted by ``(1 − tot)/n_free`` and clipped (``restore_sum`` without the array)."""
+    d = (1.0 - tot) / n_free
+    lin = 0.0
+    sq = 0.0
+    pa = 0.0
+    tot = 0.0
+    for i in range(r.size):
+        hi = kcap if equal else h[i]
+        v = min(max(A - s * r[i], 0.0), hi)
+        if 0.0 < v < hi:
+            v = min(max(v + d, 0.0), hi)
+        lin += v * r[i]
+        sq += v * v
+        pa += v * psi[i]
+        tot += v
+    return lin, sq, pa, tot
 
 
 SUM_RTOL = 1e-6

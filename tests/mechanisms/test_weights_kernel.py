@@ -338,3 +338,37 @@ def test_a_vertex_is_solved_by_the_kernel(equal: bool, warm: bool) -> None:
         a2 = np.clip(A2 - s2 * r2, 0.0, h)
         ref2, _ = solve_weights(r2, h, mu)
         np.testing.assert_allclose(a2, ref2, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("binding", [False, True])
+def test_range_value_restores_the_sum_when_huge_multipliers_cancel(
+    binding: bool,
+) -> None:
+    """A tiny ``μ`` against a huge ``γηΨ`` (``γ ≈ 3·10⁴``, ``η ≈ 2.5·10⁶``): 50 sellers
+    at their caps, one free, ``A ≈ 4·10¹¹``, so ``A − s r_i`` of the free weight is off
+    by ~1e-5 and the raw weights miss ``Σ a = 1`` by more than ``SUM_RTOL``. The active
+    set is exact (the kernel's own test accepts it): the value is the one of the NumPy
+    a-step, whose weights restore the sum, and no fallback is needed."""
+    rng = np.random.default_rng(11)
+    m, mu, kcap = 399, 5.14e-6, 7.965 / 399
+    ell = rng.uniform(0.01, 2.0, m)
+    psi = rng.uniform(1e-4, 1e-3, m)
+    q, eta = 7.1e10, 2.49e6
+    eps_max = np.full(m, np.inf)
+    if binding:
+        eps_max[rng.random(m) < 0.1] = 0.5 * kcap * eta  # caps k/(2m) for some
+    const = 0.25
+    ok, value, A, s, pa = wk.range_value_kernel(
+        ell, psi, q, eta, kcap, eps_max, mu, const, 0.0, 0.0
+    )
+    assert ok
+    r = ell + q * psi
+    caps = np.minimum(kcap, eps_max / eta)
+    raw = np.clip(A - s * r, 0.0, caps)
+    assert abs(raw.sum() - 1.0) > wk.SUM_RTOL  # the case this is about
+    a, state = solve_weights(r, caps, mu)
+    assert state is not None
+    want = const + float(a @ r) + mu * float(np.linalg.norm(a))
+    want += (state.A / state.s) * (1.0 - float(a.sum()))
+    assert value == pytest.approx(want, rel=1e-12)
+    assert pa == pytest.approx(float(psi @ a), rel=1e-9)
