@@ -164,3 +164,42 @@ def test_indefinite_start_reaches_the_minimiser_with_few_hessians(
         fast.w, plain.w, rtol=0, atol=1e-6 * np.linalg.norm(plain.w)
     )
     assert fast.value <= plain.value + 1e-12 * abs(plain.value)
+
+
+def test_trust_region_step_solves_the_trust_region_subproblem() -> None:
+    """The compiled step meets the Moré–Sorensen conditions of
+    ``min gᵀs + ½sᵀHs, ‖s‖ ≤ Δ``: ``(H + νI)s = −g`` with ``H + νI ⪰ 0``, ``ν ≥ 0``
+    and ``ν(Δ − ‖s‖) = 0``, on definite, indefinite and hard-case instances, and no
+    point of the ball sampled at random has a lower model value."""
+    rng = np.random.default_rng(5)
+    kinds = {"interior": 0, "boundary": 0, "hard": 0}
+    for t in range(600):
+        d = int(rng.integers(1, 25))
+        M = rng.normal(size=(d, d))
+        H = M @ M.T + 0.1 * np.eye(d) if t % 3 == 0 else M + M.T
+        e, V = np.linalg.eigh(H)
+        g = rng.normal(size=d) * 10.0 ** rng.uniform(-4, 2)
+        hard = t % 5 == 0 and d > 1 and e[0] < 0.0
+        if hard:  # g ⟂ the lowest eigenvector, small: ‖s(ν)‖ < Δ as ν ↓ −e₁
+            g = V[:, 1:] @ rng.normal(size=d - 1) * 1e-3
+        radius = 10.0 ** rng.uniform(-3, 2)
+        s, boundary = rn._trust_region_step(e, V, g, radius)
+        norm = np.linalg.norm(s)
+        assert norm <= radius * (1 + 1e-9)
+        scale = 1.0 + np.abs(e).max()
+        nu = 0.0 if not boundary else -float(s @ (H @ s + g)) / norm**2
+        assert nu >= -1e-8 * scale
+        assert e[0] + nu >= -1e-7 * scale  # H + νI ⪰ 0
+        res = (H + nu * np.eye(d)) @ s + g
+        assert np.linalg.norm(res) <= 1e-7 * (np.linalg.norm(g) + scale * norm)
+        if boundary:
+            assert norm == pytest.approx(radius, rel=1e-6), (t, hard, e[0])
+        model = float(g @ s + 0.5 * s @ H @ s)
+        for _ in range(20):
+            u = rng.normal(size=d)
+            u *= radius * rng.uniform() ** (1 / d) / np.linalg.norm(u)
+            assert model <= float(g @ u + 0.5 * u @ H @ u) + 1e-9 * (1 + abs(model))
+        kinds[
+            "hard" if hard and boundary else "boundary" if boundary else "interior"
+        ] += 1
+    assert min(kinds.values()) >= 20, kinds
