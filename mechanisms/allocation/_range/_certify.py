@@ -63,6 +63,7 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._two_point import two_point_bound
 from mechanisms.allocation._weights_step import held_multipliers
 
 FloatArray = NDArray[np.float64]
@@ -215,35 +216,6 @@ def _rigorous_value(prob: Problem, sol: BlockSolution, modulus: float) -> float:
     return sol.search_value - float(grad @ grad) / (2.0 * modulus)
 
 
-def _two_point_bound(
-    prob: Problem, e1: float, l1: float, e2: float, l2: float
-) -> float:
-    """Lower bound of ``G`` over the cell from certified bounds ``l1, l2`` at its ends.
-
-    For a fixed ``x = (w, a)``, ``G(x, η) = H(x) + σ/η + γηS(x)`` with ``S = ΣΨ_i a_i``,
-    and (when the feasible set does not depend on ``η``) ``G(x, η_j) ≥ l_j``. So
-    ``G(x, η) ≥ max(l1 + σ(1/η − 1/η₁) + γ(η − η₁)S, l2 + σ(1/η − 1/η₂) − γ(η₂ − η)S)``,
-    whose minimum over ``S`` sits where the two cross, at
-    ``S* = (l2 − l1 + σ(1/η₁ − 1/η₂)) / (γ(η₂ − η₁))`` for every ``η``. The bound is
-    ``min_η l1 + σ(1/η − 1/η₁) + γ(η − η₁)S*`` — exact to second order in the width.
-    """
-    cfg = prob.cfg
-    sigma, gamma = cfg.sigma, cfg.gamma
-    if gamma <= 0.0:  # G(x, η) = H(x) + σ/η: both bounds fall in η, take η₂
-        return float(min(max(l1 + sigma * (1.0 / e2 - 1.0 / e1), l2), l1, l2))
-    # S = ΣΨ_i a_i ≥ 0: a negative crossing means the first bound is the larger at
-    # every S ≥ 0, and its minimum (S = 0, η = η₂) is the bound.
-    s_star = max((l2 - l1 + sigma * (1.0 / e1 - 1.0 / e2)) / (gamma * (e2 - e1)), 0.0)
-    if s_star <= 0.0:
-        eta = e2
-    elif sigma <= 0.0:
-        eta = e1
-    else:
-        eta = float(np.clip(np.sqrt(sigma / (gamma * s_star)), e1, e2))
-    val = l1 + sigma * (1.0 / eta - 1.0 / e1) + gamma * (eta - e1) * s_star
-    return float(min(val, l1, l2))
-
-
 def _relaxed_at(prob: Problem, eta1: float, eta2: float) -> Problem:
     """The problem whose feasible set at ``η₂`` is ``C(η₁)``: caps
     ``min(k/m, ε_i^max/η₁)`` (``ε^max`` scaled by ``η₂/η₁``). Its fixed-``η₂`` value
@@ -284,7 +256,8 @@ def _dual_bound(
     ``G(x, η) ≥ G(x, η) + Σ ν_i(η a_i − ε_i^max) = G_ν(x, η) − νᵀε^max``, where
     ``G_ν`` is ``G`` with ``γΨ + ν`` for ``γΨ`` on ``C₀`` (the caps ``k/m`` only, zero
     caps kept): the feasible set no longer depends on ``η`` and the two-point bound
-    (:func:`_two_point_bound`) applies with ``G_ν``'s certified minima at both ends.
+    (:func:`._two_point.two_point_bound`) applies with ``G_ν``'s certified minima at
+    both ends.
     With ``ν`` the multipliers at an end of the cell (:func:`cap_multipliers`) the
     bound is exact there and second order in the width, where the relaxed bound over
     ``C(η₁)`` is first order in the width times the multipliers (which left cells at
@@ -306,7 +279,7 @@ def _dual_bound(
     for e, nd in ((e1, n1), (e2, n2)):
         sol = solve_at_eta(dp, e, w0=nd.w, a0=nd.a)
         ends.append(_rigorous_value(dp, sol, modulus) - shift)
-    return _two_point_bound(dp, e1, ends[0], e2, ends[1])
+    return two_point_bound(dp.cfg.sigma, dp.cfg.gamma, e1, ends[0], e2, ends[1])
 
 
 @dataclass(eq=False)
@@ -347,12 +320,12 @@ def certify_range(
 
     ``nodes``: points of ``[η_lo, η_hi]`` with certified bounds (the coarse grid, or
     a base allocation's grid marked stale); the incumbent is added as a node. A
-    cell's bound is the two-point bound (:func:`_two_point_bound`) when the caps do
-    not depend on ``η`` on the range (no binding ``ε_i^max``), else the cell problem
-    of the module docstring. The lowest cell is refined — a stale end is re-solved,
-    otherwise the cell is bisected (one fixed-``η`` solve at its midpoint, also a new
-    candidate) — until every cell's bound is within ``rtol·(1 + |G|)`` of the best
-    value. ``best`` may improve on ``incumbent``.
+    cell's bound is the two-point bound (:func:`._two_point.two_point_bound`) when the
+    caps do not depend on ``η`` on the range (no binding ``ε_i^max``), else the cell
+    problem of the module docstring. The lowest cell is refined — a stale end is
+    re-solved, otherwise the cell is bisected (one fixed-``η`` solve at its midpoint,
+    also a new candidate) — until every cell's bound is within ``rtol·(1 + |G|)`` of
+    the best value. ``best`` may improve on ``incumbent``.
     """
     cfg = prob.cfg
     modulus = _modulus(prob, lam_conv)
@@ -384,7 +357,7 @@ def certify_range(
         nonlocal n
         n1, n2 = pts[e1], pts[e2]
         if fixed_set:
-            return _two_point_bound(prob, e1, n1.bound, e2, n2.bound)
+            return two_point_bound(cfg.sigma, cfg.gamma, e1, n1.bound, e2, n2.bound)
         # Caps move with η: on the cell every feasible x lies in C(η₁), so the
         # two-point bound holds with G's minimum over C(η₁) at both ends — n1's
         # bound at η₁, and one solve of the relaxed problem at η₂. Exact to second
@@ -394,7 +367,7 @@ def certify_range(
         rp = _relaxed_at(prob, e1, e2)
         sol = solve_at_eta(rp, e2, w0=n2.w, a0=n2.a)
         l2 = _rigorous_value(rp, sol, modulus)
-        val = _two_point_bound(prob, e1, n1.bound, e2, l2)
+        val = two_point_bound(cfg.sigma, cfg.gamma, e1, n1.bound, e2, l2)
         if val < target():
             low = n1 if n1.bound <= n2.bound else n2
             nu = None if low.solution is None else cap_multipliers(prob, low.solution)

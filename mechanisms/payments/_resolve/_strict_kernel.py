@@ -20,7 +20,7 @@ of the range where ``P`` still falls outward). Every point is one exact a-step (
 (4.2); :mod:`._sorted_astep` in O(log m), else the O(m) kernel
 :func:`mechanisms.allocation._weights_kernel.weights_kernel`, warm-started), so each
 node's value is exact. A cell ``[η₁, η₂]``'s lower bound is the two-point bound of
-:func:`mechanisms.allocation._range._certify._two_point_bound`, which holds for
+:func:`mechanisms.allocation._range._two_point.two_point_bound`, which holds for
 ``σ/η + min_{a∈C} (affine in η)`` over a fixed set ``C``: where the caps do not move on
 the cell, from ``P(η₁)`` and ``P(η₂)``; where they do (``E/η₂ < k/m``), ``C(η) ⊆ C(η₁)``
 on the cell, so ``P`` lies above the same problem over ``C(η₁)``, whose value at ``η₂``
@@ -45,6 +45,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from mechanisms.allocation._range._two_point import two_point_bound
 from mechanisms.allocation._weights_kernel import _jit, weights_kernel
 from mechanisms.payments._resolve._sorted_astep import sorted_value
 
@@ -210,25 +211,6 @@ def _bound_cell(
             return False
     nodes[k, 7] = two_point_bound(sigma, gamma, e1, l1, e2, l2)
     return True
-
-
-@_jit
-def two_point_bound(
-    sigma: float, gamma: float, e1: float, l1: float, e2: float, l2: float
-) -> float:
-    """Lower bound of ``P`` on ``[e1, e2]`` from its exact values at the ends (where
-    the feasible set does not move with ``η``): ``_certify._two_point_bound``."""
-    if gamma <= 0.0:
-        return min(max(l1 + sigma * (1.0 / e2 - 1.0 / e1), l2), l1, l2)
-    s_star = max((l2 - l1 + sigma * (1.0 / e1 - 1.0 / e2)) / (gamma * (e2 - e1)), 0.0)
-    if s_star <= 0.0:
-        eta = e2
-    elif sigma <= 0.0:
-        eta = e1
-    else:
-        eta = min(max(math.sqrt(sigma / (gamma * s_star)), e1), e2)
-    val = l1 + sigma * (1.0 / eta - 1.0 / e1) + gamma * (eta - e1) * s_star
-    return min(val, l1, l2)
 
 
 @_jit
