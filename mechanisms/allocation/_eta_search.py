@@ -428,22 +428,30 @@ def _polish(
         if abs(target - sol.eta) <= eta_rtol * sol.eta:
             break
         x, gx = float(np.log(sol.eta)), float(np.log(target) - np.log(sol.eta))
+        # G's own rounding: where G is flat in η (small σ and γ) the steps change it
+        # by less than this, and comparing rounded values stopped the iteration far
+        # from the root (ε 1e-5 off where the exact root is a few steps away).
+        noise = POLISH_ROUNDING * (1.0 + abs(sol.search_value))
         new = None
         if prev is not None and gx != prev[1]:
             x_sec = x - gx * (x - prev[0]) / (gx - prev[1])
             with np.errstate(over="ignore"):  # a far secant step: e^x = inf, clipped
                 eta_sec = float(np.clip(np.exp(x_sec), lo, hi))
             cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
-            if cand.search_value <= sol.search_value:
+            if cand.search_value <= sol.search_value + noise:
                 new = cand
         if new is None:
             new = solve_at_eta(prob, target, w0=sol.w, a0=sol.a, state=sol.state)
-            if new.search_value > sol.search_value:
+            if new.search_value > sol.search_value + noise:
                 break
         prev = (x, gx)
         sol = new
     return _profile_root(prob, sol, lo, hi)
 
+
+POLISH_ROUNDING = 8.0 * np.finfo(float).eps
+""":func:`_polish` takes a step that raises ``G`` by at most this relative amount (its
+rounding): the η-step never raises ``G`` in exact arithmetic."""
 
 PROFILE_RTOL = 1e-10
 """:func:`_profile_root` runs when ``|dP/dη|·η > PROFILE_RTOL·(1 + |G|)`` (the KKT

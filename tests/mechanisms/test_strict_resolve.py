@@ -201,3 +201,29 @@ def test_strict_payments_equal_those_without_the_shortcut(cfg: MechanismConfig) 
         assert fast_pay.fast_mismatch <= 1e-9 * max(fast_pay.epsilon, 1e-300)
         assert fast_pay.payment == pytest.approx(full_pay.payment, rel=2e-5)
         assert fast_pay.monotonicity_violation <= 1e-9 * fast_pay.epsilon
+
+
+def test_the_full_search_polishes_a_flat_profile_to_its_root() -> None:
+    """Small ``σ`` and ``γ``: ``G`` changes by less than its rounding over the last
+    steps of the η polish. The polish then stopped where the rounded ``G`` stopped
+    falling, ``1e-5`` short of the root in ``η`` (and ``ε``), so the verified payment
+    sweeps saw the compiled re-solve (which finds the root of ``P'``) "mismatch" the
+    full search and redid every seller with full solves. Both must find the root."""
+    cfg = MechanismConfig(
+        gamma=6.7e-6, lam=2.8e3, mu=400.0, sigma=0.08, k=8.9e5, eps_avg_max=2.1e4,
+        mode="strict",
+    )  # fmt: skip
+    prob, _ = instance(7, 300, cfg)
+    base = solve_allocation(prob)
+    res = strict_resolver(prob, base)
+    assert res is not None
+    rng = np.random.default_rng(8)
+    worst = 0.0
+    for _ in range(12):
+        i = int(rng.integers(prob.m))
+        psi_i = float(prob.psi[i] * rng.uniform(1.0, 3.0))
+        lean = res.solve(i, psi_i)
+        assert lean is not None
+        full = solve_allocation(prob.with_seller_psi(i, psi_i))
+        worst = max(worst, abs(full.eta - lean.eta) / lean.eta)
+    assert worst <= 1e-10
