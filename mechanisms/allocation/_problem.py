@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,6 +40,21 @@ class Problem:
 
     given_psi: FloatArray | None = field(default=None, repr=False)
     given_eps_max: FloatArray | None = field(default=None, repr=False)
+    # Values computed from the records alone, as (X, value) so that a problem derived
+    # with other records cannot read them; shared with the problems derived from this
+    # one (with_seller_psi, dataclasses.replace): a payment job asks once.
+    records_memo: dict[str, tuple[FloatArray, Any]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def from_records(self, key: str, compute: Callable[[FloatArray], Any]) -> Any:
+        """``compute(X)``, remembered for these records under ``key``."""
+        hit = self.records_memo.get(key)
+        if hit is not None and hit[0] is self.X:
+            return hit[1]
+        value = compute(self.X)
+        self.records_memo[key] = (self.X, value)
+        return value
 
     def __post_init__(self) -> None:
         # An infinite virtual cost (a prior whose density vanishes at the top of its
@@ -85,6 +102,7 @@ class Problem:
             self.cfg,
             self.noise,
             scenario_psi=self.scenario_psi,
+            records_memo=self.records_memo,
         )
 
     @property

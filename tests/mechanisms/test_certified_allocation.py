@@ -389,3 +389,19 @@ def test_status_by_mode_and_loss() -> None:
     pin = allocate(X, y, c, PRIOR, cfg.with_(loss="pinball", certify="raise_lambda"))
     assert pin.certified
     assert pin.config.lam > cfg.lam
+
+
+def test_lambda_conv_is_remembered_only_for_the_same_records() -> None:
+    """``‖X‖²₂`` is computed once for a payment job's re-solves (problems derived by
+    ``with_seller_psi`` share it) and never read for other records."""
+    X, y, c, cfg = issue_instance()
+    psi = PRIOR.virtual_cost(c)
+    prob = Problem(X, y, psi, np.full(c.size, np.inf), cfg)
+    lc = lambda_conv(prob)
+    assert lc is not None
+    derived = prob.with_seller_psi(0, 2.0 * float(psi[0]))
+    assert derived.records_memo is prob.records_memo
+    assert lambda_conv(derived) == lc
+    other = dataclasses.replace(prob, X=2.0 * X)
+    assert lambda_conv(other) == pytest.approx(4.0 * lc, rel=1e-9)  # ‖2X‖² = 4‖X‖²
+    assert lambda_conv(prob) == lc

@@ -122,6 +122,37 @@ def test_shortcut_is_taken_across_active_set_changes() -> None:
     assert left_cap >= 1
 
 
+def test_without_sigma_the_shortcut_is_one_solve_at_the_lowest_eta() -> None:
+    """``σ = 0``: ``P(η)`` rises with ``η`` (``γηΨᵀa`` with ``Ψ > 0``, shrinking caps),
+    so the rule ends at ``η_lo`` for every report. The grid cells' values then differ
+    by less than the cell test's margin (flat ``P`` at a small ``γ``) and the cell
+    shortcut declined every re-solve; the shortcut now solves at ``η_lo`` once,
+    certified, and agrees with the full search, with and without binding caps."""
+    taken = 0
+    for seed, capped in ((0, False), (1, True), (2, False)):
+        prob = instance(seed, 12, capped)
+        prob = dataclasses.replace(prob, cfg=CFG.with_(sigma=0.0, gamma=1e-4))
+        base = solve_allocation(prob)
+        assert base.certified
+        lo = float(base.profile.grid[0])
+        assert base.eta == lo
+        for i in range(0, prob.m, 3):
+            for factor in (1.01, 3.0):
+                psi = prob.psi.copy()
+                psi[i] *= factor
+                raised = dataclasses.replace(prob, psi=psi)
+                fast = local_resolve(raised, base)
+                assert fast is not None
+                assert fast.certified
+                cold = solve_allocation(raised)
+                assert fast.eta == cold.eta == lo
+                np.testing.assert_allclose(
+                    fast.epsilon_total, cold.epsilon_total, rtol=1e-7, atol=1e-12
+                )
+                taken += 1
+    assert taken == 24
+
+
 # ------------------------------------------- the default rule (candidate-model range)
 
 AUTO = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, certify="auto")

@@ -169,7 +169,7 @@ def lambda_conv(prob: Problem) -> float | None:
     h_max = min(1.0, cfg.k / m)
     rho = float(np.sqrt(h_max))
     kappa = cfg.mu / (m * rho**3)
-    x_norm2 = spectral_norm_sq(prob.X)
+    x_norm2 = float(prob.from_records("spectral_norm_sq", spectral_norm_sq))
     return g * g * x_norm2 / kappa
 
 

@@ -118,6 +118,8 @@ def local_resolve(
     grid = np.geomspace(bounds[0], bounds[1], cfg.n_grid)
     if not np.array_equal(grid, prof.grid):
         return None
+    if rises_with_eta(prob):
+        return _at_lowest_eta(prob, base, float(grid[0]), lam_conv, start, fit_w, t0)
     lb = prof.grid_values if lower_bounds is None else lower_bounds
     j = int(np.argmin(lb))
     w_j, a_j = prof.starts[j]
@@ -160,6 +162,52 @@ def local_resolve(
     timings = {"total": time.perf_counter() - t0}
     out = _result(
         prob, best, prof, n_iter + best.iterations, 2, timings, cert, fit_w=fit_w
+    )
+    return out if out.certified else None
+
+
+def rises_with_eta(prob: Problem) -> bool:
+    """Whether ``P(η) = min_{w, a∈C(η)} G(w, a, η)`` is increasing in ``η``: ``σ = 0``,
+    no noise term, ``γ > 0`` and every ``Ψ_i > 0``, linear ``u``. At fixed ``(w, a)``,
+    ``G`` then grows with ``η`` through ``γηΨᵀa`` alone (``Σ a = 1``), and
+    ``C(η)`` shrinks as ``η`` grows (``h_i = min(k/m, ε_i^max/η)``), so the rule's
+    optimum is the range's lower end ``η_lo`` for every report."""
+    cfg = prob.cfg
+    return (
+        cfg.sigma == 0.0
+        and cfg.gamma > 0.0
+        and cfg.u == "linear"
+        and prob.noise is None
+        and bool(np.all(prob.psi > 0.0))
+    )
+
+
+def _at_lowest_eta(
+    prob: Problem,
+    base: Allocation,
+    eta_lo: float,
+    lam_conv: float,
+    start: tuple[FloatArray, FloatArray, float] | None,
+    fit_w: bool,
+    t0: float,
+) -> Allocation | None:
+    """The re-solve where ``P`` rises with ``η`` (:func:`rises_with_eta`): one
+    fixed-``η`` solve at ``η_lo``, where the full search also ends (its ``η``-step is
+    ``clip(√(σ/(γΨᵀa)), η_lo, η_hi) = η_lo``), certified by that solve's rigorous
+    bound ``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))`` (:func:`node_of`), a lower bound on
+    ``P(η_lo) ≤ P(η)`` for every ``η`` of the range."""
+    w0, a0 = (base.w, base.weights) if start is None else (start[0], start[1])
+    best = solve_at_eta(prob, eta_lo, w0=w0, a0=a0)
+    lower = min(node_of(prob, best, lam_conv).bound, best.search_value)
+    gap = max(best.search_value - lower, 0.0)
+    if not gap <= RANGE_RTOL * (1.0 + abs(best.search_value)):
+        return None
+    cert = AllocationCertificate(
+        prob.cfg.lam, lam_conv, True, True, lower, gap, True, 0
+    )
+    timings = {"total": time.perf_counter() - t0}
+    out = _result(
+        prob, best, base.profile, best.iterations, 1, timings, cert, fit_w=fit_w
     )
     return out if out.certified else None
 
