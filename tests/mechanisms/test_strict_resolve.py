@@ -227,3 +227,78 @@ def test_the_full_search_polishes_a_flat_profile_to_its_root() -> None:
         full = solve_allocation(prob.with_seller_psi(i, psi_i))
         worst = max(worst, abs(full.eta - lean.eta) / lean.eta)
     assert worst <= 1e-10
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_raised_reports_start_from_the_base_grid_values(seed: int) -> None:
+    """A raised ``Ψ_i`` does not lower ``P`` anywhere, so the re-solve starts from the
+    base's grid values as lower bounds and evaluates only what the search needs: the
+    answer is still the full search's, in fewer evaluations than the all-fresh grid."""
+    rng = np.random.default_rng(300 + seed)
+    cfg = random_strict(rng)
+    prob, _ = instance(seed, int(rng.integers(20, 90)), cfg)
+    res = strict_resolver(prob, solve_allocation(prob))
+    assert res is not None
+    n_stale, n_fresh, n_taken = 0, 0, 0
+    for _ in range(10):
+        i = int(rng.integers(prob.m))
+        psi_i = float(prob.psi[i] * rng.choice([1.0, 1.01, 1.3, 2.0, 4.0, 30.0]))
+        stale, fresh = res.kernel(i, psi_i, True), res.kernel(i, psi_i, False)
+        if stale[0] != 1.0 or fresh[0] != 1.0:
+            continue
+        n_stale += int(stale[9])
+        n_fresh += int(fresh[9])
+        lean = res.solve(i, psi_i)
+        if lean is None:
+            continue
+        n_taken += 1
+        full = solve_allocation(prob.with_seller_psi(i, psi_i))
+        eps_full = float(full.epsilon_total[i])
+        scale = max(eps_full, winner_scale(full.epsilon_total))
+        assert lean.epsilon_total == pytest.approx(eps_full, abs=FAST_TOL * scale)
+        assert lean.eta == pytest.approx(full.eta, rel=1e-4)
+        assert str(full.status) == lean.status == "optimal"
+    assert n_taken >= 8
+    assert n_stale < n_fresh
+
+
+def test_a_stale_grid_point_far_from_the_base_optimum_becomes_the_optimum() -> None:
+    """Two basins: the profile is ``σ/η`` plus a concave minimum over ``a``. Spread
+    over the 29 dear sellers (``Ψ ≈ 1``) it has a local minimum near
+    ``η = √(σ/γ)``; on the one cheap seller (``a_0 = 1``, ``‖a‖ = 1``) it falls to
+    ``η_hi`` while ``Ψ_0 ≈ 0`` (the base optimum) and has a second local minimum where
+    ``γηΨ_0`` catches up once ``Ψ_0`` is raised. From ``Ψ_0 = 10⁻²`` on, the global
+    minimum is in the first basin, a dozen grid points below the base optimum: the
+    re-solve starts there with only the base's (stale) values, and a local descent
+    from the base optimum stops in the second basin. The branch-and-bound must refresh
+    the stale cells and find it: the full search's answer."""
+    m = 30
+    cfg = MechanismConfig(
+        gamma=1.0, lam=1e-2, mu=1.0, sigma=0.2, k=30.0, eps_avg_max=100.0 / 30,
+        mode="strict",
+    )  # fmt: skip
+    prob0, _ = instance(11, m, cfg)
+    psi = np.concatenate([[1e-6], np.linspace(1.0, 1.2, m - 1)])
+    prob = Problem(prob0.X, prob0.y, psi, np.full(m, np.inf), cfg)
+    base = solve_allocation(prob)
+    res = strict_resolver(prob, base)
+    assert res is not None
+    assert base.eta == pytest.approx(res.grid[-1])
+    j_base = int(np.argmin(res.grid_V))  # freshly evaluated first, with its neighbours
+    for psi_0 in (1e-3, 1e-2, 8e-2, 1.0):
+        out = res.kernel(0, psi_0, True)
+        assert out[0] == 1.0
+        assert out[9] < res.kernel(0, psi_0, False)[9]
+        j_new = int(np.argmin(np.abs(np.log(res.grid / out[1]))))
+        assert abs(j_new - j_base) >= 5
+        lean = res.solve(0, psi_0)
+        assert lean is not None
+        full = solve_allocation(prob.with_seller_psi(0, psi_0))
+        assert lean.eta == pytest.approx(full.eta, rel=1e-6)
+        scale = max(float(full.epsilon_total[0]), winner_scale(full.epsilon_total))
+        assert lean.epsilon_total == pytest.approx(
+            float(full.epsilon_total[0]), abs=FAST_TOL * scale
+        )
+        a_full = np.asarray(full.weights)
+        assert np.abs(res.weights(lean) - a_full).max() <= 1e-5 * a_full.max()
+    assert lean.eta < 0.01 * base.eta  # the last ones: the first basin

@@ -24,14 +24,31 @@ node's value is exact. A cell ``[η₁, η₂]``'s lower bound is the two-point 
 ``σ/η + min_{a∈C} (affine in η)`` over a fixed set ``C``: where the caps do not move on
 the cell, from ``P(η₁)`` and ``P(η₂)``; where they do (``E/η₂ < k/m``), ``C(η) ⊆ C(η₁)``
 on the cell, so ``P`` lies above the same problem over ``C(η₁)``, whose value at ``η₂``
-is one more a-step (with the caps ``h(η₁)``). Steps:
+is one more a-step (with the caps ``h(η₁)``).
 
-1. the coarse grid (the full search's, warm-started from the base's multipliers there);
-2. the local minimum in the best grid point's basin: a bracket of ``P'`` changing sign
-   from ``−`` to ``+``, then safeguarded secant steps in ``log η`` to floating-point
-   resolution (the full search's polish stops at ``|T(η) − η| ≤ 10⁻¹³η``, the same root);
-3. best-first branch-and-bound over the cells between evaluated points until every
-   cell's bound is within ``rtol·(1 + |V|)`` of the incumbent; a point that beats the
+Stale grid values. ``V(a, η)`` is non-decreasing in ``Ψ_i`` at every ``a ∈ C(η)``
+(its coefficient ``γηa_i ≥ 0``), so ``P(η)`` — over ``C(η)`` or any fixed set — is
+non-decreasing in ``Ψ_i``. A payment sweep raises the report, so where ``Ψ_i`` is at
+least the base's, the base's values ``P_base(η_j)`` at the grid points (and over
+``C(η_{j−1})`` at ``η_j``, for the cells whose caps move; :func:`grid_states`) are
+lower bounds on the re-solve's. The two-point bound is non-decreasing in its end
+values (it is ``min_{η, S ≥ 0}`` of the larger of two functions, each increasing in
+one end value), so a cell bounded from stale end values has a valid lower bound. Such
+a node is *stale*: its value is that bound, its slope unknown. Steps:
+
+1. the coarse grid (the full search's, warm-started from the base's multipliers
+   there). Where ``Ψ_i`` is below the base's, every grid point is evaluated. Else
+   every grid point enters stale, and only the one with the lowest stale value and
+   its neighbours are evaluated;
+2. the local minimum in the best evaluated point's basin: a bracket of ``P'``
+   changing sign from ``−`` to ``+``, then safeguarded secant steps in ``log η`` to
+   floating-point resolution (the full search's polish stops at
+   ``|T(η) − η| ≤ 10⁻¹³η``, the same root); a stale point the descent looks at is
+   evaluated first;
+3. best-first branch-and-bound over the cells between points until every cell's bound
+   is within ``rtol·(1 + |V|)`` of the incumbent (always an evaluated point). The
+   lowest cell is bisected, or, when an end is stale, that end is evaluated instead
+   (at the same ``η``, re-bounding the cells on both sides); a point that beats the
    incumbent starts a new local minimisation there.
 
 ``ok = False`` (an a-step failed its check, the bound did not close within
@@ -55,9 +72,15 @@ OUT_SIZE = 11
 """``strict_resolve_kernel``'s output: ``ok, η, A, s, value, lower bound, P'(η),
 Ψᵀa, a_i, n_evals, h(η)``."""
 
-_COLS = 8
-"""A node: ``η, V, Ψᵀa, A, s, a_i, P'(η)``, and the lower bound of the cell from this
-node to the next."""
+_COLS = 10
+"""A node: ``η, V, Ψᵀa, A, s, a_i, P'(η)``, the lower bound of the cell from this
+node to the next, the stale flag (1: ``V`` is the base's ``P(η)``, a lower bound;
+``Ψᵀa, a_i, P'`` unknown; ``A, s`` the base's multipliers) and, for a stale grid node
+``η_j``, the base's value at ``η_j`` over ``C(η_{j−1})`` (the right end of a cell
+whose caps move)."""
+
+_STALE = 8
+_STALE_W = 9
 
 
 @_jit
@@ -159,8 +182,9 @@ def _eval_node(
     n: int,
     row: FloatArray,
 ) -> tuple[bool, int, int, float, float]:
-    """Evaluate ``P`` at ``η`` (caps ``h(η)``), insert the node and re-bound the two
-    cells next to it: ``(ok, n, position, V, P'(η))``."""
+    """Evaluate ``P`` at ``η`` (caps ``h(η)``), insert the node (fresh; it replaces a
+    node at the same ``η``) and re-bound the two cells next to it:
+    ``(ok, n, position, V, P'(η))``."""
     hc = cap_at(eta, kcap, e_max)
     ok, v, pa, A, s, a_i, held = _value_at(
         sc, eta, c, gamma, mu, sigma, hc, h, r, A0, s0
@@ -173,6 +197,8 @@ def _eval_node(
     row[0], row[1], row[2], row[3], row[4], row[5] = eta, v, pa, A, s, a_i
     row[6] = slope
     row[7] = np.inf
+    row[8] = 0.0
+    row[9] = v
     n, k = _insert(nodes, n, eta, row)
     for cell in (k - 1, k):
         if 0 <= cell < n - 1:
@@ -198,11 +224,16 @@ def _bound_cell(
 ) -> bool:
     """The lower bound of ``P`` on the cell from node ``k`` to ``k + 1`` (module
     docstring), stored in ``nodes[k, 7]``; ``False`` when the extra a-step of a cell
-    whose caps move failed."""
+    whose caps move failed. A stale end's value is a lower bound on ``P`` there, and
+    the two-point bound is non-decreasing in its end values, so the cell's bound
+    holds; a stale right end ``η_j`` of a cell whose caps move takes the base's value
+    over ``C(η_{j−1}) ⊇ C(η₁)`` (every grid node is a node, so ``η₁ ≥ η_{j−1}``)."""
     e1, l1 = nodes[k, 0], nodes[k, 1]
     e2, l2 = nodes[k + 1, 0], nodes[k + 1, 1]
     h1 = cap_at(e1, kcap, e_max)
-    if cap_at(e2, kcap, e_max) < h1:
+    if cap_at(e2, kcap, e_max) < h1 and nodes[k + 1, _STALE] != 0.0:
+        l2 = nodes[k + 1, _STALE_W]
+    elif cap_at(e2, kcap, e_max) < h1:
         # the same problem over C(η₁) at η₂, warm from node k + 1
         ok, l2, _, _, _, _, _ = _value_at(
             sc, e2, c, gamma, mu, sigma, h1, h, r, nodes[k + 1, 3], nodes[k + 1, 4]
@@ -220,32 +251,50 @@ def grid_states(
     c: float,
     gamma: float,
     mu: float,
+    sigma: float,
     kcap: float,
     e_max: float,
-) -> tuple[bool, FloatArray, FloatArray]:
-    """The a-step multipliers ``(A, s)`` at every grid ``η`` (caps ``h(η)``) for
-    ``Ψ`` as given (the warm starts of every re-solve), top down as the full search's
-    grid."""
+) -> tuple[bool, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """``(ok, A, s, V, W)`` at every grid ``η_j`` for ``Ψ`` as given, top down as the
+    full search's grid: the a-step multipliers (caps ``h(η_j)``; the warm starts of
+    every re-solve), the profile ``V_j = P(η_j)``, and ``W_j`` the value of the same
+    problem over ``C(η_{j−1})`` at ``η_j`` (``V_j`` where the caps do not move on
+    ``[η_{j−1}, η_j]``; ``W_0 = V_0``). Both are non-decreasing in every ``Ψ_i``
+    (``γη a_i ≥ 0`` at every ``a``), so they bound a re-solve's values from below
+    wherever its ``Ψ_i`` is at least the given one (:func:`strict_resolve_kernel`)."""
     m = psi.size
     n = grid.size
     h = np.empty(m)
     r = np.empty(m)
     As = np.zeros(n)
     ss = np.zeros(n)
+    Vs = np.zeros(n)
+    Ws = np.zeros(n)
     A0 = 0.0
     s0 = 0.0
     for k in range(n - 1, -1, -1):
         hc = cap_at(grid[k], kcap, e_max)
-        ok, _, _, A, s, _, _ = _evaluate(
-            psi, 0, psi[0], grid[k], c, gamma, mu, 0.0, hc, h, r, A0, s0
+        ok, v, _, A, s, _, _ = _evaluate(
+            psi, 0, psi[0], grid[k], c, gamma, mu, sigma, hc, h, r, A0, s0
         )
         if not ok:
-            return False, As, ss
+            return False, As, ss, Vs, Ws
         As[k] = A
         ss[k] = s
+        Vs[k] = v
+        Ws[k] = v
+        if k > 0:
+            h1 = cap_at(grid[k - 1], kcap, e_max)
+            if hc < h1:
+                ok, w, _, _, _, _, _ = _evaluate(
+                    psi, 0, psi[0], grid[k], c, gamma, mu, sigma, h1, h, r, A, s
+                )
+                if not ok:
+                    return False, As, ss, Vs, Ws
+                Ws[k] = w
         A0 = A
         s0 = s
-    return True, As, ss
+    return True, As, ss, Vs, Ws
 
 
 @_jit
@@ -270,6 +319,9 @@ def strict_resolve_kernel(
     grid: FloatArray,
     grid_A: FloatArray,
     grid_s: FloatArray,
+    grid_V: FloatArray,
+    grid_W: FloatArray,
+    stale: bool,
     c: float,
     gamma: float,
     mu: float,
@@ -281,6 +333,8 @@ def strict_resolve_kernel(
 ) -> FloatArray:
     """The rule's optimum with seller ``i``'s ``Ψ_i`` changed (module docstring;
     ``sc`` as :func:`_value_at`); caps ``h(η) = min(k/m, E/η)``, ``μ > 0``.
+    ``grid_A, grid_s, grid_V, grid_W``: the base's :func:`grid_states`; ``stale``:
+    the new ``Ψ_i`` is at least the base's, so ``grid_V, grid_W`` are lower bounds.
     Returns ``OUT_SIZE`` values (``out[0] = 0``: not ok)."""
     out = np.zeros(OUT_SIZE)
     m = sc[4].size
@@ -293,17 +347,44 @@ def strict_resolve_kernel(
     n = 0
     n_evals = 0
     # 1. the coarse grid, each point warm-started from the base's multipliers there
-    for k in range(n_grid):
-        ok, n, _, _, _ = _eval_node(
-            sc, grid[k], c, gamma, mu, sigma, kcap, e_max, h, r, grid_A[k],
-            grid_s[k], nodes, n, row,
-        )  # fmt: skip
-        n_evals += 1
-        if not ok:
-            return out
-    best = 0
-    for k in range(1, n):
-        if nodes[k, 1] < nodes[best, 1]:
+    if stale:
+        # every node stale, then fresh at the lowest and its neighbours
+        for k in range(n_grid):
+            nodes[k, 0] = grid[k]
+            nodes[k, 1] = grid_V[k]
+            nodes[k, 2] = np.nan
+            nodes[k, 3] = grid_A[k]
+            nodes[k, 4] = grid_s[k]
+            nodes[k, 5] = np.nan
+            nodes[k, 6] = np.nan
+            nodes[k, 7] = np.inf
+            nodes[k, _STALE] = 1.0
+            nodes[k, _STALE_W] = grid_W[k]
+        n = n_grid
+        for k in range(n - 1):
+            _bound_cell(nodes, k, sc, c, gamma, mu, sigma, kcap, e_max, h, r)
+        j = 0
+        for k in range(1, n):
+            if grid_V[k] < grid_V[j]:
+                j = k
+        for k in range(max(j - 1, 0), min(j + 2, n)):
+            ok, n_evals = _refresh(
+                nodes, n, k, sc, c, gamma, mu, sigma, kcap, e_max, h, r, row, n_evals
+            )
+            if not ok:
+                return out
+    else:
+        for k in range(n_grid):
+            ok, n, _, _, _ = _eval_node(
+                sc, grid[k], c, gamma, mu, sigma, kcap, e_max, h, r, grid_A[k],
+                grid_s[k], nodes, n, row,
+            )  # fmt: skip
+            n_evals += 1
+            if not ok:
+                return out
+    best = -1
+    for k in range(n):
+        if nodes[k, _STALE] == 0.0 and (best < 0 or nodes[k, 1] < nodes[best, 1]):
             best = k
     # 2.–3. local minimum in the best point's basin, then branch-and-bound
     start = best
@@ -322,6 +403,23 @@ def strict_resolve_kernel(
             if low < 0 or low_b >= target:
                 closed = True
                 break
+            if nodes[low, _STALE] != 0.0 or nodes[low + 1, _STALE] != 0.0:
+                # refresh a stale end (the lower one of two) instead of bisecting
+                st = low + 1
+                if nodes[low, _STALE] != 0.0 and (
+                    nodes[low + 1, _STALE] == 0.0 or nodes[low, 1] <= nodes[low + 1, 1]
+                ):
+                    st = low
+                ok, n_evals = _refresh(
+                    nodes, n, st, sc, c, gamma, mu, sigma, kcap, e_max, h, r, row,
+                    n_evals,
+                )  # fmt: skip
+                if not ok:
+                    return out
+                if nodes[st, 1] < target:
+                    better = st
+                    break
+                continue
             e1 = nodes[low, 0]
             e2 = nodes[low + 1, 0]
             mid = math.sqrt(e1 * e2)
@@ -364,6 +462,35 @@ def strict_resolve_kernel(
 
 
 @_jit
+def _refresh(
+    nodes: FloatArray,
+    n: int,
+    k: int,
+    sc: tuple[FloatArray, FloatArray, float, int, FloatArray, int, float],
+    c: float,
+    gamma: float,
+    mu: float,
+    sigma: float,
+    kcap: float,
+    e_max: float,
+    h: FloatArray,
+    r: FloatArray,
+    row: FloatArray,
+    n_evals: int,
+) -> tuple[bool, int]:
+    """Make node ``k`` fresh: a stale node is evaluated at its ``η`` (warm from the
+    base's multipliers there), in place, and the cells on both sides re-bounded;
+    ``(ok, n_evals)``. A fresh node is left as it is."""
+    if nodes[k, _STALE] == 0.0:
+        return True, n_evals
+    ok, _, _, _, _ = _eval_node(
+        sc, nodes[k, 0], c, gamma, mu, sigma, kcap, e_max, h, r, nodes[k, 3],
+        nodes[k, 4], nodes, n, row,
+    )  # fmt: skip
+    return ok, n_evals + 1
+
+
+@_jit
 def _lowest_cell(nodes: FloatArray, n: int) -> tuple[int, float]:
     """The cell between consecutive nodes with the lowest bound, and that bound
     (``(−1, ∞)`` with fewer than two nodes)."""
@@ -399,8 +526,9 @@ def _local_min(
     r: FloatArray,
     n_evals: int,
 ) -> tuple[bool, int, int, int]:
-    """The local minimum of ``P`` in the basin of node ``start`` (a point no worse
-    than it): ``(ok, n, index of the minimum, n_evals)``.
+    """The local minimum of ``P`` in the basin of node ``start`` (an evaluated node;
+    the result is an evaluated point no worse than it): ``(ok, n, index of the
+    minimum, n_evals)``. A stale neighbour is evaluated before its value is compared.
 
     With ``P'(start) < 0`` (else mirrored): the right neighbour ``R`` has
     ``P(R) ≥ P(start)`` or is a better point; between a point where ``P`` falls and one
@@ -420,6 +548,11 @@ def _local_min(
         nb = L + 1 if right else L - 1
         if nb < 0 or nb >= n:
             return True, n, L, n_evals  # P falls to the end of the range
+        ok, n_evals = _refresh(
+            nodes, n, nb, sc, c, gamma, mu, sigma, kcap, e_max, h, r, row, n_evals
+        )
+        if not ok:
+            return False, n, L, n_evals
         if nodes[nb, 1] < nodes[L, 1]:
             L = nb
             d = _slope(nodes, L)

@@ -55,7 +55,9 @@ FloatArray = NDArray[np.float64]
 class StrictResolver(ActiveSignatures):
     """What every re-solve of one strict payment job shares (:func:`strict_resolver`):
     the base ``Ψ``, the ``η`` grid of the full search, the base's a-step multipliers
-    at each grid point (warm starts), and ``Ψ`` sorted with the double-double prefix
+    at each grid point (warm starts) and its profile values there (lower bounds for a
+    re-solve whose ``Ψ_i`` is not below the base's: :func:`._strict_kernel.grid_states`),
+    and ``Ψ`` sorted with the double-double prefix
     sums of ``Ψ − ref`` and ``(Ψ − ref)²`` and each seller's rank
     (:mod:`._sorted_astep`: an a-step in O(log m))."""
 
@@ -65,6 +67,8 @@ class StrictResolver(ActiveSignatures):
     grid: FloatArray
     grid_A: FloatArray
     grid_s: FloatArray
+    grid_V: FloatArray
+    grid_W: FloatArray
     kcap: float
     e_max: float
     two_smallest: tuple[int, int]
@@ -82,15 +86,8 @@ class StrictResolver(ActiveSignatures):
         cfg = self.prob.cfg
         if not math.isfinite(psi_i):
             return None
-        sc = (
-            self.sorted_psi, self.prefix, self.ref, int(self.rank[i]), self.psi,
-            int(i), float(psi_i),
-        )  # fmt: skip
-        out = strict_resolve_kernel(
-            sc, self.grid, self.grid_A, self.grid_s,
-            float(self.prob.strict_loss_value), float(cfg.gamma), float(cfg.mu),
-            float(cfg.sigma), self.kcap, self.e_max, RANGE_RTOL, MAX_CELLS,
-        )  # fmt: skip
+        # P(η) does not fall as Ψ_i rises: the base's grid values bound it from below
+        out = self.kernel(i, psi_i, psi_i >= self.psi[i])
         if out[0] != 1.0:
             return None
         eta, A, s, value, lower, slope = (float(v) for v in out[1:7])
@@ -111,6 +108,22 @@ class StrictResolver(ActiveSignatures):
         return LeanSolve(
             int(i), float(psi_i), float(eps), a_i, h, -1, eta, A, s, value,
             "optimal", kkt, gap / (1.0 + abs(value)),
+        )  # fmt: skip
+
+    def kernel(self, i: int, psi_i: float, stale: bool) -> FloatArray:
+        """:func:`._strict_kernel.strict_resolve_kernel`'s output for seller ``i`` at
+        ``Ψ_i = psi_i``; ``stale`` (valid only where ``psi_i ≥ Ψ_i`` of the base):
+        start from the base's grid values as lower bounds."""
+        cfg = self.prob.cfg
+        sc = (
+            self.sorted_psi, self.prefix, self.ref, int(self.rank[i]), self.psi,
+            int(i), float(psi_i),
+        )  # fmt: skip
+        return strict_resolve_kernel(
+            sc, self.grid, self.grid_A, self.grid_s, self.grid_V, self.grid_W,
+            bool(stale), float(self.prob.strict_loss_value), float(cfg.gamma),
+            float(cfg.mu), float(cfg.sigma), self.kcap, self.e_max, RANGE_RTOL,
+            MAX_CELLS,
         )  # fmt: skip
 
     def _largest_weight(
@@ -282,9 +295,9 @@ def _build(prob: Problem, base: Allocation) -> StrictResolver | None:
     prof = base.profile
     if prof is not None and not np.array_equal(prof.grid, grid):
         return None
-    ok, grid_A, grid_s = grid_states(
+    ok, grid_A, grid_s, grid_V, grid_W = grid_states(
         psi, grid, float(prob.strict_loss_value), float(cfg.gamma), float(cfg.mu),
-        kcap, e_max,
+        float(cfg.sigma), kcap, e_max,
     )  # fmt: skip
     if not ok:
         return None
@@ -296,8 +309,8 @@ def _build(prob: Problem, base: Allocation) -> StrictResolver | None:
     ref = float(sorted_psi[m // 2])
     prefix = prefix_sums(sorted_psi, ref)
     return StrictResolver(
-        prob, base, psi, grid, grid_A, grid_s, kcap, e_max, two, sorted_psi, prefix,
-        ref, rank,
+        prob, base, psi, grid, grid_A, grid_s, grid_V, grid_W, kcap, e_max, two,
+        sorted_psi, prefix, ref, rank,
     )  # fmt: skip
 
 
