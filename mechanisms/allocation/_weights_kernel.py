@@ -55,6 +55,8 @@ def _theta_step(
         return True, theta, lo, hi
     if n_mid == 0 and abs(f) <= 4.0 * 2.220446049250313e-16 * n_terms:
         return True, theta, lo, hi
+    if n_mid > 0 and abs(f / n_mid) <= 4e-16 * abs(theta):
+        return True, theta, lo, hi  # the Newton step is below θ's rounding
     if f < 0.0:
         lo = theta
     else:
@@ -141,6 +143,11 @@ def _newton_step(
         return 1, A, lo, hi
     if n_mid == 0 and abs(f) <= 4.0 * 2.220446049250313e-16 * n_terms:
         return 1, A, lo, hi
+    if n_mid > 0 and abs(f / n_mid) <= 4e-16 * abs(A):
+        # The Newton step is below A's rounding (|f| is the rounding of the m-term
+        # sum, above 1e-14 for large m or large multipliers): converged, also where
+        # the step falls just outside the bracket (the test after it does not see).
+        return 1, A - f / n_mid, lo, hi
     lo2 = lo
     hi2 = hi
     if f > 0.0:
@@ -580,6 +587,12 @@ def _weights_eq(
     if s0 > 0.0:
         found, A, n, R = _recentre_eq(A0, s0, r, c, sup, n, R)
         if not found:
+            # A stalled re-centring (a free set of 0 or 1 record: the step creeps
+            # by ulps) is usually at the root to rounding: try the exact active-set
+            # step from there before θ from the full bracket (~50 O(m) passes).
+            ok, A2, s2, n, R = _active_set_eq(r, c, mu, A, s0, sup, n, R)
+            if ok:
+                return ok, A2, s2
             A, n, R = _theta_eq(s0, r, c, sup, n, R)
         ok, A, s, n, R = _active_set_eq(r, c, mu, A, s0, sup, n, R)
         if ok:
@@ -643,7 +656,10 @@ def _weights_general(
     bisect ``s`` to ever tighter brackets before the active-set step."""
     if s0 > 0.0:
         found, A = _recentre(A0, s0, r, h)
-        if not found:
+        if not found:  # as _weights_eq: the exact step from a stalled re-centring
+            ok, A2, s2 = _active_set(r, h, mu, A, s0)
+            if ok:
+                return ok, A2, s2
             A = _theta(s0, r, h)
         ok, A, s = _active_set(r, h, mu, A, s0)
         if ok:

@@ -103,7 +103,8 @@ def test_active_set_step_matches_from_far_scales(m: int, mu: float) -> None:
 def _recentre_30(
     A: float, s: float, r: FloatArray, h: FloatArray
 ) -> tuple[bool, float, int]:
-    """The re-centring Newton as before the stall exit: all 30 passes unless found."""
+    """The re-centring Newton as before the stall exit: all 30 passes unless found
+    (converged: ``|Σ a − 1| ≤ 1e-14``, or a Newton step below ``A``'s rounding)."""
     lo = -np.inf
     hi = np.inf
     for k in range(30):
@@ -116,6 +117,8 @@ def _recentre_30(
         f = tot - 1.0
         if abs(f) <= 1e-14:
             return True, A, k + 1
+        if n_mid > 0 and abs(f / n_mid) <= 4e-16 * abs(A):
+            return True, A - f / n_mid, k + 1  # the step is below A's rounding
         if f > 0.0:
             hi = min(hi, A)
         else:
