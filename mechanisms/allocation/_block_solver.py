@@ -97,14 +97,17 @@ def solve_at_eta(
     a0: FloatArray,
     state: WeightsStepState | None = None,
     tol: float | None = None,
+    max_iter: int | None = None,
 ) -> BlockSolution:
     """Alternate exact w- and a-steps at fixed ``η`` until ``G`` stops decreasing.
 
     Stops when a sweep lowers the search value by at most ``tol·(1 + |G|)`` and moves
     no weight by more than ``100·tol·max(a)`` (``tol`` defaults to ``cfg.tol``; the
-    coarse grid uses a looser one, the final point the configured one).
+    coarse grid uses a looser one, the final point the configured one), or after
+    ``max_iter`` iterations (default ``cfg.max_iter``).
     """
     tol = prob.cfg.tol if tol is None else tol
+    max_iter = prob.cfg.max_iter if max_iter is None else int(max_iter)
     cfg, loss = prob.cfg, prob.loss
     c = prob.linear_term(eta)
     if cfg.mode == "strict":
@@ -123,7 +126,7 @@ def solve_at_eta(
         return BlockSolution(eta, w, a, np.nan, val, 1, True, state)
     if cfg.u == "linear" and cfg.mu > 0.0:
         sol = newton_reduced(
-            prob, eta, w0=w0, state=state, gtol=tol, max_iter=cfg.max_iter, a0=a0
+            prob, eta, w0=w0, state=state, gtol=tol, max_iter=max_iter, a0=a0
         )
         w, value = sol.w, sol.value
         # F(w) is the search value; G drops the paper mode's noise term.
@@ -139,7 +142,7 @@ def solve_at_eta(
     converged = False
     it = 0
     x = w  # the point the map T is applied to (Anderson-extrapolated)
-    for it in range(1, cfg.max_iter + 1):  # noqa: B007 - `it` is reported
+    for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported
         # One DCA sweep T(x): a-step at x, then the exact w-step for those weights.
         losses = loss.value(prob.X @ x, prob.y)
         a_new, state = weights_step(prob, losses, eta, state)

@@ -203,3 +203,25 @@ def test_trust_region_step_solves_the_trust_region_subproblem() -> None:
             "hard" if hard and boundary else "boundary" if boundary else "interior"
         ] += 1
     assert min(kinds.values()) >= 20, kinds
+
+
+def test_a_fixed_eta_solve_stops_at_max_iter_with_a_descent() -> None:
+    """``solve_at_eta(max_iter=k)`` (the candidate models' cap) returns the k-th
+    iterate, marked not converged, never above the start's value; uncapped it runs on
+    to the tolerance."""
+    from mechanisms.allocation._block_solver import solve_at_eta
+
+    prob = _problem(400, 6, 11)
+    prob = Problem(prob.X, prob.y, prob.psi, prob.eps_max, CFG.with_(mu=1e-3, lam=1e-4))
+    eta = 3.0
+    caps = prob.caps(eta)
+    w0 = np.zeros(6)
+    a0 = np.minimum(np.full(prob.m, 1.0 / prob.m), caps)
+    full = solve_at_eta(prob, eta, w0=w0, a0=a0)
+    assert full.converged
+    assert full.iterations > 3
+    capped = solve_at_eta(prob, eta, w0=w0, a0=a0, max_iter=3)
+    assert capped.iterations == 3
+    assert not capped.converged
+    start = rn._evaluate(prob, eta, w0, None, caps, a0).value
+    assert full.search_value <= capped.search_value <= start

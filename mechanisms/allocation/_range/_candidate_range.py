@@ -116,6 +116,7 @@ SCENARIO_BUDGET = 1024
 MIN_SCENARIOS = 4
 MAX_SCENARIOS = 64
 N_LEVELS = 2  # η levels at which each scenario's model is solved
+MODEL_MAX_ITER = 60  # trust-region iterations per candidate model solve
 SCENARIO_SEED = 90_2026  # public, fixed: the scenarios never depend on the reports
 N_START = 6  # evaluated η per model before branching
 RANGE_RTOL = 1e-10  # certified gap of the range search, relative to 1 + |G|
@@ -242,7 +243,11 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
     scenario is the cost-free problem).
 
     Each solve is :func:`mechanisms.allocation._block_solver.solve_at_eta` at
-    ``cfg.tol``.
+    ``cfg.tol``, stopped after :data:`MODEL_MAX_ITER` iterations: a model need not be
+    a KKT point, only a function of the public data (from a start where ``F`` is
+    nearly flat, e.g. a tiny ``μ``, where the weights act almost as a linear
+    programme's, the cost-free model crawled 380 trust-region iterations at
+    ``m = 10⁶``, 95 % of that allocation).
     """
     m = prob.m
     cfg = prob.cfg
@@ -268,18 +273,34 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             a0, state = project_capped_simplex(np.full(m, 1.0 / m), caps)[0], None
         else:
             w0, a0, state = free.w, free.a, free.state
-        sol = solve_at_eta(free_prob, float(eta), w0=w0, a0=a0, state=state)
+        sol = solve_at_eta(
+            free_prob, float(eta), w0=w0, a0=a0, state=state, max_iter=MODEL_MAX_ITER
+        )
         free = sol if free is None else free
         add(sol)
         if diverse:
             a_u = project_capped_simplex(np.full(m, 1.0 / m), caps)[0]
-            add(solve_at_eta(free_prob, float(eta), w0=_ridge_fit(prob, a_u), a0=a_u))
+            w_u = _ridge_fit(prob, a_u)
+            add(
+                solve_at_eta(
+                    free_prob, float(eta), w0=w_u, a0=a_u, max_iter=MODEL_MAX_ITER
+                )
+            )
     if prob.scenario_psi is None or cfg.gamma <= 0.0:
         return _collect(prob, W, L)
     for psi in prob.scenario_psi[:MIN_SCENARIOS]:
         sp = dataclasses.replace(prob, psi=np.asarray(psi, dtype=float))
         for eta in levels[::-1]:
-            add(solve_at_eta(sp, float(eta), w0=free.w, a0=free.a, state=free.state))
+            add(
+                solve_at_eta(
+                    sp,
+                    float(eta),
+                    w0=free.w,
+                    a0=free.a,
+                    state=free.state,
+                    max_iter=MODEL_MAX_ITER,
+                )
+            )
     if diverse:
         seen: list[tuple[float, FloatArray]] = []
         for psi in prob.scenario_psi:
@@ -288,7 +309,11 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             if any(e == eta and np.array_equal(a0, a) for e, a in seen):
                 continue  # the same start: the same model
             seen.append((eta, a0))
-            add(solve_at_eta(sp, eta, w0=_ridge_fit(prob, a0), a0=a0))
+            add(
+                solve_at_eta(
+                    sp, eta, w0=_ridge_fit(prob, a0), a0=a0, max_iter=MODEL_MAX_ITER
+                )
+            )
     return _collect(prob, W, L)
 
 
