@@ -23,6 +23,7 @@ programme "fill the smallest ``r_i`` up to their caps".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -210,15 +211,31 @@ def state_from_weights(
 def fill_smallest(r: FloatArray, caps: FloatArray) -> FloatArray:
     """LP solution of (A) with ``μ = 0``: fill the smallest ``r_i`` up to their caps.
 
-    Ties are broken by index (a stable sort), so the rule is deterministic.
+    Ties are broken by index (a stable sort), so the rule is deterministic. Only the
+    sellers that can take weight are ordered: the ``K`` smallest ``r`` (found by a
+    partition, O(m)) and every seller tied with the ``K``-th, stably sorted, with
+    ``K`` doubled until their caps reach 1 (from ``⌈1/max h⌉``, the fewest that can).
+    That is the prefix a full stable sort would fill (a full sort took 6 of 10 s of
+    an allocation at ``m = 10⁶``).
     """
-    order = np.argsort(r, kind="stable")
-    c = caps[order]
-    before = np.concatenate(([0.0], np.cumsum(c)[:-1]))
-    take = np.clip(1.0 - before, 0.0, c)
+    m = r.size
     a = np.zeros_like(r)
-    a[order] = take
-    return a
+    h_max = float(caps.max()) if m else 0.0  # (∞: one seller may take it all)
+    k = m if not h_max > 0.0 else min(m, max(1, math.ceil(1.0 / h_max)))
+    while True:
+        if k >= m:
+            idx = np.arange(m)
+        else:
+            kth = r[np.argpartition(r, k - 1)[k - 1]]
+            idx = np.flatnonzero(r <= kth)  # (NaN never ≤: as a sort, last)
+        order = idx[np.argsort(r[idx], kind="stable")]
+        c = caps[order]
+        filled = np.cumsum(c)
+        if k >= m or (filled.size and filled[-1] >= 1.0):
+            before = np.concatenate(([0.0], filled[:-1]))
+            a[order] = np.clip(1.0 - before, 0.0, c)
+            return a
+        k = min(m, 2 * k)
 
 
 def project_capped_simplex(v: FloatArray, caps: FloatArray) -> tuple[FloatArray, float]:

@@ -153,3 +153,28 @@ def test_projection_matches_cvxpy(rng: np.random.Generator):
         assert capped_simplex_kkt(a, a - v, caps) <= 1e-12
         np.testing.assert_allclose(a, np.clip(v + theta, 0, caps), atol=1e-12)
         assert abs(a.sum() - 1) <= 1e-12
+
+
+def test_lp_fill_breaks_ties_by_index_and_needs_no_full_sort() -> None:
+    """The LP fill orders only the sellers that can take weight (a partition, then a
+    stable sort of those and every tie at the cut): the same weights as filling in
+    the order of a full stable sort, ties by index, including ties at the cut, caps
+    of several sizes, an unbounded cap and an infinite ``r``."""
+    rng = np.random.default_rng(12)
+    for t in range(400):
+        m = int(rng.integers(2, 400))
+        r = rng.choice([0.1, 0.2, 0.3], m) if t % 2 else rng.normal(size=m)
+        r[rng.integers(m)] = np.inf
+        caps = rng.uniform(0.0, 4.0 / m, m) if t % 3 else np.full(m, 1.5 / m)
+        if t % 5 == 0:
+            caps[rng.integers(m)] = np.inf
+        order = sorted(range(m), key=lambda i: (r[i], i))
+        want = np.zeros(m)
+        left = 1.0
+        for i in order:
+            want[i] = min(caps[i], max(left, 0.0))
+            left -= caps[i]
+        got = fill_smallest(r, caps)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        if caps.sum() >= 1.0:
+            assert got.sum() == pytest.approx(1.0, abs=1e-12)
