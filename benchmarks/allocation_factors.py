@@ -1,4 +1,4 @@
-"""Issue 16, "allocation constant factors": ``allocate`` (default rule: the certified
+"""Allocation constant factors: ``allocate`` (default rule: the certified
 optimum over public candidate models) against one scikit-learn ``LogisticRegression``
 fit, before and after a change, ratios within one subprocess.
 

@@ -1,6 +1,6 @@
 """Speed of ``allocate`` vs the paper-style PGD reference vs one scikit-learn fit.
 
-Same process, same data. Targets (issue "Mechanism core"): ``allocate``'s objective never
+Same process, same data. Targets: ``allocate``'s objective never
 worse than the reference's; on Wisconsin (fixed hyperparameters) ``allocate`` within 10×
 one ``LogisticRegression(solver="lbfgs")`` fit; ``m = 10⁵, d = 10`` under 10 s; time
 near-linear in ``m``.
@@ -135,7 +135,7 @@ def main() -> None:
 
 
 def targets(rows: list[dict[str, object]]) -> str:
-    """The issue's four targets, checked on the table."""
+    """The four speed targets, checked on the table."""
     ref = [r for r in rows if r["not_worse"] is not None]
     wbc = rows[0]
     big = [r for r in rows if r["m"] == 100_000 and r["d"] == 10]

@@ -1,4 +1,4 @@
-"""Issue 9, second pass: the default rule (certified optimum over the candidate-model
+"""The default rule (certified optimum over the candidate-model
 range) — allocate's time on Wisconsin before/after, what the restriction costs in G
 and in test error, and brute-force IC regret.
 

@@ -1,7 +1,7 @@
-"""Issue 9: cost of the certified allocation, monotonicity audits and IC regret.
+"""Cost of the certified allocation, monotonicity audits and IC regret.
 
 1. ``allocate`` on Wisconsin (m = 399, the configuration of ``allocation_speed.py``)
-   before issue 9 (the code at ``--before``, extracted with ``git archive``) and after,
+   before the certified rule (the code at ``--before``, extracted with ``git archive``) and after,
    with ``certify="report"`` (default: no certificate exists at λ = 1e-3, status
    ``local``) and ``certify="raise_lambda"`` (certified). Each variant runs in its own
    subprocess, interleaved over rounds, best of 5 calls per round; ratios are taken
@@ -124,7 +124,7 @@ def ic_regret(seed: int, n_mis: int = 40) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--before", default="e017545", help="revision before issue 9")
+    ap.add_argument("--before", default="e017545", help="revision before the certified rule")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--skip-regret", action="store_true")
@@ -190,7 +190,7 @@ def main() -> None:
     )
     print(body)
     if not args.no_write:
-        write_section("Certified allocation (issue 9)", body)
+        write_section("Certified allocation", body)
 
 
 if __name__ == "__main__":

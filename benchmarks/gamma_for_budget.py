@@ -49,7 +49,7 @@ CFG = MechanismConfig(
 PRIOR = UniformPrior(0.05, 0.5)
 UNIT = 0.01
 D = 10
-TITLE = "γ for a budget: cost and what it buys (issue 27 item 2, issue 29 item 1)"
+TITLE = "γ for a budget: cost and what it buys"
 
 
 def draw(m: int, rng: np.random.Generator, w: np.ndarray) -> tuple[Any, Any]:

@@ -1,6 +1,6 @@
-"""Issue 14, item 1: three orders in a row on a near-cap market, through the API.
+"""Three orders in a row on a near-cap market, through the API.
 
-The issue's market: Wisconsin, lifetime cap 6, the default settings of the time
+The near-cap market: Wisconsin, lifetime cap 6, the default settings of the time
 (mode ``default``, ``k = 4``, ``lam = 0.01``, ``mu = 0.1``, ``sigma = 1``), 14
 one-record sellers (costs ~ U[0.05, 0.95]), three orders ``budget 20, gamma 1.0``, run
 by a worker with the real Myerson payments (in this process: ≤ 64 sellers). Cap 6 is

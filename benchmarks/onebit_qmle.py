@@ -1,4 +1,4 @@
-"""One-bit LDP QMLE (issue 12): the paper's §5 and App. E.2 on the synthetic substitute,
+"""One-bit LDP QMLE: the paper's §5 and App. E.2 on the synthetic substitute,
 and the speed targets.
 
 Spec ``one-bit-ldp-qmle.md`` §7–§8:
@@ -274,7 +274,7 @@ def main() -> None:
     print(text)
     if not (args.quick or args.no_write):
         plot(res7, res8)
-        write_section("One-bit LDP QMLE (issue 12)", text)
+        write_section("One-bit LDP QMLE", text)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Every seller's Myerson payment at one size, timed end to end (issue 16).
+"""Every seller's Myerson payment at one size, timed end to end.
 
 Run:  python benchmarks/payments_all_sellers.py [--m 100000] [--d 10] [--workers 2]
       [--chunk-size N] [--allocate-repeats 15] [--json out.json]
@@ -11,7 +11,7 @@ extrapolated), and prints what the payments rest on: every seller's
 ``rule_certified``, the verified sample and its largest mismatch against the full
 path, the worst monotonicity violation. With ``--allocate-repeats N`` it also times
 ``allocate`` best of ``N`` (after three untimed calls) in the same process and prints
-the issue's ratio: CPU seconds per seller over that ``allocate``.
+the target's ratio: CPU seconds per seller over that ``allocate``.
 """
 
 from __future__ import annotations

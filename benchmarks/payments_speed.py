@@ -1,4 +1,4 @@
-"""Speed of the Myerson payments (issue 3): all sellers on Wisconsin (m ≈ 400) and
+"""Speed of the Myerson payments: all sellers on Wisconsin (m ≈ 400) and
 synthetic m ∈ {2000, 10000}; time per seller and the ratio to one ``allocate`` call.
 
 Run:  python benchmarks/payments_speed.py [--sizes 2000 10000] [--sample 24]

@@ -1,5 +1,5 @@
 """What the end-to-end privacy mode (``strict``) costs in accuracy against ``default``
-on Wisconsin at the demo's settings (issue 14, item 6).
+on Wisconsin at the demo's settings.
 
 ``default`` (``conditional_on_allocation``) lets the allocation read the records'
 losses, so the guarantee holds only given the allocation; ``strict`` allocates with a
@@ -35,7 +35,7 @@ from market.offers import records
 from market.pipeline import instance
 
 LEARNER = "hetero_dp_logistic"
-TITLE = "Privacy mode: strict vs default on Wisconsin (issue 14)"
+TITLE = "Privacy mode: strict vs default on Wisconsin"
 
 
 def _split(rng: np.random.Generator, n_sellers: int) -> dict[str, Any]:

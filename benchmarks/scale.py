@@ -1,4 +1,4 @@
-"""Scale of the allocation and the Myerson payments (issue 16), ratios within one run.
+"""Scale of the allocation and the Myerson payments, ratios within one run.
 
 Run:  python benchmarks/scale.py [--sizes 1000 10000 100000] [--big 1000000]
       [--sample 8] [--dask-m 400] [--dask-workers 1 2 4] [--dask-repeats 1]
@@ -295,7 +295,7 @@ def report(out: dict[str, Any], command: str) -> str:
         out["dask"],
     )
     parts = [
-        f"Command: `{command}`. {machine_note()}; other agents' jobs were running "
+        f"Command: `{command}`. {machine_note()}; other jobs were running "
         f"(1-minute load average {out['load'][0]:.0f} at the start, "
         f"{out['load'][1]:.0f} at the end), so absolute times are noisy; every ratio "
         "is within one run.",
@@ -468,7 +468,7 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
     if args.write:
-        write_section("Scale (issue 16)", text)
+        write_section("Scale", text)
 
 
 if __name__ == "__main__":

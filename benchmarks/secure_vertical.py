@@ -1,12 +1,12 @@
-"""Secure vertical logistic regression (issue 13; spec ``secure-multiparty-logistic.md``).
+"""Secure vertical logistic regression (spec ``secure-multiparty-logistic.md``).
 
-Two measurements, written to the ``## Secure vertical logistic (issue 13)`` section of
+Two measurements, written to the ``## Secure vertical logistic`` section of
 ``benchmarks/RESULTS.md``:
 
 1. One secure Newton step at ``n = 1000``, ``p = 6``, three data parties (V1 data),
    MPyC with three processes on 127.0.0.1 and with one process, against the plain
    float64 step in the same process; the spec measured 80–105 s for a straightforward
-   MPyC version, the issue's target is under 20 s. Wall time includes starting the
+   MPyC version, the target is under 20 s. Wall time includes starting the
    party processes and secret-sharing the inputs.
 2. V6 scaling: the paper's second simulation (``n = 1000``, ``J = 2`` mixture as in V5,
    two attributes per party, party ``k`` missing 200 consecutive rows at a seeded
@@ -58,7 +58,7 @@ def v1_blocks(rng: np.random.Generator, n: int) -> tuple[list[np.ndarray], np.nd
 BASELINE_COMMIT = (
     "7642efe"  # the MPyC backend before the truncation/entropy/launcher work
 )
-STEP_SECTION = "Secure vertical logistic: one secure Newton step (issue 13)"
+STEP_SECTION = "Secure vertical logistic: one secure Newton step"
 BASELINE_CODE = """
 import json, sys, time
 import numpy as np
@@ -138,7 +138,7 @@ def step_section(rows: list[list[object]], argv: str, load: str) -> str:
             "secret-sharing the inputs; 'protocol s' is the slowest party's time inside the "
             "Newton protocol. The baseline rows run the backend as of the named commit on the "
             "same data in the same run (its `learners/` tree extracted with `git archive`). "
-            "Spec §8.2: 80–105 s for a straightforward MPyC version; issue target: under 20 s.",
+            "Spec §8.2: 80–105 s for a straightforward MPyC version; target: under 20 s.",
             "",
             markdown_table(
                 [
@@ -276,7 +276,7 @@ def main(argv: list[str]) -> None:
         "(one Z-matrix product per pair of parties per iteration, each with an n×g "
         "orthonormalisation).",
     ]
-    write_section("Secure vertical logistic (issue 13)", "\n".join(body))
+    write_section("Secure vertical logistic", "\n".join(body))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ under the prior ``UniformPrior(0, 1)``), every seller's ``ε^max`` the market's
 lifetime cap (``--lifetime-cap``, 10 by default; ``0`` for none), ``allocate`` timed
 best of three (wall, after one untimed call), then :func:`mechanisms.myerson_payments`
 for **all** sellers on the default process pool (wall, not extrapolated). Reports the
-issue's ratio — payments wall per seller over ``allocate`` wall — and what the
+target's ratio — payments wall per seller over ``allocate`` wall — and what the
 payments rest on: converged, every seller's rule certified, the verified sample's
 largest shortcut mismatch, the worst monotonicity violation, sellers that fell back
 to the full search.

@@ -1,4 +1,4 @@
-"""User-level LDP sparse linear regression (issue 11): spec V5–V7 and the speed target.
+"""User-level LDP sparse linear regression: spec V5–V7 and the speed target.
 
 Spec ``uldp-sparse-linear-regression.md`` §15, independent design (``x ~ N(0, I_d)``,
 ``ξ ~ N(0, 1)``, ``θ*_j = 0.2`` on 8 indices; zero estimator ℓ2 = 0.566):
@@ -187,7 +187,7 @@ def main() -> None:
         f"{args.trend_runs} runs):\n\n{v6_table}\n**V7** (uniformly random support; "
         f"n = 20,000 with {args.big_runs} runs):\n\n{v7_table}\n**Speed**:\n\n{speed_table}"
     )
-    write_section("uldp_sparse_linear (issue 11)", body)
+    write_section("uldp_sparse_linear", body)
 
 
 if __name__ == "__main__":

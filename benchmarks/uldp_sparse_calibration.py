@@ -1,5 +1,5 @@
 """Why the spec's V5/V7 bands need the reference's choices (spec
-``uldp-sparse-linear-regression.md`` §4, §15 V5/V7; issue 11 follow-up).
+``uldp-sparse-linear-regression.md`` §4, §15 V5/V7).
 
 The heavy hitters' accuracy is set by the **vote share** of each true index (the
 probability that a selection user reports it) and by the pruning rule. This script

@@ -14,7 +14,7 @@ Costs: the spec's literal ``U[e^-4, 5e^-4]`` is an empty interval (``e^-4 ≈ 0.
 
 Run: ``python benchmarks/wbc_tradeoff.py`` (``--quick`` for a smaller grid).
 
-``--paid`` (issue 9): the trade-off on the payments actually paid. The rule is the
+``--paid``: the trade-off on the payments actually paid. The rule is the
 certified one (``certify="raise_lambda"``: λ raised to λ_conv, so every allocation is a
 certified global optimum, the rule is monotone and the Myerson payments are IC); per
 ``γ`` the hyperparameters are chosen by validation error + γ·**Myerson total**, among
@@ -387,7 +387,7 @@ def report_paid(
     return (
         f"Command: `{cmd}` ({secs:.0f} s; {machine_note()}).\n\n"
         + (
-            'Issue 9. The certified rule `certify="raise_lambda"`, independent costs '
+            'The certified rule `certify="raise_lambda"`, independent costs '
             "U[1e-4, 5e-4], same split and grid axes as above. Per γ: stage 1 ranks the "
             "(λ, μ, σ) grid by validation error + γ·expected payment; stage 2 recomputes "
             "the best distinct (μ, σ) with the **Myerson total** (what is paid, on "
@@ -395,7 +395,7 @@ def report_paid(
             "axis collapses: every grid λ is below λ_conv, so all are raised to "
             "1.01·λ_conv(μ). "
             if certify == "raise_lambda"
-            else 'Issue 9, second pass. The default rule (`certify="auto"`: the '
+            else 'The default rule (`certify="auto"`: the '
             "certified global optimum over the candidate-model range), independent "
             "costs U[1e-4, 5e-4], same split and grid axes as above. Per γ: stage 1 "
             "ranks the (λ, μ, σ) grid by validation error + γ·Σ Ψ_i ε_i^total (the "
@@ -442,8 +442,8 @@ def main() -> None:
         body = report_paid(paid, floor, cmd, time.perf_counter() - t0, args.certify)
         print(body)
         if not args.no_write:
-            title = "Wisconsin trade-off on Myerson totals (issue 9"
-            title += ", default rule)" if auto else ")"
+            title = "Wisconsin trade-off on Myerson totals"
+            title += " (default rule)" if auto else ""
             write_section(title, body)
         return
     rows = []

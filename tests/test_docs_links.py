@@ -4,6 +4,9 @@ Every relative link in ``README.md`` and ``docs/*.md`` must name a file of the
 repository (not a path outside it, as a clone has nothing there), and a ``#anchor``
 must name a heading of the target (GitHub's heading slugs). The README links nowhere
 outside the repository at all, and stays short enough to read in a few minutes.
+
+These pages, ``benchmarks/RESULTS.md`` and the benchmark scripts speak of the product:
+no issue numbers, no branches (those belong in commit messages).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
+# Not link-checked, only held to the product wording of PAGES.
+BENCHMARKS = [ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "benchmarks").glob("*.py"))]
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", flags=re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -129,7 +134,10 @@ PROCESS_WORDS = re.compile(
 )
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "page", [*PAGES, *BENCHMARKS], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_pages_speak_of_the_product_not_of_its_development(page: Path) -> None:
-    """No issue numbers or branches in the product's documentation."""
+    """No issue numbers or branches in the product's documentation, the benchmark
+    results or the benchmark scripts."""
     assert PROCESS_WORDS.findall(page.read_text()) == []
