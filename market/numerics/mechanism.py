@@ -4,6 +4,7 @@ trade-off curve and the incentive audits, with payments on
 
 import concurrent.futures as cf
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -80,8 +81,22 @@ def myerson_payments(
             )
     except BrokenProcessPool:
         if checkpoint is not None:
-            checkpoint()  # a pool broken by a stop or a deadline: say so
+            # A pool broken by a stop or a deadline: say so. A stop signal sent to the
+            # process group reaches the payment processes and this one at once, and
+            # their exit can be seen here before this process's handler has marked
+            # the stop: look again for a moment before calling the pool broken.
+            until = time.monotonic() + STOP_GRACE_S
+            while True:
+                checkpoint()
+                if time.monotonic() >= until:
+                    break
+                time.sleep(0.02)
         raise
+
+
+STOP_GRACE_S = 1.0
+"""How long a broken payments pool waits for a stop request before it is reported as
+a failure (:func:`myerson_payments`)."""
 
 
 def payment_certificates(pay: Any) -> list[dict[str, Any] | None] | None:
@@ -195,9 +210,7 @@ def _charged_total(eps_max: FloatArray | None) -> Callable[..., float]:
     up to the ledger unit, summed exactly in currency units (what the buyer is
     charged; an amount beyond what the ledger counts is counted as it is)."""
 
-    def total(
-        X: Any, y: Any, costs: Any, prior: Any, cfg: Any, alloc: Any
-    ) -> float:
+    def total(X: Any, y: Any, costs: Any, prior: Any, cfg: Any, alloc: Any) -> float:
         pay = mech.myerson_payments(X, y, costs, prior, cfg, eps_max, base=alloc)
         units = mech.money.total_units(
             pay.payments,

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlmodel import Session, select
 
@@ -284,3 +285,36 @@ def test_pool_payments_equal_serial_ones(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(executors, "SERIAL_PAYMENTS_MAX", 0)
     pooled = numerics.myerson_payments(ins.X, ins.y, ins.costs, **kw)
     np.testing.assert_allclose(pooled.payments, serial.payments, rtol=1e-12, atol=0)
+
+
+def test_a_pool_broken_by_a_stop_is_reported_as_the_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stop signal to the process group can end the payment processes before this
+    process's handler has marked the stop: the broken pool must still be reported as
+    the stop (the order goes back to the queue), not as a failure; a pool broken
+    without a stop stays a failure."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from market.numerics import mechanism as nm
+    from market.pipeline.deadline import WorkerStoppingError
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise BrokenProcessPool("a child process terminated abruptly")
+
+    monkeypatch.setattr(nm.mech, "myerson_payments", broken)
+    monkeypatch.setattr(nm.mech, "Instance", lambda *a: None)
+    marked_at = time.monotonic() + 0.2  # the handler runs 0.2 s after the pool broke
+
+    def checkpoint() -> None:
+        if time.monotonic() >= marked_at:
+            raise WorkerStoppingError("w")
+
+    args = (np.zeros((3, 2)), np.ones(3), np.ones(3))
+    kwargs = {"prior": None, "config": None, "eps_max": np.ones(3)}
+    with pytest.raises(WorkerStoppingError):
+        nm.myerson_payments(*args, **kwargs, checkpoint=checkpoint)
+    t0 = time.monotonic()
+    with pytest.raises(BrokenProcessPool):
+        nm.myerson_payments(*args, **kwargs, checkpoint=lambda: None)
+    assert time.monotonic() - t0 <= nm.STOP_GRACE_S + 0.5
