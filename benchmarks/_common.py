@@ -8,13 +8,27 @@ from __future__ import annotations
 
 import platform
 import re
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
+ROOT = RESULTS.parent.parent
 HEADER = "# Benchmark results\n\nEach section states the command that produced it.\n"
+
+
+def extract_revision(rev: str, dest: str | Path, paths: Sequence[str]) -> None:
+    """Write the directories ``paths`` of git revision ``rev`` into ``dest`` (``git
+    archive`` piped to ``tar -x``): the code a benchmark compares against, imported
+    from there with ``PYTHONPATH=dest``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, *paths],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
 
 
 def best_time(fn: Callable[[], Any], *, repeat: int = 3) -> tuple[float, Any]:

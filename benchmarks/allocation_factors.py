@@ -27,6 +27,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import extract_revision  # noqa: E402
 
 TIMER = r"""
 import json, sys
@@ -92,12 +94,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", args.before, "mechanisms", "learners",
-             "market", "benchmarks"],
-            check=True, capture_output=True,
-        ).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        extract_revision(
+            args.before, tmp, ["mechanisms", "learners", "market", "benchmarks"]
+        )
         for r in range(args.rounds):
             for name, path in (("before", tmp), ("after", str(ROOT))):
                 sizes = [0, *args.sizes]

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_note, markdown_table
+from _common import extract_revision, machine_note, markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -78,12 +78,7 @@ print(json.dumps(out))
 
 def time_variants(before_rev: str, rounds: int) -> list[dict[str, object]]:
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", before_rev, "mechanisms", "learners",
-             "market"],
-            check=True, capture_output=True,
-        ).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        extract_revision(before_rev, tmp, ["mechanisms", "learners", "market"])
         out = []
         for r in range(rounds):
             for name, path in (("before", tmp), ("after", str(ROOT))):

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_note, markdown_table, write_section
+from _common import extract_revision, machine_note, markdown_table, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,12 +58,7 @@ print(json.dumps({"t": min(ts), "status": str(a.status), "G": a.objective,
 
 def time_variants(before_rev: str, rounds: int) -> list[dict[str, object]]:
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", before_rev, "mechanisms", "learners"],
-            check=True,
-            capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        extract_revision(before_rev, tmp, ["mechanisms", "learners"])
         out = []
         for r in range(rounds):
             for name, path in (
@@ -124,7 +119,9 @@ def ic_regret(seed: int, n_mis: int = 40) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--before", default="e017545", help="revision before the certified rule")
+    ap.add_argument(
+        "--before", default="e017545", help="revision before the certified rule"
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--skip-regret", action="store_true")

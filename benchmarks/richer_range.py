@@ -192,12 +192,9 @@ def rule_rows_at(
     with tempfile.TemporaryDirectory() as tmp:
         path = str(ROOT)
         if rev is not None:
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", rev, "mechanisms", "learners",
-                 "market"],
-                check=True, capture_output=True,
-            ).stdout  # fmt: skip
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            from _common import extract_revision
+
+            extract_revision(rev, tmp, ["mechanisms", "learners", "market"])
             path = tmp
         env = dict(os.environ, PYTHONPATH=path)
         res = subprocess.run(

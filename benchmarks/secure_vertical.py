@@ -32,7 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import machine_note, markdown_table, write_section
+from benchmarks._common import (
+    extract_revision,
+    machine_note,
+    markdown_table,
+    write_section,
+)
 from learners.secure_vertical import SecureVerticalLogisticRegression
 from learners.secure_vertical._backend import PlainBackend
 from learners.secure_vertical._em import (
@@ -79,9 +84,7 @@ def baseline_step(
     """Wall time and ``β`` of one step with the backend as of ``commit`` (its
     ``learners/`` tree extracted with ``git archive``, run in a fresh interpreter)."""
     with tempfile.TemporaryDirectory(prefix="privmarket-baseline-") as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "learners"],
-                                 check=True, capture_output=True).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        extract_revision(commit, tmp, ["learners"])
         np.savez(Path(tmp) / "data.npz", b0=blocks[0], b1=blocks[1], b2=blocks[2], y=y)
         env = {**os.environ, "PYTHONPATH": tmp}
         out = subprocess.run([sys.executable, "-c", BASELINE_CODE, str(Path(tmp) / "data.npz"),
