@@ -767,7 +767,7 @@ def range_value_kernel(
         # γηΨ): the kernel's own test accepted the active set to that rounding
         # (_kkt_holds), so restore Σ a = 1 on the free weights as _clip_weights
         # does, i.e. take the closed form at A + δ/|M| on the same active set.
-        lin, sq, pa, tot = _restored_sums(r, psi, A, s, kcap, h, equal, tot, n_free)
+        lin, sq, pa, tot = _restored_sums(r, psi, A, s, kcap, h, equal)
     if not abs(1.0 - tot) <= SUM_RTOL:
         # Not rounding any more (r so large that A − s r lost every digit): no
         # solution here; the caller falls back to the NumPy solver.
@@ -786,26 +786,54 @@ def _restored_sums(
     kcap: float,
     h: FloatArray,
     equal: bool,
-    tot: float,
-    n_free: int,
 ) -> tuple[float, float, float, float]:
-    """``(⟨r, a⟩, ‖a‖², Ψᵀa, Σ a)`` at ``a = clip(A − s r, 0, h)`` with every free weight
-    shifted by ``(1 − tot)/n_free`` and clipped (``restore_sum`` without the array)."""
-    d = (1.0 - tot) / n_free
+    """``(⟨r, a⟩, ‖a‖², Ψᵀa, Σ a)`` at the weights of :func:`_clip_weights` (``Σ a = 1``
+    restored on the free ones); caps ``kcap`` when ``equal``, else ``h``."""
+    a = _clip_weights(A, s, r, np.full(r.size, kcap) if equal else h)
     lin = 0.0
     sq = 0.0
     pa = 0.0
     tot = 0.0
-    for i in range(r.size):
-        hi = kcap if equal else h[i]
-        v = min(max(A - s * r[i], 0.0), hi)
-        if 0.0 < v < hi:
-            v = min(max(v + d, 0.0), hi)
-        lin += v * r[i]
-        sq += v * v
-        pa += v * psi[i]
-        tot += v
+    for i in range(a.size):
+        lin += a[i] * r[i]
+        sq += a[i] * a[i]
+        pa += a[i] * psi[i]
+        tot += a[i]
     return lin, sq, pa, tot
+
+
+@_jit
+def _clip_weights(A: float, s: float, r: FloatArray, h: FloatArray) -> FloatArray:
+    """``clip(A − s r, 0, h)``, then ``Σ a = 1`` restored on the free weights.
+
+    ``A − s r_i`` cancels when ``s`` is large (small ``μ``): the clipped weights miss
+    ``Σ a = 1`` by ``~1e-16·A`` (``3e-8`` at ``μ = 2e-6``), enough to let a search rank
+    points by rounding noise. Shifting every free weight by the same ``δ/|M|`` is the
+    closed form at ``A + δ/|M|`` on the same active set, so the KKT structure is kept
+    (:func:`restore_sum`)."""
+    a = np.empty(r.size)
+    for i in range(r.size):
+        a[i] = min(max(A - s * r[i], 0.0), h[i])
+    restore_sum(a, h)
+    return a
+
+
+@_jit
+def restore_sum(a: FloatArray, h: FloatArray) -> None:
+    """Add ``(1 − Σ a)/|M|`` to each weight strictly inside ``(0, h_i)`` (in place,
+    clipped to the bounds); nothing when no weight is free."""
+    tot = 0.0
+    n_free = 0
+    for i in range(a.size):
+        tot += a[i]
+        if 0.0 < a[i] < h[i]:
+            n_free += 1
+    if n_free == 0:
+        return
+    d = (1.0 - tot) / n_free
+    for i in range(a.size):
+        if 0.0 < a[i] < h[i]:
+            a[i] = min(max(a[i] + d, 0.0), h[i])
 
 
 SUM_RTOL = 1e-6

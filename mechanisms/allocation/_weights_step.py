@@ -29,7 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._weights_kernel import _jit, _kkt_holds, weights_kernel
+from mechanisms.allocation._weights_kernel import (
+    _clip_weights,
+    _kkt_holds,
+    restore_sum,
+    weights_kernel,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -114,40 +119,6 @@ def solve_weights_compiled(
         if ok:
             return _clip_weights(A, s, r, caps), WeightsStepState(A, s)
     return solve_weights(r, caps, mu, warm=warm)
-
-
-@_jit
-def _clip_weights(A: float, s: float, r: FloatArray, h: FloatArray) -> FloatArray:
-    """``clip(A − s r, 0, h)``, then ``Σ a = 1`` restored on the free weights.
-
-    ``A − s r_i`` cancels when ``s`` is large (small ``μ``): the clipped weights miss
-    ``Σ a = 1`` by ``~1e-16·A`` (``3e-8`` at ``μ = 2e-6``), enough to let a search rank
-    points by rounding noise. Shifting every free weight by the same ``δ/|M|`` is the
-    closed form at ``A + δ/|M|`` on the same active set, so the KKT structure is kept
-    (:func:`restore_sum`)."""
-    a = np.empty(r.size)
-    for i in range(r.size):
-        a[i] = min(max(A - s * r[i], 0.0), h[i])
-    restore_sum(a, h)
-    return a
-
-
-@_jit
-def restore_sum(a: FloatArray, h: FloatArray) -> None:
-    """Add ``(1 − Σ a)/|M|`` to each weight strictly inside ``(0, h_i)`` (in place,
-    clipped to the bounds); nothing when no weight is free."""
-    tot = 0.0
-    n_free = 0
-    for i in range(a.size):
-        tot += a[i]
-        if 0.0 < a[i] < h[i]:
-            n_free += 1
-    if n_free == 0:
-        return
-    d = (1.0 - tot) / n_free
-    for i in range(a.size):
-        if 0.0 < a[i] < h[i]:
-            a[i] = min(max(a[i] + d, 0.0), h[i])
 
 
 def held_multipliers(

@@ -93,13 +93,13 @@ from mechanisms.allocation._weights_kernel import (
     one_seller_value,
     range_summary,
     range_value_kernel,
+    restore_sum,
     shifted_value,
 )
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     held_multipliers,
     project_capped_simplex,
-    restore_sum,
     solve_weights,
     solve_weights_compiled,
 )
