@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._problem import Problem
-from mechanisms.allocation._weights_kernel import _jit
+from mechanisms.allocation._weights_kernel import _clip_weights, _jit, weights_kernel
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     solve_weights_compiled,
@@ -111,30 +111,83 @@ def _evaluate(
     a0: FloatArray | None = None,
 ) -> _Point:
     """``F`` at ``w`` (``caps = prob.caps(eta)``); the a-step warm-starts from
-    ``state``, else from ``a0``."""
+    ``state``, else from ``a0``.
+
+    The logistic loss with a warm (or cold) multiplier state takes one compiled pass
+    (:func:`_logistic_point`: loss, a-step and ``F``); the a-step's NumPy solver
+    finishes where the kernel declines (non-finite ``r``, forced caps, ``μ = 0``)."""
     cfg = prob.cfg
     z = prob.X @ w
-    d2: FloatArray | None = None
     q = cfg.gamma * eta
-    if cfg.loss == "logistic":
+    c = prob.linear_term(eta)
+    const = cfg.sigma / eta
+    if cfg.loss == "logistic" and (state is not None or a0 is None):
+        A0, s0 = (state.A, state.s) if state is not None else (0.0, 0.0)
+        ok, losses, dl, d2, r, a, A, s, value = _logistic_point(
+            z, prob.y, q, prob.psi, caps, cfg.mu, A0, s0, w, cfg.lam, const
+        )
+        if ok:
+            if c is not None:
+                value += float(c @ w)
+            return _Point(w, z, losses, dl, d2, r, a, WeightsStepState(A, s), value)
+    elif cfg.loss == "logistic":
         losses, dl, d2, r = _logistic_pass(z, prob.y, q, prob.psi)
     else:
         loss = prob.loss
-        losses, dl = loss.value(z, prob.y), loss.derivative(z, prob.y)
+        losses, dl, d2 = loss.value(z, prob.y), loss.derivative(z, prob.y), None
         r = losses + q * prob.psi
     if state is None and a0 is not None:
         state = state_from_weights(a0, r, caps, cfg.mu)
     a, new_state = solve_weights_compiled(r, caps, cfg.mu, state)
-    value = (
-        float(a @ r)
-        + 0.5 * cfg.lam * float(w @ w)
-        + cfg.mu * _norm(a)
-        + cfg.sigma / eta
-    )
-    c = prob.linear_term(eta)
+    value = float(a @ r) + 0.5 * cfg.lam * float(w @ w) + cfg.mu * _norm(a) + const
     if c is not None:
         value += float(c @ w)
     return _Point(w, z, losses, dl, d2, r, a, new_state, value)
+
+
+@_jit
+def _logistic_point(
+    z: FloatArray,
+    y: FloatArray,
+    q: float,
+    psi: FloatArray,
+    h: FloatArray,
+    mu: float,
+    A0: float,
+    s0: float,
+    w: FloatArray,
+    lam: float,
+    const: float,
+) -> tuple[
+    bool, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, float, float
+]:
+    """One evaluation of ``F`` for the logistic loss in one compiled call:
+    ``(ok, ℓ, ℓ', ℓ'', r, a, A, s, F)`` with :func:`_logistic_pass`'s loss pass, the
+    a-step kernel (:func:`weights_kernel` warm from ``(A0, s0)``, cold when
+    ``s0 = 0``) and ``F = ⟨r, a⟩ + λ‖w‖²/2 + μ‖a‖ + const``. Not ok (``a`` empty)
+    where the kernel declines or does not apply (``μ = 0``, ``Σ h ≤ 1``): the caller
+    solves the a-step with NumPy."""
+    val, d1, d2, r = _logistic_pass(z, y, q, psi)
+    empty = np.empty(0)
+    total = 0.0
+    for i in range(h.size):
+        total += h[i]
+    if not (mu > 0.0 and total > 1.0 + 1e-12):
+        return False, val, d1, d2, r, empty, 0.0, 0.0, 0.0
+    ok, A, s = weights_kernel(r, h, mu, A0, s0)
+    if not ok:
+        return False, val, d1, d2, r, empty, 0.0, 0.0, 0.0
+    a = _clip_weights(A, s, r, h)
+    lin = 0.0
+    sq = 0.0
+    for i in range(a.size):
+        lin += a[i] * r[i]
+        sq += a[i] * a[i]
+    ww = 0.0
+    for j in range(w.size):
+        ww += w[j] * w[j]
+    value = lin + 0.5 * lam * ww + mu * math.sqrt(sq) + const
+    return True, val, d1, d2, r, a, A, s, value
 
 
 def _gradient(prob: Problem, eta: float, p: _Point) -> FloatArray:
