@@ -99,9 +99,13 @@ def solve_at_eta(
     tol: float | None = None,
     max_iter: int | None = None,
 ) -> BlockSolution:
-    """Alternate exact w- and a-steps at fixed ``η`` until ``G`` stops decreasing.
+    """Minimise ``G`` over ``(w, a)`` at fixed ``η``.
 
-    Stops when a sweep lowers the search value by at most ``tol·(1 + |G|)`` and moves
+    Linear ``u`` with ``μ > 0``, or any ``μ`` in the default mode: trust-region Newton
+    on the reduced objective ``F(w) = min_a G`` (:func:`._reduced_newton.newton_reduced`,
+    which stops at ``‖∇F‖ ≤ tol·(1 + ‖w‖)``). Otherwise (the power utility, or ``μ = 0``
+    in the paper's noise mode) exact w- and a-steps alternate (DC sweeps with Anderson
+    extrapolation) until ``G`` stops decreasing. The sweeps stop when a sweep lowers the search value by at most ``tol·(1 + |G|)`` and moves
     no weight by more than ``100·tol·max(a)`` (``tol`` defaults to ``cfg.tol``; the
     coarse grid uses a looser one, the final point the configured one), or after
     ``max_iter`` iterations (default ``cfg.max_iter``).
@@ -124,7 +128,7 @@ def solve_at_eta(
         w = np.array(w0, dtype=float)
         val = search_value(prob, w, a, eta)
         return BlockSolution(eta, w, a, np.nan, val, 1, True, state)
-    if cfg.u == "linear" and cfg.mu > 0.0:
+    if cfg.u == "linear" and (cfg.mu > 0.0 or cfg.mode == "default"):
         sol = newton_reduced(
             prob, eta, w0=w0, state=state, gtol=tol, max_iter=max_iter, a0=a0
         )

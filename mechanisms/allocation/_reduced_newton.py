@@ -18,7 +18,18 @@ on ``M``. The last term is negative semi-definite (``a*`` is the gradient of a c
 function of ``r``); ``∇²F`` is positive definite when ``λ > λ_conv`` (paper Thm 4.1,
 convexity in ``(w, log a)``).
 
-When it is not (``λ ≤ λ_conv``, the default rule's candidate models), ``F`` has
+With ``μ = 0`` (the default mode only; :func:`._block_solver.solve_at_eta`) the a-step is
+the linear programme "fill the smallest ``r_i`` up to their caps" (ties by index), so
+``a*(w)`` is piecewise constant and ``F = min_a Σ a_i r_i(w) + λ‖w‖²/2`` is a minimum of
+smooth functions, one per vertex ``a``: off the ties ``∇F`` is the formula above and
+``∇²F = H_w`` (``∂a/∂r = 0``; there is no free set). Its kinks are concave (a minimum
+of smooth pieces), so a local minimiser is a stationary point of the piece active there
+(if two pieces are active, each gradient is zero on every direction) and a trust-region
+step across a kink only lowers ``F`` further; the method runs unchanged, and replaces
+the alternation of LP and weighted-ridge steps (the DC sweeps), which needed five
+weighted logistic fits per candidate model on Wisconsin (``benchmarks/RESULTS.md``).
+
+When ``∇²F`` is not positive definite (``λ ≤ λ_conv``, the default rule's candidate models), ``F`` has
 directions of negative curvature, and its minimisers can sit at the end of long, nearly
 flat valleys. The step is therefore a **trust-region** Newton step on the exact
 ``∇²F``: ``min gᵀs + ½sᵀ∇²F s`` over ``‖s‖ ≤ Δ`` (Moré–Sorensen, solved exactly from

@@ -673,6 +673,43 @@ def _weights_general(
 
 
 @_jit
+def fill_smallest_kernel(r: FloatArray, caps: FloatArray) -> tuple[bool, FloatArray]:
+    """``(ok, a)``: the linear programme of problem (A) at ``μ = 0`` — fill the
+    smallest ``r_i`` up to their caps, ties by index — by the same steps as
+    ``_weights_step.fill_smallest`` (the ``K`` smallest by a partition, ``K`` doubled
+    from ``⌈1/max h⌉`` until their caps reach 1, each prefix stably sorted), so the
+    same weights. Not ok when some ``r_i`` is NaN (NumPy's sort places NaN last;
+    the caller's NumPy version keeps that order)."""
+    m = r.size
+    a = np.zeros(m)
+    for i in range(m):
+        if math.isnan(r[i]):
+            return False, a
+    h_max = caps.max() if m else 0.0
+    k = m
+    if h_max > 0.0:
+        k = min(m, max(1, math.ceil(1.0 / h_max)))
+    while True:
+        if k >= m:
+            idx = np.arange(m)
+        else:
+            kth = np.partition(r, k - 1)[k - 1]
+            idx = np.flatnonzero(r <= kth)
+        order = idx[np.argsort(r[idx], kind="mergesort")]
+        filled = 0.0
+        for j in range(order.size):
+            filled += caps[order[j]]
+        if k >= m or (order.size > 0 and filled >= 1.0):
+            before = 0.0
+            for j in range(order.size):
+                c = caps[order[j]]
+                a[order[j]] = min(max(1.0 - before, 0.0), c)
+                before += c
+            return True, a
+        k = min(m, 2 * k)
+
+
+@_jit
 def _min_of(x: FloatArray) -> float:
     """``min x`` (NaN when ``x`` holds a NaN), four partial minima at a time (the
     order does not matter to a minimum)."""

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from mechanisms.allocation._weights_kernel import (
     _clip_weights,
     _kkt_holds,
+    fill_smallest_kernel,
     restore_sum,
     weights_kernel,
 )
@@ -179,6 +180,11 @@ def state_from_weights(
     return WeightsStepState(s * tau, s)
 
 
+# Up to this many sellers the compiled fill (same steps, same weights) is faster; above
+# it NumPy's partition is (4 ms against 6.6 ms at 10⁵ sellers, k = 4).
+FILL_KERNEL_MAX_M = 4096
+
+
 def fill_smallest(r: FloatArray, caps: FloatArray) -> FloatArray:
     """LP solution of (A) with ``μ = 0``: fill the smallest ``r_i`` up to their caps.
 
@@ -187,9 +193,15 @@ def fill_smallest(r: FloatArray, caps: FloatArray) -> FloatArray:
     partition, O(m)) and every seller tied with the ``K``-th, stably sorted, with
     ``K`` doubled until their caps reach 1 (from ``⌈1/max h⌉``, the fewest that can).
     That is the prefix a full stable sort would fill (a full sort took 6 of 10 s of
-    an allocation at ``m = 10⁶``).
+    an allocation at ``m = 10⁶``). Up to :data:`FILL_KERNEL_MAX_M` sellers the same
+    steps run compiled (:func:`._weights_kernel.fill_smallest_kernel`: 65 → 8 µs at
+    399 sellers, where the reduced Newton method calls this once per evaluation).
     """
     m = r.size
+    if m <= FILL_KERNEL_MAX_M:
+        ok, out = fill_smallest_kernel(r, caps)
+        if ok:
+            return out
     a = np.zeros_like(r)
     h_max = float(caps.max()) if m else 0.0  # (∞: one seller may take it all)
     k = m if not h_max > 0.0 else min(m, max(1, math.ceil(1.0 / h_max)))

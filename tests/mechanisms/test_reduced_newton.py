@@ -225,3 +225,32 @@ def test_a_fixed_eta_solve_stops_at_max_iter_with_a_descent() -> None:
     assert not capped.converged
     start = rn._evaluate(prob, eta, w0, None, caps, a0).value
     assert full.search_value <= capped.search_value <= start
+
+
+def test_mu_zero_solve_is_optimal_in_each_block() -> None:
+    """With ``μ = 0`` (default mode) the fixed-η solve is the trust-region method on
+    the piecewise-smooth ``F``: it must end where the LP fill at its losses gives
+    its weights and ``w`` is the weighted ridge fit for those weights (both block
+    conditions), with the weights on their caps."""
+    from learners._newton import minimize_ridge_risk
+    from mechanisms.allocation._block_solver import solve_at_eta
+    from mechanisms.allocation._weights_step import fill_smallest
+
+    for seed, k in ((0, 40.0), (1, 120.0), (2, 3.0)):
+        base = _problem(400, 6, seed)
+        prob = Problem(
+            X=base.X, y=base.y, psi=base.psi, eps_max=base.eps_max,
+            cfg=CFG.with_(mu=0.0, k=k, lam=1e-3),
+        )  # fmt: skip
+        eta = 2.0
+        caps = prob.caps(eta)
+        sol = solve_at_eta(
+            prob, eta, w0=np.zeros(6), a0=np.full(400, 1.0 / 400), tol=1e-10
+        )
+        assert sol.converged
+        r = prob.loss.value(prob.X @ sol.w, prob.y) + prob.cfg.gamma * eta * prob.psi
+        np.testing.assert_array_equal(sol.a, fill_smallest(r, caps))
+        fit = minimize_ridge_risk(prob.loss, prob.X, prob.y, sol.a, prob.cfg.lam)
+        np.testing.assert_allclose(sol.w, fit.w, rtol=0, atol=1e-7)
+        assert np.all(sol.a <= caps)
+        assert sol.a.sum() == pytest.approx(1.0, abs=1e-12)

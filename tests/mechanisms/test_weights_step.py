@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mechanisms.allocation._weights_step import (
+    FILL_KERNEL_MAX_M,
     fill_smallest,
     project_capped_simplex,
     solve_weights,
@@ -161,8 +162,9 @@ def test_lp_fill_breaks_ties_by_index_and_needs_no_full_sort() -> None:
     the order of a full stable sort, ties by index, including ties at the cut, caps
     of several sizes, an unbounded cap and an infinite ``r``."""
     rng = np.random.default_rng(12)
-    for t in range(400):
-        m = int(rng.integers(2, 400))
+    for t in range(406):
+        # the compiled fill up to FILL_KERNEL_MAX_M sellers, NumPy's above
+        m = int(rng.integers(2, 400)) if t < 400 else FILL_KERNEL_MAX_M + 1 + 97 * t % 900
         r = rng.choice([0.1, 0.2, 0.3], m) if t % 2 else rng.normal(size=m)
         r[rng.integers(m)] = np.inf
         caps = rng.uniform(0.0, 4.0 / m, m) if t % 3 else np.full(m, 1.5 / m)
@@ -178,3 +180,11 @@ def test_lp_fill_breaks_ties_by_index_and_needs_no_full_sort() -> None:
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         if caps.sum() >= 1.0:
             assert got.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_lp_fill_with_a_nan_cost_orders_it_last() -> None:
+    """A NaN ``r_i`` (never produced by finite inputs) is ordered last, as NumPy's
+    sort does, by the NumPy path the compiled fill hands it to."""
+    r = np.array([0.3, np.nan, 0.1, 0.2])
+    caps = np.full(4, 0.4)
+    np.testing.assert_allclose(fill_smallest(r, caps), [0.2, 0.0, 0.4, 0.4], atol=1e-15)
