@@ -203,9 +203,28 @@ def _logistic_point(
 
 
 def _gradient(prob: Problem, eta: float, p: _Point) -> FloatArray:
-    g = prob.X.T @ (p.a * p.dl) + prob.cfg.lam * p.w
+    """``∇F(w) = Xᵀ(a ⊙ ℓ') + λw (+ c)`` (module docstring)."""
+    g = _weighted_gradient(prob.X, p.a, p.dl, prob.cfg.lam, p.w)
     c = prob.linear_term(eta)
     return g if c is None else g + c
+
+
+@_jit
+def _weighted_gradient(
+    X: FloatArray, a: FloatArray, dl: FloatArray, lam: float, w: FloatArray
+) -> FloatArray:
+    """``Xᵀ(a ⊙ ℓ') + λw`` over the rows with ``a_i ≠ 0`` only (in one compiled
+    pass; the NumPy form took three array operations, ~10 µs at 399 records)."""
+    d = w.size
+    g = np.empty(d)
+    for j in range(d):
+        g[j] = lam * w[j]
+    for i in range(a.size):
+        c = a[i] * dl[i]
+        if c != 0.0:
+            for j in range(d):
+                g[j] += c * X[i, j]
+    return g
 
 
 # Rows per block of the Hessian's Gram product (a block fits in L2 for d ≤ 32).
@@ -732,9 +751,19 @@ def newton_reduced(
 MAX_DOUBLINGS = 30  # internal doublings of the radius per iteration
 
 
+@_jit
 def _predicted(g: FloatArray, H: FloatArray, step: FloatArray) -> float:
     """The quadratic model's change ``gᵀs + ½sᵀHs``."""
-    return float(g @ step) + 0.5 * float(step @ (H @ step))
+    d = g.size
+    lin = 0.0
+    quad = 0.0
+    for i in range(d):
+        lin += g[i] * step[i]
+        acc = 0.0
+        for j in range(d):
+            acc += H[i, j] * step[j]
+        quad += step[i] * acc
+    return lin + 0.5 * quad
 
 
 def _ratio(actual: float, pred: float) -> float:
