@@ -23,6 +23,19 @@ for 1e-8 (``tests/mechanisms/test_payments_numerics.py``, against
 5.0e-5), with 3–5× the evaluations. The payments use Simpson–Richardson for both reasons.
 A panel whose second differences disagree (a kink inside it, :func:`_smooth`) is
 estimated without Richardson's ``/15``, so the heap splits it instead of trusting it.
+
+A monotone integrand (``monotone=True``: the payments' ``u(ε_i(s))``, non-increasing in
+the report by the allocation rule's monotonicity) has a rigorous bound where Richardson
+has only an estimate: on each quarter ``[x_k, x_{k+1}]`` of a panel of width ``h`` the
+integral lies between ``(h/4)·v_k`` and ``(h/4)·v_{k+1}``, so the composite trapezoid
+value ``(h/8)(v₀ + 2v₁ + 2v₂ + 2v₃ + v₄)`` is within ``(h/8)·Σ|v_{k+1} − v_k|`` of it.
+A panel takes that value and bound when the bound is the smaller: across a steep ramp
+of ``ε_i`` (a seller leaving its cap over a 10⁻⁵ relative stretch of reports, where
+Richardson needs the ramp's curvature resolved) the bound only needs the ramp's width
+times its drop to be small. The pieces between the given cuts start from their ends
+alone (trapezoid, bound ``(b − a)|f(b) − f(a)|/2``: a flat piece costs nothing), and a
+piece whose change sits in one half is halved at one evaluation per step until the
+ramp fills it (:data:`RAMP_SHARE`); then five-node panels as above.
 """
 
 from __future__ import annotations
@@ -140,6 +153,7 @@ def integrate(
     atol: float = 0.0,
     max_evals: int = 600,
     rule: str = "gk15",
+    monotone: bool = False,
 ) -> QuadratureResult:
     """Adaptive Gauss–Kronrod integral of ``f`` over ``[a, b]``.
 
@@ -161,6 +175,10 @@ def integrate(
         Simpson–Richardson panels (degree 5, ends included and nested: the fewest
         new evaluations for the nearly linear, piecewise smooth payment integrands,
         whose end values the caller has cached).
+    monotone : bool
+        ``f`` is monotone on ``[a, b]`` (``rule="simpson"`` only): a panel may then
+        take its composite trapezoid value with the bound ``h·Σ|Δv|/8`` (module
+        docstring) where that is below its Richardson estimate.
     """
     if rule not in (*RULES, "simpson"):
         raise ValueError(
@@ -180,13 +198,16 @@ def integrate(
             atol=atol,
             max_evals=max_evals,
             rule=rule,
+            monotone=monotone,
         )
         return QuadratureResult(
             -r.value, r.error, r.n_evals, r.converged, r.n_intervals
         )
     cuts = sorted({a, b, *(float(p) for p in breakpoints if a < p < b)})
     if rule == "simpson":
-        return _simpson(f, cuts, rtol=rtol, atol=atol, max_evals=max_evals)
+        return _simpson(
+            f, cuts, rtol=rtol, atol=atol, max_evals=max_evals, monotone=monotone
+        )
     n_node = RULES[rule][0].size
     heap: list[tuple[float, float, float, float]] = []  # (-err, lo, hi, value)
     n_evals = 0
@@ -211,6 +232,11 @@ def integrate(
         n_evals += 2 * n_node
 
 
+RAMP_SHARE = 0.1
+"""A monotone piece whose halves differ this much (the smaller half's change at most
+this share of the piece's) is split at its midpoint instead of given five nodes."""
+
+
 def _smooth(v: Sequence[float]) -> bool:
     """Whether a panel's five equispaced values look smooth: their three second
     differences agree to half the largest (``h²f''`` plus ``O(h³)`` for a smooth
@@ -231,6 +257,7 @@ def _simpson(
     rtol: float,
     atol: float,
     max_evals: int,
+    monotone: bool = False,
 ) -> QuadratureResult:
     """Adaptive Simpson–Richardson on the partition ``cuts`` (module docstring).
 
@@ -249,12 +276,25 @@ def _simpson(
         h = hi - lo
         s1 = h / 6.0 * (v[0] + 4.0 * v[2] + v[4])
         s2 = h / 12.0 * (v[0] + 4.0 * v[1] + 2.0 * v[2] + 4.0 * v[3] + v[4])
-        return s2 + (s2 - s1) / 15.0, abs(s2 - s1) / (15.0 if _smooth(v) else 1.0)
+        est = abs(s2 - s1) / (15.0 if _smooth(v) else 1.0)
+        if monotone:
+            bound = h / 8.0 * sum(abs(v[k + 1] - v[k]) for k in range(4))
+            if bound < est:
+                trap = h / 8.0 * (v[0] + 2.0 * (v[1] + v[2] + v[3]) + v[4])
+                return trap, bound
+        return s2 + (s2 - s1) / 15.0, est
 
-    heap: list[tuple[float, float, float, float]] = []
+    # (−error, lo, hi, value, coarse): a coarse panel has only its two ends evaluated
+    heap: list[tuple[float, float, float, float, bool]] = []
     for lo, hi in itertools.pairwise(cuts):
-        value, err = panel(lo, hi)
-        heapq.heappush(heap, (-err, lo, hi, value))
+        if monotone:
+            # the ends alone: the trapezoid, within (hi − lo)|f(hi) − f(lo)|/2
+            flo, fhi = val(lo), val(hi)
+            value = 0.5 * (hi - lo) * (flo + fhi)
+            heapq.heappush(heap, (-0.5 * (hi - lo) * abs(fhi - flo), lo, hi, value, True))
+        else:
+            value, err = panel(lo, hi)
+            heapq.heappush(heap, (-err, lo, hi, value, False))
     while True:
         total = sum(item[3] for item in heap)
         err_sum = sum(-item[0] for item in heap)
@@ -262,10 +302,26 @@ def _simpson(
             return QuadratureResult(total, err_sum, len(memo), True, len(heap))
         if len(memo) + 4 > max_evals:
             return QuadratureResult(total, err_sum, len(memo), False, len(heap))
-        _, lo, hi, _ = heapq.heappop(heap)
+        _, lo, hi, _, coarse = heapq.heappop(heap)
         mid = 0.5 * (lo + hi)
+        if coarse and lo < mid < hi:
+            # Monotone f known at the ends only. Its midpoint says whether the change
+            # is concentrated in one half (a ramp much narrower than the piece):
+            # then split into two such pieces (one evaluation per halving, where
+            # five-node panels cost four); else the five-node panel.
+            flo, fmid, fhi = val(lo), val(mid), val(hi)
+            d1, d2 = abs(fmid - flo), abs(fhi - fmid)
+            if min(d1, d2) <= RAMP_SHARE * (d1 + d2):
+                for x0, x1, f0, f1 in ((lo, mid, flo, fmid), (mid, hi, fmid, fhi)):
+                    err = 0.5 * (x1 - x0) * abs(f1 - f0)
+                    value = 0.5 * (x1 - x0) * (f0 + f1)
+                    heapq.heappush(heap, (-err, x0, x1, value, True))
+            else:
+                value, err = panel(lo, hi)
+                heapq.heappush(heap, (-err, lo, hi, value, False))
+            continue
         if not lo < 0.25 * (3 * lo + hi) < mid < 0.25 * (lo + 3 * hi) < hi:
             return QuadratureResult(total, err_sum, len(memo), False, len(heap) + 1)
         for x0, x1 in ((lo, mid), (mid, hi)):
             value, err = panel(x0, x1)
-            heapq.heappush(heap, (-err, x0, x1, value))
+            heapq.heappush(heap, (-err, x0, x1, value, False))

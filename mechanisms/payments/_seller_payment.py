@@ -276,6 +276,7 @@ def _integral(
             rtol=QUAD_SHARE * job.rtol,
             max_evals=job.max_evals,
             rule=job.rule,
+            monotone=True,
         )
         jump_atol = 0.125 * job.rtol * abs(quad.value)
         if curve.locates_kinks:
