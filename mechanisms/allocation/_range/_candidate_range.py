@@ -78,6 +78,10 @@ from scipy.optimize import minimize_scalar
 from learners._newton import minimize_ridge_risk
 from mechanisms.allocation._block_solver import solve_at_eta
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._model_solves import (
+    screening_applies,
+    solve_screened,
+)
 from mechanisms.allocation._range._one_seller_search import (
     HAVE_NUMBA,
     OK,
@@ -229,7 +233,10 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
        beyond :data:`RICH_MAX_M` sellers), their KKT points at each level, solved
        from the cost-free model (its ``w``, ``a`` and a-step multipliers): with many
        sellers one seller moves the model little, the scenarios' models stay near
-       the cost-free one, and the warm start is several times cheaper.
+       the cost-free one, and the warm start is several times cheaper. With many
+       records (:func:`._model_solves.screening_applies`) such a solve runs on the
+       records cheap in the scenario only, confirmed on all rows
+       (:func:`._model_solves.solve_screened`: the same KKT conditions).
     4. With at most :data:`RICH_MAX_M` sellers, for every scenario one more KKT
        point, solved at the ``η`` of the scenario's *cost-only* allocation
        (:func:`cost_only_allocation`: every loss replaced by the public constant of
@@ -291,6 +298,16 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
     for psi in prob.scenario_psi[:MIN_SCENARIOS]:
         sp = dataclasses.replace(prob, psi=np.asarray(psi, dtype=float))
         for eta in levels[::-1]:
+            if screening_applies(sp) and free.losses is not None:
+                # the scenario's weights sit on the few records cheap in it: solve
+                # on those (an exact restriction, confirmed on all rows)
+                add(
+                    solve_screened(
+                        sp, float(eta), w0=free.w, losses0=free.losses,
+                        state=free.state, max_iter=MODEL_MAX_ITER,
+                    )
+                )  # fmt: skip
+                continue
             add(
                 solve_at_eta(
                     sp,

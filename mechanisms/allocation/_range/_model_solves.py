@@ -1,0 +1,155 @@
+"""Candidate-model solves that touch fewer records (large ``m``).
+
+The solves below return models that are functions of the records, the caps, the
+configuration and the public scenario only (never of the reported costs), as
+:func:`mechanisms.allocation._range._candidate_range.candidate_models` requires.
+
+Restriction to a set of rows
+----------------------------
+For a set ``C`` of records let ``F_C(w) = min_{a ∈ C(η), a_i = 0 (i ∉ C)} G(w, a, η)``:
+the same a-step on a smaller feasible set, so ``F_C ≥ F`` everywhere, with equality
+at every ``w`` where the (unique, ``μ > 0``) a-step minimiser ``a*(w)`` is supported
+on ``C``. With ``a_i* = clip(A − s r_i, 0, h_i)`` that holds on a neighbourhood of
+``w`` as soon as ``A − s r_i < 0`` off ``C``, so there ``∇F_C = ∇F`` and
+``∇²F_C = ∇²F`` too. Hence (:func:`solve_screened`):
+
+- a trust-region solve of ``F_C`` from a point where ``F_C = F`` is a descent method
+  on ``F`` (``F(w⁺) ≤ F_C(w⁺) < F_C(w) = F(w)``), and its limit is a KKT point of
+  ``F`` to the same tolerance once one evaluation of ``F`` on all rows confirms the
+  support;
+- each evaluation of ``F_C`` costs O(|C|·d) instead of O(m·d).
+
+For a public cost scenario at a large ``η`` the weights go to the few records that
+are cheap in it (``r_i = ℓ_i + γηΨ_i``): at ``m = 10⁶`` a few hundred, so ``C`` of a few
+thousand rows replaces ``m``. ``C`` is the ``n`` records with the smallest ``r_i`` at
+the current point, ``n`` a multiple of the support there; when the confirming
+evaluation finds weight off ``C``, ``C`` is chosen again there, twice as large.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._weights_step import WeightsStepState, solve_weights_compiled
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+
+@dataclass(frozen=True, eq=False)
+class RowSubset(Problem):
+    """``Problem`` on a subset of the rows whose caps are those of the full problem
+    (``min(k/cap_m, ε_i^max/η)`` with the full ``m``), times ``cap_scale``."""
+
+    cap_m: int = 1
+    cap_scale: float = 1.0
+
+    def caps(self, eta: float) -> FloatArray:
+        return self.cap_scale * np.minimum(self.cfg.k / self.cap_m, self.eps_max / eta)
+
+
+def restrict(prob: Problem, rows: IntArray, scale: float = 1.0) -> RowSubset:
+    """``prob`` on ``rows`` (sorted), caps times ``scale``, ``μ`` divided by
+    ``√scale`` (``scale = 1``: the restriction ``F_C``; ``m/n``: the subsample)."""
+    cfg = prob.cfg
+    if scale != 1.0:
+        cfg = dataclasses.replace(cfg, mu=cfg.mu / math.sqrt(scale))
+    return RowSubset(
+        np.ascontiguousarray(prob.X[rows]),
+        np.ascontiguousarray(prob.y[rows]),
+        np.ascontiguousarray(prob.psi[rows]),
+        np.ascontiguousarray(prob.eps_max[rows]),
+        cfg,
+        cap_m=prob.m,
+        cap_scale=scale,
+    )
+
+
+def _smallest(r: FloatArray, n: int) -> IntArray:
+    """The indices (ascending) of the ``n`` smallest entries of ``r`` and of every
+    entry tied with the ``n``-th (so the set does not depend on how ties sort)."""
+    if n >= r.size:
+        return np.arange(r.size)
+    t = np.partition(r, n - 1)[n - 1]
+    return np.flatnonzero(r <= t)
+
+
+SCREEN_MIN_M = 20_000  # fewer records: every solve is cheap, solve on all rows
+SCREEN_FACTOR = 8  # |C| = this × the support of the weights where C is chosen, ...
+SCREEN_MIN_ROWS = 4_096  # ... and at least this many rows
+SCREEN_MAX_FRACTION = 0.25  # a larger C saves too little: solve on all rows
+SCREEN_MAX_ROUNDS = 8
+
+
+def screening_applies(prob: Problem) -> bool:
+    """:func:`solve_screened` needs the trust-region solve (``μ > 0``, linear ``u``:
+    a zero-iteration solve is then one evaluation of ``F``) and pays off only for
+    many records."""
+    cfg = prob.cfg
+    return prob.m >= SCREEN_MIN_M and cfg.mu > 0.0 and cfg.u == "linear"
+
+
+def solve_screened(
+    prob: Problem,
+    eta: float,
+    *,
+    w0: FloatArray,
+    losses0: FloatArray,
+    state: WeightsStepState | None,
+    max_iter: int,
+) -> BlockSolution:
+    """A KKT point of ``F`` at ``η`` from ``w0`` (``losses0 = ℓ(X w0)``) by solves of
+    ``F_C`` (module docstring), as :func:`solve_at_eta` returns it, with at most
+    ``max_iter`` trust-region iterations over all rounds.
+
+    Each round: ``C`` = the :data:`SCREEN_FACTOR`-fold support of ``a*`` (at least
+    :data:`SCREEN_MIN_ROWS` rows) with the smallest ``r_i`` at the current point,
+    a solve of ``F_C`` from there, and one evaluation of ``F`` on all rows at its
+    result. That evaluation is returned when it converged, used up the
+    iterations or put no weight off ``C`` (then ``F = F_C`` there: the solve of
+    ``F_C`` was one of ``F``). Otherwise the next round chooses ``C`` there, at least
+    twice as large. A ``C`` beyond :data:`SCREEN_MAX_FRACTION` of the rows, or
+    :data:`SCREEN_MAX_ROUNDS` rounds, leave the rest to the solve on all rows.
+    """
+    m = prob.m
+    cfg = prob.cfg
+    caps = prob.caps(eta)
+    q = cfg.gamma * eta
+    r = losses0 + q * prob.psi
+    a, st = solve_weights_compiled(r, caps, cfg.mu, state)
+    w = np.asarray(w0, dtype=float)
+    n = max(SCREEN_MIN_ROWS, SCREEN_FACTOR * int(np.count_nonzero(a)))
+    used = 0
+    for _ in range(SCREEN_MAX_ROUNDS):
+        if n > SCREEN_MAX_FRACTION * m:
+            break
+        rows = _smallest(r, n)
+        if not float(caps[rows].sum()) > 1.0 + 1e-9:
+            n *= 2  # the caps on C admit no other weights than a vertex
+            continue
+        sub = solve_at_eta(
+            restrict(prob, rows), eta, w0=w, a0=a[rows], state=st,
+            max_iter=max_iter - used,
+        )  # fmt: skip
+        used += sub.iterations
+        a_sub = np.zeros(m)
+        a_sub[rows] = sub.a
+        full = solve_at_eta(prob, eta, w0=sub.w, a0=a_sub, state=sub.state, max_iter=0)
+        full = dataclasses.replace(full, iterations=used)
+        off = np.ones(m, dtype=bool)
+        off[rows] = False
+        if full.converged or used >= max_iter or not np.any(full.a[off] > 0.0):
+            return full
+        assert full.losses is not None
+        w, a, st = full.w, full.a, full.state
+        r = full.losses + q * prob.psi
+        n = max(2 * n, SCREEN_FACTOR * int(np.count_nonzero(a)))
+    rest = solve_at_eta(prob, eta, w0=w, a0=a, state=st, max_iter=max_iter - used)
+    return dataclasses.replace(rest, iterations=used + rest.iterations)

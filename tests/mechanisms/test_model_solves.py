@@ -1,0 +1,106 @@
+"""Candidate-model solves on fewer rows (:mod:`mechanisms.allocation._range._model_solves`):
+the screened solve of a scenario model ends at a KKT point of the problem on all rows,
+and the candidate models computed with it stay functions of the public data only."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from market.datasets import make_synthetic
+from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._eta_search import eta_bounds
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range import _candidate_range as cr
+from mechanisms.allocation._range import _model_solves as ms
+from mechanisms.allocation._weights_step import project_capped_simplex, solve_weights
+
+PRIOR = UniformPrior(1e-4, 5e-4)
+CFG = MechanismConfig(gamma=1e-2, lam=1e-3, mu=0.5, sigma=0.02, k=100, eps_avg_max=1e4)
+
+
+def _bounds(prob: Problem) -> tuple[float, float]:
+    bounds = eta_bounds(prob)
+    assert bounds is not None
+    return bounds
+
+
+def _problem(m: int = 3000, seed: int = 3, cfg: MechanismConfig = CFG) -> Problem:
+    data = make_synthetic(m, 5, label_noise=0.05, random_state=seed)
+    psi = np.asarray(PRIOR.virtual_cost(data.costs), dtype=float)
+    scen = cr.scenario_virtual_costs(PRIOR, m)
+    return Problem(data.X, data.y, psi, np.full(m, np.inf), cfg, scenario_psi=scen)
+
+
+@pytest.fixture
+def small_screen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Screening on for a few thousand records; records the sizes of the sets ``C``."""
+    monkeypatch.setattr(ms, "SCREEN_MIN_M", 0)
+    monkeypatch.setattr(ms, "SCREEN_MIN_ROWS", 64)
+    sizes: list[int] = []
+    restrict = ms.restrict
+
+    def spy(prob: Problem, rows: np.ndarray, scale: float = 1.0) -> ms.RowSubset:
+        sizes.append(int(rows.size))
+        return restrict(prob, rows, scale)
+
+    monkeypatch.setattr(ms, "restrict", spy)
+    return sizes
+
+
+def _free_model(prob: Problem, eta: float) -> BlockSolution:
+    free = dataclasses.replace(prob, psi=np.zeros(prob.m))
+    a0 = project_capped_simplex(np.full(prob.m, 1.0 / prob.m), prob.caps(eta))[0]
+    return solve_at_eta(free, eta, w0=np.zeros(prob.X.shape[1]), a0=a0, max_iter=60)
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_screened_solve_ends_at_a_kkt_point_on_all_rows(
+    small_screen: list[int], level: int
+) -> None:
+    prob = _problem()
+    lo, hi = _bounds(prob)
+    eta = float(np.geomspace(lo, hi, cr.N_LEVELS + 1)[1:][::-1][level])
+    free = _free_model(prob, eta)
+    assert prob.scenario_psi is not None
+    assert free.losses is not None
+    sp = dataclasses.replace(prob, psi=np.array(prob.scenario_psi[0]))
+    sol = ms.solve_screened(
+        sp, eta, w0=free.w, losses0=free.losses, state=free.state, max_iter=200
+    )
+    assert small_screen
+    assert max(small_screen) < prob.m  # solved on fewer rows
+    assert sol.converged  # ‖∇F‖ ≤ tol·(1 + ‖w‖), tested on all rows
+    # the weights are the exact a-step on all rows at the returned model
+    losses = sp.loss.value(sp.X @ sol.w, sp.y)
+    assert sol.losses is not None
+    np.testing.assert_allclose(sol.losses, losses, rtol=1e-12, atol=1e-14)
+    r = losses + sp.cfg.gamma * eta * sp.psi
+    a, _ = solve_weights(r, sp.caps(eta), sp.cfg.mu)
+    np.testing.assert_allclose(sol.a, a, atol=1e-10)
+    value = float(a @ r) + 0.5 * sp.cfg.lam * float(sol.w @ sol.w)
+    value += sp.cfg.mu * float(np.linalg.norm(a)) + sp.cfg.sigma / eta
+    assert sol.value == pytest.approx(value, rel=1e-10)
+    # no worse than the solve on all rows from the same start (beyond the local
+    # minima's spread)
+    full = solve_at_eta(sp, eta, w0=free.w, a0=free.a, state=free.state, max_iter=200)
+    assert sol.value <= full.value + 1e-3 * abs(full.value)
+
+
+def test_screened_candidate_models_do_not_depend_on_the_reports(
+    small_screen: list[int],
+) -> None:
+    prob = _problem()
+    lo, hi = _bounds(prob)
+    c2 = np.random.default_rng(1).uniform(1e-4, 5e-4, prob.m)
+    prob2 = dataclasses.replace(prob, psi=np.asarray(PRIOR.virtual_cost(c2)))
+    m1 = cr.candidate_models(prob, lo, hi)
+    assert small_screen
+    m2 = cr.candidate_models(prob2, lo, hi)
+    m3 = cr.candidate_models(prob, lo, hi)
+    np.testing.assert_array_equal(m1.W, m2.W)
+    np.testing.assert_array_equal(m1.W, m3.W)
+    np.testing.assert_array_equal(m1.losses, m2.losses)
