@@ -69,7 +69,13 @@ def test_screened_solve_ends_at_a_kkt_point_on_all_rows(
     assert free.losses is not None
     sp = dataclasses.replace(prob, psi=np.array(prob.scenario_psi[0]))
     sol = ms.solve_screened(
-        sp, eta, w0=free.w, losses0=free.losses, state=free.state, max_iter=200
+        sp,
+        eta,
+        w0=free.w,
+        a0=free.a,
+        losses0=free.losses,
+        state=free.state,
+        max_iter=200,
     )
     assert small_screen
     assert max(small_screen) < prob.m  # solved on fewer rows

@@ -303,7 +303,7 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
                 # on those (an exact restriction, confirmed on all rows)
                 add(
                     solve_screened(
-                        sp, float(eta), w0=free.w, losses0=free.losses,
+                        sp, float(eta), w0=free.w, a0=free.a, losses0=free.losses,
                         state=free.state, max_iter=MODEL_MAX_ITER,
                     )
                 )  # fmt: skip

@@ -37,7 +37,10 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
-from mechanisms.allocation._weights_step import WeightsStepState, solve_weights_compiled
+from mechanisms.allocation._weights_step import (
+    WeightsStepState,
+    solve_weights_compiled,
+)
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -72,13 +75,38 @@ def restrict(prob: Problem, rows: IntArray, scale: float = 1.0) -> RowSubset:
     )
 
 
-def _smallest(r: FloatArray, n: int) -> IntArray:
+def _smallest(r: FloatArray, n: int) -> tuple[IntArray, float]:
     """The indices (ascending) of the ``n`` smallest entries of ``r`` and of every
-    entry tied with the ``n``-th (so the set does not depend on how ties sort)."""
+    entry tied with the ``n``-th (so the set does not depend on how ties sort), and
+    that ``n``-th smallest value (``inf`` when ``n ≥ r.size``)."""
     if n >= r.size:
-        return np.arange(r.size)
-    t = np.partition(r, n - 1)[n - 1]
-    return np.flatnonzero(r <= t)
+        return np.arange(r.size), math.inf
+    t = float(np.partition(r, n - 1)[n - 1])
+    return np.flatnonzero(r <= t), t
+
+
+def _screened_a_step(
+    r: FloatArray, caps: FloatArray, mu: float, max_rows: int
+) -> tuple[IntArray, FloatArray, WeightsStepState] | None:
+    """The a-step on all rows solved on the smallest ``r_i`` only: ``(rows, a on
+    rows, state)``, or ``None`` when that needs more than ``max_rows`` rows.
+
+    For ``C`` the rows with ``r_i ≤ t``, the a-step on ``C`` with multipliers
+    ``(A, s)`` is the one on all rows when ``A/s ≤ t``: every other row has
+    ``A − s r_i < 0``, so weight 0 (the minimiser is unique for ``μ > 0``). ``C``
+    grows fourfold until that holds. (A warm start from another ``r`` — the
+    cost-free model's multipliers for a scenario's costs — takes several O(m)
+    active-set passes; this takes one partition.)
+    """
+    n = SCREEN_MIN_ROWS
+    while n <= max_rows:
+        rows, t = _smallest(r, n)
+        if float(caps[rows].sum()) > 1.0 + 1e-9:
+            a, st = solve_weights_compiled(r[rows], caps[rows], mu, None)
+            if st is not None and st.s > 0.0 and st.s * t >= st.A:
+                return rows, a, st
+        n *= 4
+    return None
 
 
 SCREEN_MIN_M = 20_000  # fewer records: every solve is cheap, solve on all rows
@@ -101,16 +129,21 @@ def solve_screened(
     eta: float,
     *,
     w0: FloatArray,
+    a0: FloatArray,
     losses0: FloatArray,
     state: WeightsStepState | None,
     max_iter: int,
 ) -> BlockSolution:
-    """A KKT point of ``F`` at ``η`` from ``w0`` (``losses0 = ℓ(X w0)``) by solves of
-    ``F_C`` (module docstring), as :func:`solve_at_eta` returns it, with at most
-    ``max_iter`` trust-region iterations over all rounds.
+    """A KKT point of ``F`` at ``η`` from ``w0`` (``losses0 = ℓ(X w0)``; ``a0``,
+    ``state``: weights and multipliers near there) by solves of ``F_C`` (module
+    docstring), as :func:`solve_at_eta` returns it, with at most ``max_iter``
+    trust-region iterations over all rounds.
 
-    Each round: ``C`` = the :data:`SCREEN_FACTOR`-fold support of ``a*`` (at least
-    :data:`SCREEN_MIN_ROWS` rows) with the smallest ``r_i`` at the current point,
+    The a-step at ``w0`` is solved on the smallest ``r_i`` (:func:`_screened_a_step`);
+    when its support needs more than :data:`SCREEN_MAX_FRACTION` of the rows the
+    solve runs on all rows. Each round: ``C`` = the :data:`SCREEN_FACTOR`-fold support
+    of ``a*`` (at least :data:`SCREEN_MIN_ROWS` rows) with the smallest ``r_i`` at the
+    current point,
     a solve of ``F_C`` from there, and one evaluation of ``F`` on all rows at its
     result. That evaluation is returned when it converged, used up the
     iterations or put no weight off ``C`` (then ``F = F_C`` there: the solve of
@@ -123,14 +156,20 @@ def solve_screened(
     caps = prob.caps(eta)
     q = cfg.gamma * eta
     r = losses0 + q * prob.psi
-    a, st = solve_weights_compiled(r, caps, cfg.mu, state)
     w = np.asarray(w0, dtype=float)
-    n = max(SCREEN_MIN_ROWS, SCREEN_FACTOR * int(np.count_nonzero(a)))
+    first = _screened_a_step(r, caps, cfg.mu, int(SCREEN_MAX_FRACTION * m))
+    if first is None:  # the weights are spread over many records: all rows
+        return solve_at_eta(prob, eta, w0=w, a0=a0, state=state, max_iter=max_iter)
+    support, a_support, st0 = first
+    st: WeightsStepState | None = st0
+    a = np.zeros(m)
+    a[support] = a_support
+    n = max(SCREEN_MIN_ROWS, SCREEN_FACTOR * int(np.count_nonzero(a_support)))
     used = 0
     for _ in range(SCREEN_MAX_ROUNDS):
         if n > SCREEN_MAX_FRACTION * m:
             break
-        rows = _smallest(r, n)
+        rows, _ = _smallest(r, n)
         if not float(caps[rows].sum()) > 1.0 + 1e-9:
             n *= 2  # the caps on C admit no other weights than a vertex
             continue
