@@ -81,6 +81,8 @@ from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._model_solves import (
     screening_applies,
     solve_screened,
+    solve_subsampled,
+    subsampling_applies,
 )
 from mechanisms.allocation._range._one_seller_search import (
     HAVE_NUMBA,
@@ -224,7 +226,10 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
 
     1. The cost-free model (``Ψ ≡ 0``), solved from ``w = 0`` and the uniform weights
        projected on the caps, at the top level, and at a lower one from there only if
-       its caps differ.
+       its caps differ. With many records (:func:`._model_solves.subsampling_applies`)
+       the first solve walks from ``w = 0`` on fixed subsamples of the rows and takes
+       only its last iterations on all of them
+       (:func:`._model_solves.solve_subsampled`).
     2. With at most :data:`RICH_MAX_M` sellers, the cost-free model solved also from
        the uniform-weight model (the ridge fit at the uniform weights on the caps: a
        convex problem, so one model) at the same levels; it often lies in another
@@ -280,9 +285,15 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             a0, state = project_capped_simplex(np.full(m, 1.0 / m), caps)[0], None
         else:
             w0, a0, state = free.w, free.a, free.state
-        sol = solve_at_eta(
-            free_prob, float(eta), w0=w0, a0=a0, state=state, max_iter=MODEL_MAX_ITER
-        )
+        if free is None and subsampling_applies(free_prob):
+            sol = solve_subsampled(
+                free_prob, float(eta), w0=w0, max_iter=MODEL_MAX_ITER
+            )
+        else:
+            sol = solve_at_eta(
+                free_prob, float(eta), w0=w0, a0=a0, state=state,
+                max_iter=MODEL_MAX_ITER,
+            )  # fmt: skip
         free = sol if free is None else free
         add(sol)
         if diverse:

@@ -24,6 +24,21 @@ are cheap in it (``r_i = ℓ_i + γηΨ_i``): at ``m = 10⁶`` a few hundred, so
 thousand rows replaces ``m``. ``C`` is the ``n`` records with the smallest ``r_i`` at
 the current point, ``n`` a multiple of the support there; when the confirming
 evaluation finds weight off ``C``, ``C`` is chosen again there, twice as large.
+
+A subsample of the rows
+-----------------------
+For a random subset ``S`` of ``n`` rows the problem with caps ``h_i·m/n`` and ``μ√(n/m)``
+has ``F_S(w) ≈ F(w)``: its weights ``a_i·m/n`` on ``S`` give ``Σ_S a_i r_i`` as a sample
+mean of ``Σ a_i r_i``, and ``μ√(n/m)·‖a_S‖ = μ‖a‖`` in expectation. Its minimiser
+is a start for the solve on all rows (:func:`solve_subsampled`): the long way from
+``w = 0`` (a tiny first trust radius where ``∇²F`` is far from positive definite)
+is walked at ``n/m`` of the cost, and the solve on all rows is left the last
+steps, with the Newton steps extended while ``F`` falls
+(:func:`mechanisms.allocation._reduced_newton._extrapolate`: with a small ``μ`` the
+subsets' minimisers sit in a long valley of ``F`` that plain Newton steps walk
+slowly). The model is then not a KKT point, which the range does not need.
+The subset is drawn with the fixed seed :data:`SUBSAMPLE_SEED` (a function of ``m``
+only).
 """
 
 from __future__ import annotations
@@ -37,8 +52,10 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._reduced_newton import newton_reduced
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
+    project_capped_simplex,
     solve_weights_compiled,
 )
 
@@ -192,3 +209,80 @@ def solve_screened(
         n = max(2 * n, SCREEN_FACTOR * int(np.count_nonzero(a)))
     rest = solve_at_eta(prob, eta, w0=w, a0=a, state=st, max_iter=max_iter - used)
     return dataclasses.replace(rest, iterations=used + rest.iterations)
+
+
+SUBSAMPLE_SEED = 27_11_2026  # public, fixed: the subsets are a function of m only
+SUBSAMPLE_MIN_M = 100_000  # fewer records: solve on all rows from the start
+SUBSAMPLE_DIVISORS = (64, 8)  # subsets of m/64, then m/8 rows (nested) ...
+SUBSAMPLE_MIN_ROWS = 10_000  # ... of at least this many rows
+SUBSAMPLE_MAX_ITER = (60, 10)  # trust-region iterations on each subset
+FINAL_MAX_ITER = 4  # and on all rows (Newton steps extended)
+
+
+def subsampling_applies(prob: Problem) -> bool:
+    """:func:`solve_subsampled` for many records (``μ > 0``, linear ``u``: the
+    trust-region solve)."""
+    cfg = prob.cfg
+    return prob.m >= SUBSAMPLE_MIN_M and cfg.mu > 0.0 and cfg.u == "linear"
+
+
+def subsample_rows(m: int) -> list[IntArray]:
+    """The nested subsets of :func:`solve_subsampled` (ascending rows each), drawn
+    with the fixed seed :data:`SUBSAMPLE_SEED`."""
+    perm = np.random.default_rng(SUBSAMPLE_SEED).permutation(m)
+    sizes = [max(SUBSAMPLE_MIN_ROWS, m // k) for k in SUBSAMPLE_DIVISORS]
+    return [np.sort(perm[:n]) for n in sizes if n < m]
+
+
+def solve_subsampled(
+    prob: Problem, eta: float, *, w0: FloatArray, max_iter: int
+) -> BlockSolution:
+    """A model of ``F`` at ``η`` by continuation over subsamples (module docstring):
+    from ``w0`` and the uniform weights on the caps, at most
+    :data:`SUBSAMPLE_MAX_ITER` trust-region iterations on each subset of
+    :func:`subsample_rows` in turn (each from the last one's model and its
+    multipliers rescaled to the subset), then at most ``min(max_iter,``
+    :data:`FINAL_MAX_ITER`) on all rows. A function of the rows, the caps, the
+    configuration and ``prob.psi`` only (deterministic)."""
+    m = prob.m
+    w = np.asarray(w0, dtype=float)
+    st: WeightsStepState | None = None
+    prev_scale = 1.0
+    used = 0
+    for rows, cap_iter in zip(subsample_rows(m), SUBSAMPLE_MAX_ITER, strict=False):
+        scale = m / rows.size
+        sub = restrict(prob, rows, scale)
+        a0 = np.full(rows.size, 1.0 / rows.size)
+        if st is not None:
+            # a_i on the last subset ≈ (m/n_prev)·a_i: (A, s) scale alike
+            st = WeightsStepState(st.A * scale / prev_scale, st.s * scale / prev_scale)
+        else:
+            a0 = project_capped_simplex(a0, sub.caps(eta))[0]
+        sol = solve_at_eta(sub, eta, w0=w, a0=a0, state=st, max_iter=cap_iter)
+        used += sol.iterations
+        w, st, prev_scale = sol.w, sol.state, scale
+    if st is not None:
+        st = WeightsStepState(st.A / prev_scale, st.s / prev_scale)
+    a0 = project_capped_simplex(np.full(m, 1.0 / m), prob.caps(eta))[0]
+    full = _extrapolated_solve(prob, eta, w, a0, st, min(max_iter, FINAL_MAX_ITER))
+    return dataclasses.replace(full, iterations=used + full.iterations)
+
+
+def _extrapolated_solve(
+    prob: Problem,
+    eta: float,
+    w0: FloatArray,
+    a0: FloatArray,
+    state: WeightsStepState | None,
+    max_iter: int,
+) -> BlockSolution:
+    """:func:`solve_at_eta` (trust-region path, default mode: ``G = F``) with the
+    Newton steps extended (``newton_reduced(extrapolate=True)``)."""
+    sol = newton_reduced(
+        prob, eta, w0=w0, state=state, gtol=prob.cfg.tol, max_iter=max_iter, a0=a0,
+        extrapolate=True,
+    )  # fmt: skip
+    return BlockSolution(
+        eta, sol.w, sol.a, sol.value, sol.value, sol.iterations, sol.converged,
+        sol.state, sol.losses,
+    )  # fmt: skip
