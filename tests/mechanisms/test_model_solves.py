@@ -17,6 +17,7 @@ from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range import _candidate_range as cr
 from mechanisms.allocation._range import _model_solves as ms
 from mechanisms.allocation._reduced_newton import newton_reduced
+from mechanisms.allocation._weights_kernel import range_value_kernel
 from mechanisms.allocation._weights_step import project_capped_simplex, solve_weights
 
 PRIOR = UniformPrior(1e-4, 5e-4)
@@ -195,3 +196,30 @@ def test_warm_subsampled_scenario_solve_reaches_the_kkt_point_of_all_rows(
     assert warm.value == pytest.approx(full.value, rel=1e-9)
     tol = 1e-4 * (1.0 + float(np.linalg.norm(full.w)))
     assert float(np.abs(warm.w - full.w).max()) <= tol
+
+
+@pytest.mark.parametrize("mu", [1e-5, 0.5])
+def test_range_search_cold_guess_gives_the_cold_a_step(mu: float) -> None:
+    """The range search's first a-step on many records starts from the a-step on a
+    strided subsample (``_Search._cold_guess``): only a start, the same minimiser
+    (value, multipliers) as from a cold start."""
+    m = 60_000
+    prob = _problem(m=m, cfg=CFG.with_(k=4.0, mu=mu))
+    lo, hi = _bounds(prob)
+    w = np.asarray(
+        np.random.default_rng(0).normal(size=prob.X.shape[1]), dtype=np.float64
+    )
+    models = cr._collect(prob, [w], [prob.loss.value(prob.X @ w, prob.y)])
+    search = cr._Search(prob, models, lo, hi)
+    eta = float(np.sqrt(lo * hi))
+    assert search._cold_guess(0, eta)[1] > 0.0
+    got = search.evaluate(0, eta, None)
+    kcap = prob.cfg.k / m
+    ok, value, A, s, _ = range_value_kernel(
+        models.losses[0], prob.psi, prob.cfg.gamma * eta, eta, kcap, prob.eps_max,
+        mu, float(models.base[0]) + prob.cfg.sigma / eta, 0.0, 0.0,
+    )  # fmt: skip
+    assert ok
+    assert got.value == pytest.approx(value, rel=1e-12)
+    assert got.state is not None
+    np.testing.assert_allclose([got.state.A, got.state.s], [A, s], rtol=1e-9)

@@ -128,6 +128,8 @@ N_START = 6  # evaluated η per model before branching
 RANGE_RTOL = 1e-10  # certified gap of the range search, relative to 1 + |G|
 MAX_EVALS = 20_000  # a-steps before giving up (status "uncertified") ...
 EVALS_PER_MODEL = 2_000  # ... or this many per candidate model, if more (eval_budget)
+COLD_GUESS_MIN_M = 50_000  # a cold a-step of the range search starts from ...
+COLD_GUESS_STRIDE = 64  # ... the one on every 64th record (_Search._cold_guess)
 DEDUP_RTOL = 1e-9  # candidate models closer than this (relative) are one model
 # Bounds on a payment job's one-seller cache (per process): summaries are 3.2 kB each.
 MAX_SUMMARIES = 20_000
@@ -518,7 +520,7 @@ class _Search:
         prob = self.prob
         const = self.base[j] + self.sigma / eta
         if self._kernel_always or (self.mu > 0.0 and self.cap_total(eta) > 1.0 + 1e-12):
-            A0, s0 = (warm.A, warm.s) if warm is not None else (0.0, 0.0)
+            A0, s0 = (warm.A, warm.s) if warm is not None else self._cold_guess(j, eta)
             if self.delta is not None:
                 got = self._one_seller(j, eta, const, A0, s0)
                 if got is not None:
@@ -542,6 +544,30 @@ class _Search:
             value += (state.A / state.s) * (1.0 - float(a.sum()))
         slope = self.gamma * float(prob.psi @ a) - self.sigma / (eta * eta)
         return self._record(RangePoint(j, eta, value, state, slope, a))
+
+    def _cold_guess(self, j: int, eta: float) -> tuple[float, float]:
+        """Multipliers ``(A, s)`` to start a cold a-step on many records from: the
+        a-step on every :data:`COLD_GUESS_STRIDE`-th record with the subsample's
+        scaling (caps times ``m/n``, ``μ√(n/m)``: its weights are ``m/n`` times the
+        full ones, and so are its multipliers), rescaled. Only a start (the kernel
+        solves exactly from any): a cold start bisects the scale in ~50 O(m)
+        passes, 0.4–0.9 s at ``m = 10⁶``, when the range search has no previous
+        point yet. ``(0, 0)``: no guess."""
+        m = self.prob.m
+        if m < COLD_GUESS_MIN_M or self.delta is not None:
+            return 0.0, 0.0
+        prob = self.prob
+        rows = slice(0, m, COLD_GUESS_STRIDE)
+        ell = np.ascontiguousarray(self.models.losses[j][rows])
+        scale = m / ell.size
+        ok, _, A, s, _ = range_value_kernel(
+            ell, np.ascontiguousarray(prob.psi[rows]), self.gamma * eta, eta,
+            self.kcap * scale, np.ascontiguousarray(prob.eps_max[rows]) * scale,
+            self.mu / math.sqrt(scale), 0.0, 0.0, 0.0,
+        )  # fmt: skip
+        if not (ok and s > 0.0):
+            return 0.0, 0.0
+        return A / scale, s / scale
 
     def _one_seller(
         self, j: int, eta: float, const: float, A0: float, s0: float
