@@ -223,7 +223,7 @@ SUBSAMPLE_MIN_M = 100_000  # fewer records: solve on all rows from the start
 SUBSAMPLE_DIVISORS = (64, 8)  # subsets of m/64, then m/8 rows (nested) ...
 SUBSAMPLE_MIN_ROWS = 10_000  # ... of at least this many rows
 SUBSAMPLE_MAX_ITER = (60, 10)  # trust-region iterations on each subset
-FINAL_MAX_ITER = 4  # and on all rows (Newton steps extended)
+FINAL_MAX_ITER = 2  # and on all rows (Newton steps extended)
 WARM_FINAL_MAX_ITER = 2  # on all rows after a warm start's subset solve
 
 
