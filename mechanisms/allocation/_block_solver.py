@@ -101,14 +101,16 @@ def solve_at_eta(
 ) -> BlockSolution:
     """Minimise ``G`` over ``(w, a)`` at fixed ``η``.
 
-    Linear ``u`` with ``μ > 0``, or any ``μ`` in the default mode: trust-region Newton
-    on the reduced objective ``F(w) = min_a G`` (:func:`._reduced_newton.newton_reduced`,
-    which stops at ``‖∇F‖ ≤ tol·(1 + ‖w‖)``). Otherwise (the power utility, or ``μ = 0``
-    in the paper's noise mode) exact w- and a-steps alternate (DC sweeps with Anderson
-    extrapolation) until ``G`` stops decreasing. The sweeps stop when a sweep lowers the search value by at most ``tol·(1 + |G|)`` and moves
-    no weight by more than ``100·tol·max(a)`` (``tol`` defaults to ``cfg.tol``; the
-    coarse grid uses a looser one, the final point the configured one), or after
-    ``max_iter`` iterations (default ``cfg.max_iter``).
+    Linear ``u`` with ``μ > 0``, or any ``μ`` in the default mode: trust-region
+    Newton on the reduced objective ``F(w) = min_a G``
+    (:func:`._reduced_newton.newton_reduced`, which stops at
+    ``‖∇F‖ ≤ tol·(1 + ‖w‖)``). Otherwise (the power utility, or ``μ = 0`` in the
+    paper's noise mode) exact w- and a-steps alternate (DC sweeps with Anderson
+    extrapolation) until ``G`` stops decreasing: until a sweep lowers the search value
+    by at most ``tol·(1 + |G|)`` and moves no weight by more than ``100·tol·max(a)``
+    (``tol`` defaults to ``cfg.tol``; the coarse grid uses a looser one, the final
+    point the configured one), or after ``max_iter`` iterations (default
+    ``cfg.max_iter``).
     """
     tol = prob.cfg.tol if tol is None else tol
     max_iter = prob.cfg.max_iter if max_iter is None else int(max_iter)

@@ -29,9 +29,9 @@ step across a kink only lowers ``F`` further; the method runs unchanged, and rep
 the alternation of LP and weighted-ridge steps (the DC sweeps), which needed five
 weighted logistic fits per candidate model on Wisconsin (``benchmarks/RESULTS.md``).
 
-When ``∇²F`` is not positive definite (``λ ≤ λ_conv``, the default rule's candidate models), ``F`` has
-directions of negative curvature, and its minimisers can sit at the end of long, nearly
-flat valleys. The step is therefore a **trust-region** Newton step on the exact
+When ``∇²F`` is not positive definite (``λ ≤ λ_conv``, the default rule's candidate
+models), ``F`` has directions of negative curvature, and its minimisers can sit at the
+end of long, nearly flat valleys. The step is therefore a **trust-region** Newton step on the exact
 ``∇²F``: ``min gᵀs + ½sᵀ∇²F s`` over ``‖s‖ ≤ Δ`` (Moré–Sorensen, solved exactly from
 Cholesky factorisations of ``∇²F + νI``, or from the eigendecomposition of the
 ``d × d`` matrix in the hard case), with ``Δ`` grown while the model
@@ -796,8 +796,9 @@ def _internal_doubling(
     a-sensitivity term dominates) the first radius is a gradient step, and plain
     doubling needs one Hessian per factor of two to reach the minimiser's scale
     (five on Wisconsin at ``μ = 1``); a trial here costs one evaluation of ``F``
-    (O(m·d)) and a few ``d × d`` factorisations against the Hessian's O(m·d²). Every trial
-    accepted is a descent step with ``ρ > 0.75``, so the iteration's guarantees stand.
+    (O(m·d)) and a few ``d × d`` factorisations against the Hessian's O(m·d²). Every
+    trial accepted is a descent step with ``ρ > 0.75``, so the iteration's guarantees
+    stand.
     Returns the best trial and the radius for the next iteration.
     """
     for _ in range(MAX_DOUBLINGS):

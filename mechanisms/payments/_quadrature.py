@@ -291,7 +291,8 @@ def _simpson(
             # the ends alone: the trapezoid, within (hi − lo)|f(hi) − f(lo)|/2
             flo, fhi = val(lo), val(hi)
             value = 0.5 * (hi - lo) * (flo + fhi)
-            heapq.heappush(heap, (-0.5 * (hi - lo) * abs(fhi - flo), lo, hi, value, True))
+            err = 0.5 * (hi - lo) * abs(fhi - flo)
+            heapq.heappush(heap, (-err, lo, hi, value, True))
         else:
             value, err = panel(lo, hi)
             heapq.heappush(heap, (-err, lo, hi, value, False))
