@@ -378,6 +378,45 @@ def _weighted_gram(
 
 
 @_jit
+def _shifted_cholesky(H: FloatArray, nu: float, L: FloatArray) -> bool:
+    """``H + νI = LLᵀ`` into ``L`` (lower triangle); ``False`` at a non-positive pivot."""
+    d = H.shape[0]
+    for j in range(d):
+        acc = H[j, j] + nu
+        for k in range(j):
+            acc -= L[j, k] * L[j, k]
+        if not acc > 0.0:
+            return False
+        L[j, j] = math.sqrt(acc)
+        for i in range(j + 1, d):
+            acc = H[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    return True
+
+
+@_jit
+def _lower_solve(L: FloatArray, b: FloatArray, out: FloatArray) -> None:
+    """``L out = b`` (forward substitution; ``out`` is not ``b``)."""
+    for i in range(b.size):
+        acc = b[i]
+        for k in range(i):
+            acc -= L[i, k] * out[k]
+        out[i] = acc / L[i, i]
+
+
+@_jit
+def _upper_solve(L: FloatArray, b: FloatArray, out: FloatArray) -> None:
+    """``Lᵀ out = b`` (back substitution; ``out`` may be ``b``)."""
+    for i in range(b.size - 1, -1, -1):
+        acc = b[i]
+        for k in range(i + 1, b.size):
+            acc -= L[k, i] * out[k]
+        out[i] = acc / L[i, i]
+
+
+@_jit
 def _cholesky_solve(H: FloatArray, g: FloatArray) -> tuple[bool, FloatArray]:
     """``(True, H⁻¹g)`` by the Cholesky factorisation ``H = LLᵀ`` (column by column,
     then the two triangular solves); ``(False, ·)`` when a pivot is not positive, i.e.
@@ -387,28 +426,10 @@ def _cholesky_solve(H: FloatArray, g: FloatArray) -> tuple[bool, FloatArray]:
     d = g.size
     L = np.zeros((d, d))
     x = np.empty(d)
-    for j in range(d):
-        acc = H[j, j]
-        for k in range(j):
-            acc -= L[j, k] * L[j, k]
-        if not acc > 0.0:
-            return False, x
-        L[j, j] = math.sqrt(acc)
-        for i in range(j + 1, d):
-            acc = H[i, j]
-            for k in range(j):
-                acc -= L[i, k] * L[j, k]
-            L[i, j] = acc / L[j, j]
-    for i in range(d):  # L u = g
-        acc = g[i]
-        for k in range(i):
-            acc -= L[i, k] * x[k]
-        x[i] = acc / L[i, i]
-    for i in range(d - 1, -1, -1):  # Lᵀ x = u
-        acc = x[i]
-        for k in range(i + 1, d):
-            acc -= L[k, i] * x[k]
-        x[i] = acc / L[i, i]
+    if not _shifted_cholesky(H, 0.0, L):
+        return False, x
+    _lower_solve(L, g, x)  # L u = g
+    _upper_solve(L, x, x)  # Lᵀ x = u
     return True, x
 
 
@@ -525,25 +546,6 @@ def _trust_region_kernel(
 
 
 @_jit
-def _shifted_cholesky(H: FloatArray, nu: float, L: FloatArray) -> bool:
-    """``H + νI = LLᵀ`` into ``L`` (lower triangle); ``False`` at a non-positive pivot."""
-    d = H.shape[0]
-    for j in range(d):
-        acc = H[j, j] + nu
-        for k in range(j):
-            acc -= L[j, k] * L[j, k]
-        if not acc > 0.0:
-            return False
-        L[j, j] = math.sqrt(acc)
-        for i in range(j + 1, d):
-            acc = H[i, j]
-            for k in range(j):
-                acc -= L[i, k] * L[j, k]
-            L[i, j] = acc / L[j, j]
-    return True
-
-
-@_jit
 def _trust_region_factored(
     H: FloatArray, g: FloatArray, radius: float
 ) -> tuple[bool, bool, FloatArray]:
@@ -586,6 +588,7 @@ def _trust_region_factored(
     nu = lo
     L = np.zeros((d, d))
     q = np.empty(d)
+    neg_g = -g
     for _ in range(100):
         if not lo <= nu <= hi:
             nu = max(math.sqrt(lo * hi), lo + 1e-3 * (hi - lo))
@@ -595,16 +598,8 @@ def _trust_region_factored(
                 return False, False, s
             nu = max(math.sqrt(lo * hi), lo + 1e-3 * (hi - lo))
             continue
-        for i in range(d):  # L q = −g, then Lᵀ s = q
-            acc = -g[i]
-            for k in range(i):
-                acc -= L[i, k] * q[k]
-            q[i] = acc / L[i, i]
-        for i in range(d - 1, -1, -1):
-            acc = q[i]
-            for k in range(i + 1, d):
-                acc -= L[k, i] * s[k]
-            s[i] = acc / L[i, i]
+        _lower_solve(L, neg_g, q)  # L q = −g, then Lᵀ s = q
+        _upper_solve(L, q, s)
         sn = math.sqrt(_dot(s, s))
         if nu == 0.0 and sn <= radius:
             return True, False, s.copy()  # the Newton step fits
@@ -616,11 +611,7 @@ def _trust_region_factored(
             lo = nu
         if not hi - lo > 1e-13 * max(1.0, hi):
             return False, False, s
-        for i in range(d):  # q = L⁻¹s
-            acc = s[i]
-            for k in range(i):
-                acc -= L[i, k] * q[k]
-            q[i] = acc / L[i, i]
+        _lower_solve(L, s, q)  # q = L⁻¹s
         qn2 = _dot(q, q)
         step = nu + (sn * sn / qn2) * (sn - radius) / radius if qn2 > 0.0 else -1.0
         nu = step if lo < step < hi else max(math.sqrt(lo * hi), lo + 1e-3 * (hi - lo))
