@@ -59,6 +59,20 @@ def _free_model(prob: Problem, eta: float) -> BlockSolution:
     return solve_at_eta(free, eta, w0=np.zeros(prob.X.shape[1]), a0=a0, max_iter=60)
 
 
+def _models_at_two_reports() -> tuple[
+    cr.CandidateModels, cr.CandidateModels, cr.CandidateModels
+]:
+    """Candidate models of one market at its reports, at other reports, and at its
+    reports again (equal when the models depend on the public data only)."""
+    prob = _problem()
+    lo, hi = _bounds(prob)
+    c2 = np.random.default_rng(1).uniform(1e-4, 5e-4, prob.m)
+    prob2 = dataclasses.replace(prob, psi=np.asarray(PRIOR.virtual_cost(c2)))
+    m1 = cr.candidate_models(prob, lo, hi)
+    m2 = cr.candidate_models(prob2, lo, hi)
+    return m1, m2, cr.candidate_models(prob, lo, hi)
+
+
 @pytest.mark.parametrize("level", [0, 1])
 def test_screened_solve_ends_at_a_kkt_point_on_all_rows(
     small_screen: list[int], level: int
@@ -101,14 +115,8 @@ def test_screened_solve_ends_at_a_kkt_point_on_all_rows(
 def test_screened_candidate_models_do_not_depend_on_the_reports(
     small_screen: list[int],
 ) -> None:
-    prob = _problem()
-    lo, hi = _bounds(prob)
-    c2 = np.random.default_rng(1).uniform(1e-4, 5e-4, prob.m)
-    prob2 = dataclasses.replace(prob, psi=np.asarray(PRIOR.virtual_cost(c2)))
-    m1 = cr.candidate_models(prob, lo, hi)
+    m1, m2, m3 = _models_at_two_reports()
     assert small_screen
-    m2 = cr.candidate_models(prob2, lo, hi)
-    m3 = cr.candidate_models(prob, lo, hi)
     np.testing.assert_array_equal(m1.W, m2.W)
     np.testing.assert_array_equal(m1.W, m3.W)
     np.testing.assert_array_equal(m1.losses, m2.losses)
@@ -127,14 +135,8 @@ def test_subsampled_candidate_models_do_not_depend_on_the_reports(
         return solve(prob, eta, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(cr, "solve_subsampled", spy)
-    prob = _problem()
-    lo, hi = _bounds(prob)
-    c2 = np.random.default_rng(1).uniform(1e-4, 5e-4, prob.m)
-    prob2 = dataclasses.replace(prob, psi=np.asarray(PRIOR.virtual_cost(c2)))
-    m1 = cr.candidate_models(prob, lo, hi)
+    m1, m2, m3 = _models_at_two_reports()
     assert calls
-    m2 = cr.candidate_models(prob2, lo, hi)
-    m3 = cr.candidate_models(prob, lo, hi)
     np.testing.assert_array_equal(m1.W, m2.W)
     np.testing.assert_array_equal(m1.W, m3.W)
 
