@@ -881,15 +881,14 @@ SUM_RTOL = 1e-6
 #
 # A payment re-solve changes one seller's virtual cost Ψ_i. At a fixed (model j, η)
 # only r_i moves, so the a-step solution follows from the base's sums over its active
-# set (zero Z, free M, at the cap U) without touching the other m − 1 sellers: remove
-# seller i, put it back with its new r_i, solve the closed form of ``_weights_step``
-# (module docstring there) and let the sellers nearest each class boundary change
-# class (the K stored per boundary, in order of distance: with equal caps the
-# boundary conditions are monotone in r, so the sellers that move are a prefix of
-# each list), iterating to the fixed point, as ``_active_set`` does over all m. If
-# more than K would move, or caps differ (a binding ε^max), the caller runs the full
-# O(m) kernel. Sums are kept relative to r0 (the free set's mean r) so the closed
-# form does not cancel.
+# set (zero Z, free M, at the cap U) without touching the other m − 1 sellers: the
+# sellers nearest each class boundary (the K stored per boundary, in order of
+# distance: with equal caps the boundary conditions are monotone in r) and seller i
+# are solved for explicitly, every other seller keeps its class and enters through
+# the sums (``_summary_update``). If a seller beyond the stored ones would change
+# class, or caps differ (a binding ε^max), the caller runs the full O(m) kernel.
+# Sums are kept relative to r0 (the free set's mean r) so the closed form does not
+# cancel.
 
 K_NEAR = 32  # sellers stored per class boundary
 _HEAD = 20
@@ -944,7 +943,7 @@ def range_summary(
 ) -> FloatArray:
     """Sums and boundary lists of the a-step solution at ``r = ℓ + q_scale·Ψ`` (as
     :func:`range_value_kernel`) for :func:`one_seller_value`; ``out[0] = 0`` when the
-    kernel failed, the caps differ, or the free set is too small for the lists."""
+    kernel failed, the caps differ, or no weight is free (a vertex)."""
     m = ell.size
     K = K_NEAR
     out = np.zeros(SUMMARY_SIZE)
@@ -965,7 +964,7 @@ def range_summary(
         if v < kcap and v > 0.0:
             n_mid += 1
             r0 += r[k]
-    if n_mid <= 2 * K + 2:
+    if n_mid < 1:
         return out
     r0 /= n_mid
     for lst in range(4):
@@ -1023,133 +1022,9 @@ def one_seller_value(
     """``(ok, value, A, s, Ψᵀa)`` as :func:`range_value_kernel` for the problem
     summarised by :func:`range_summary` (same ``ℓ``, ``q_scale``, ``η``) with seller
     ``i``'s ``Ψ_i`` changed from ``psi_old`` to ``psi_new``; ``ok = False`` when the
-    update cannot certify the active set (then run the kernel)."""
-    fail = (False, 0.0, 0.0, 0.0, 0.0)
-    if sm[0] == 0.0:
-        return fail
-    K = K_NEAR
-    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
-    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
-    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
-    h = sm[13]
-    r_old = ell_i + q_scale * psi_old  # exactly as range_summary computes r_i
-    r_new = ell_i + q_scale * psi_new
-    v = A - s * r_old
-    d_old = r_old - r0
-    if v >= h:
-        H1 -= h
-        HU2 -= h * h
-        HR -= h * r_old
-        HP -= h * psi_old
-        cls = 2
-    elif v > 0.0:
-        n -= 1.0
-        S1 -= d_old
-        S2 -= d_old * d_old
-        P1 -= psi_old
-        DP -= d_old * psi_old
-        cls = 1
-    else:
-        cls = 0
-    d_i = r_new - r0
-    moved = np.zeros(4, dtype=np.int64)  # prefix of each list that changed class
-    for _ in range(40):
-        n2, S1b, S2b, P1b, DPb = n, S1, S2, P1, DP
-        H1b, HU2b, HRb, HPb = H1, HU2, HR, HP
-        for lst in range(4):
-            b = _HEAD + lst * _LIST
-            for t in range(moved[lst]):
-                if int(sm[b + 2 * K + t]) == i:
-                    continue
-                d = sm[b + t]
-                p = sm[b + K + t]
-                # Z→M (+M), M→Z (−M), M→U (−M, +U), U→M (−U, +M)
-                sgn_m = 1.0 if lst == 0 or lst == 3 else -1.0
-                n2 += sgn_m
-                S1b += sgn_m * d
-                S2b += sgn_m * d * d
-                P1b += sgn_m * p
-                DPb += sgn_m * d * p
-                if lst == 2 or lst == 3:
-                    sgn_u = 1.0 if lst == 2 else -1.0
-                    H1b += sgn_u * h
-                    HU2b += sgn_u * h * h
-                    HRb += sgn_u * h * (r0 + d)
-                    HPb += sgn_u * h * p
-        if cls == 1:
-            n2 += 1.0
-            S1b += d_i
-            S2b += d_i * d_i
-            P1b += psi_new
-            DPb += d_i * psi_new
-        elif cls == 2:
-            H1b += h
-            HU2b += h * h
-            HRb += h * r_new
-            HPb += h * psi_new
-        if n2 < 0.5:
-            return fail
-        V = S2b - S1b * S1b / n2
-        denom = mu * mu - V
-        c1 = 1.0 - H1b
-        if denom <= 0.0:
-            return fail
-        s2 = np.sqrt((HU2b + c1 * c1 / n2) / denom)
-        B = (c1 + s2 * S1b) / n2
-        # re-classify seller i and the stored sellers nearest each boundary
-        vi = B - s2 * d_i
-        new_cls = 2 if vi >= h else (1 if vi > 0.0 else 0)
-        new_moved = np.zeros(4, dtype=np.int64)
-        for lst in range(4):
-            b = _HEAD + lst * _LIST
-            t = 0
-            while t < K:
-                d = sm[b + t]
-                if not np.isfinite(d):
-                    break
-                vt = B - s2 * d
-                if lst == 0:
-                    flips = vt > 0.0
-                    if vt >= h:
-                        return fail  # Z straight to U: not a boundary neighbour
-                elif lst == 1:
-                    flips = vt <= 0.0
-                elif lst == 2:
-                    flips = vt >= h
-                else:
-                    flips = vt < h
-                    if vt <= 0.0:
-                        return fail
-                if not flips:
-                    break
-                t += 1
-            if t == K:
-                nxt = sm[b + 3 * K]
-                if np.isfinite(nxt):
-                    vt = B - s2 * nxt
-                    if (
-                        (lst == 0 and vt > 0.0)
-                        or (lst == 1 and vt <= 0.0)
-                        or (lst == 2 and vt >= h)
-                        or (lst == 3 and vt < h)
-                    ):
-                        return fail  # more than K would move
-            new_moved[lst] = t
-        same = new_cls == cls
-        for lst in range(4):
-            if new_moved[lst] != moved[lst]:
-                same = False
-        if same:
-            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
-            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
-            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
-                return fail
-            pa = B * P1b - s2 * DPb + HPb
-            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
-        cls = new_cls
-        for lst in range(4):
-            moved[lst] = new_moved[lst]
-    return fail
+    update cannot certify the active set (then run the kernel). The update of
+    :func:`_summary_update` with no shift."""
+    return _summary_update(sm, i, ell_i, q_scale, psi_old, psi_new, mu, const)
 
 
 @_jit
@@ -1169,12 +1044,53 @@ def shifted_value(
 
     Every other seller's ``r_k`` moves by ``Δq·Ψ_k`` (``Δq = q_scale − q₀``), so the
     class sums follow in closed form from the summary's (``Σd + ΔqΣΨ``,
-    ``Σd² + 2ΔqΣdΨ + Δq²ΣΨ²``, …). The stored boundary sellers are re-classified
-    exactly at their moved ``r``; the unstored ones of a list lie beyond its
-    ``(K+1)``-th value ``d_next``, and moved by at most ``Δq·Ψ`` with ``Ψ`` in the
-    base's ``[Ψ_min, Ψ_max]`` (``sm[15:17]``), so none of them changes class when
-    ``d_next`` moved by the worst such shift does not: otherwise ``ok = False`` (run
-    the kernel). ``(ok, value, A, s, Ψᵀa)`` as :func:`range_value_kernel`."""
+    ``Σd² + 2ΔqΣdΨ + Δq²ΣΨ²``, …) and the stored boundary sellers are solved for at
+    their moved ``r`` (:func:`_summary_update`). ``(ok, value, A, s, Ψᵀa)`` as
+    :func:`range_value_kernel`."""
+    return _summary_update(sm, i, ell_i, q_scale, psi_old, psi_new, mu, const)
+
+
+@_jit
+def _summary_update(
+    sm: FloatArray,
+    i: int,
+    ell_i: float,
+    q_scale: float,
+    psi_old: float,
+    psi_new: float,
+    mu: float,
+    const: float,
+) -> tuple[bool, float, float, float, float]:
+    """The a-step of a summarised problem with ``r`` moved to ``ℓ + q_scale·Ψ`` and
+    seller ``i``'s ``Ψ_i`` changed, in O(K), or ``ok = False``.
+
+    Write every weight as ``a_k = clip(B − s d_k, 0, h)`` with ``d_k = r_k − r₀``
+    (``B = A − s r₀``). The sellers split in two:
+
+    * the *movable* ones: seller ``i`` at its new ``r_i`` and the stored boundary
+      sellers of the four lists (each once: a free seller can sit in both free
+      lists), at their moved ``d_k = d_k⁰ + Δq Ψ_k``;
+    * the *fixed* ones: every other seller keeps its base class (zero, free or at
+      the cap), so its contribution is a closed form in ``(B, s)`` of the class
+      sums with the movable sellers taken out (``n``, ``Σd``, ``Σd²``, ``ΣΨ``,
+      ``ΣdΨ`` of the free ones; ``Σh``, ``Σh²``, ``Σh r``, ``ΣhΨ`` of the capped).
+
+    Then, as :func:`_weights_eq`: (1) at the base's ``s``, ``B`` with ``Σ a = 1``
+    exactly (the left side is piecewise linear and non-decreasing in ``B``; its
+    kinks are the movable sellers' ``s d_k`` and ``s d_k + h``, located by
+    bisection over them, the root then by interpolation on its piece); (2) the
+    active-set iteration from the classes at that ``B``: with ``M`` the free set and
+    ``U`` the capped one, the closed form (spec §4.1, ``_weights_step``)
+    ``s = √((Σ_U h² + c₁²/|M|)/(μ² − V))``, ``B = (c₁ + s Σ_M d)/|M|`` with
+    ``c₁ = 1 − Σ_U h`` and ``V = Σ_M d² − (Σ_M d)²/|M|``, until the movable
+    sellers' classes repeat. (3) The fixed sellers' classes are certified: the
+    unstored sellers of a list lie beyond its ``(K+1)``-th value ``d_next``, moved
+    by at most ``Δq·Ψ`` with ``Ψ`` in the base's ``[Ψ_min, Ψ_max]``, so none changes
+    class when ``d_next`` moved by the worst such shift does not. The optimum is
+    the unique KKT point, so the certified fixed point is the a-step's solution;
+    the value is the Lagrangian of :func:`range_value_kernel` in closed form.
+    Declines (``ok = False``): no free seller at the solution (a vertex), a
+    certificate that fails, or no fixed point in 40 iterations."""
     fail = (False, 0.0, 0.0, 0.0, 0.0)
     if sm[0] == 0.0:
         return fail
@@ -1184,8 +1100,8 @@ def shifted_value(
     H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
     h, PP, psi_lo, psi_hi, q0 = sm[13], sm[14], sm[15], sm[16], sm[17]
     dq = q_scale - q0
-    r_old = ell_i + q0 * psi_old  # exactly as range_summary computes r_i
-    r_new = ell_i + q_scale * psi_new
+    # seller i out of its base class (classified as range_summary did)
+    r_old = ell_i + q0 * psi_old
     v = A - s * r_old
     d_old = r_old - r0
     if v >= h:
@@ -1193,7 +1109,6 @@ def shifted_value(
         HU2 -= h * h
         HR -= h * r_old
         HP -= h * psi_old
-        cls = 2
     elif v > 0.0:
         n -= 1.0
         S1 -= d_old
@@ -1201,108 +1116,163 @@ def shifted_value(
         P1 -= psi_old
         DP -= d_old * psi_old
         PP -= psi_old * psi_old
-        cls = 1
-    else:
-        cls = 0
-    # every other seller's d moves by Δq·Ψ_k
-    S2 += 2.0 * dq * DP + dq * dq * PP
-    S1 += dq * P1
-    DP += dq * PP
-    HR += dq * HP
+    if dq != 0.0:  # every other seller's d moves by Δq·Ψ_k
+        S2 += 2.0 * dq * DP + dq * dq * PP
+        S1 += dq * P1
+        DP += dq * PP
+        HR += dq * HP
     lo_shift = min(dq * psi_lo, dq * psi_hi)
     hi_shift = max(dq * psi_lo, dq * psi_hi)
-    d_i = r_new - r0
-    flip = np.zeros(4 * K, dtype=np.bool_)
+    # the movable sellers, out of the fixed sums
+    md = np.empty(4 * K + 1)
+    mp = np.empty(4 * K + 1)
+    n_mov = 0
+    free_list = _HEAD + _LIST
+    for lst in range(4):
+        b = _HEAD + lst * _LIST
+        for t in range(K):
+            d0 = sm[b + t]
+            idx = sm[b + 2 * K + t]
+            if idx < 0.0 or not np.isfinite(d0):
+                break
+            if int(idx) == i:
+                continue
+            if lst == 2:  # a free seller stored in both free lists is taken once
+                dup = False
+                for u in range(K):
+                    if sm[free_list + 2 * K + u] == idx:
+                        dup = True
+                        break
+                if dup:
+                    continue
+            p = sm[b + K + t]
+            d = d0 + dq * p
+            md[n_mov] = d
+            mp[n_mov] = p
+            n_mov += 1
+            if lst == 1 or lst == 2:
+                n -= 1.0
+                S1 -= d
+                S2 -= d * d
+                P1 -= p
+                DP -= d * p
+            elif lst == 3:
+                H1 -= h
+                HU2 -= h * h
+                HR -= h * (r0 + d)
+                HP -= h * p
+    md[n_mov] = ell_i + q_scale * psi_new - r0
+    mp[n_mov] = psi_new
+    n_mov += 1
+    # (1) B with Σ a = 1 at the base's s
+    kinks = np.empty(2 * n_mov)
+    for k in range(n_mov):
+        kinks[2 * k] = s * md[k]
+        kinks[2 * k + 1] = s * md[k] + h
+    kinks.sort()
+    lo = 0
+    hi = 2 * n_mov - 1  # g(kinks[lo − 1]) < 0 ≤ g(kinks[hi]) once narrowed
+    g_hi = _moved_excess(kinks[hi], s, md, n_mov, h, n, S1, H1)
+    if g_hi < 0.0:
+        if n < 0.5:
+            return fail
+        B = kinks[hi] - g_hi / n
+    else:
+        g_lo = _moved_excess(kinks[0], s, md, n_mov, h, n, S1, H1)
+        if g_lo >= 0.0:
+            if n < 0.5:
+                return fail
+            B = kinks[0] - g_lo / n
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                g = _moved_excess(kinks[mid], s, md, n_mov, h, n, S1, H1)
+                if g < 0.0:
+                    lo, g_lo = mid, g
+                else:
+                    hi, g_hi = mid, g
+            B = kinks[lo] - g_lo * (kinks[hi] - kinks[lo]) / (g_hi - g_lo)
+    # (2) the active set from the classes at (B, s)
+    cls = np.empty(n_mov, dtype=np.int64)
+    for k in range(n_mov):
+        vk = B - s * md[k]
+        cls[k] = 2 if vk >= h else (1 if vk > 0.0 else 0)
     for _ in range(40):
         n2, S1b, S2b, P1b, DPb = n, S1, S2, P1, DP
         H1b, HU2b, HRb, HPb = H1, HU2, HR, HP
-        for lst in range(4):
-            b = _HEAD + lst * _LIST
-            sgn_m = 1.0 if lst == 0 or lst == 3 else -1.0
-            for t in range(K):
-                if not flip[lst * K + t]:
-                    continue
-                p = sm[b + K + t]
-                d = sm[b + t] + dq * p
-                # Z→M (+M), M→Z (−M), M→U (−M, +U), U→M (−U, +M)
-                n2 += sgn_m
-                S1b += sgn_m * d
-                S2b += sgn_m * d * d
-                P1b += sgn_m * p
-                DPb += sgn_m * d * p
-                if lst == 2 or lst == 3:
-                    sgn_u = 1.0 if lst == 2 else -1.0
-                    H1b += sgn_u * h
-                    HU2b += sgn_u * h * h
-                    HRb += sgn_u * h * (r0 + d)
-                    HPb += sgn_u * h * p
-        if cls == 1:
-            n2 += 1.0
-            S1b += d_i
-            S2b += d_i * d_i
-            P1b += psi_new
-            DPb += d_i * psi_new
-        elif cls == 2:
-            H1b += h
-            HU2b += h * h
-            HRb += h * r_new
-            HPb += h * psi_new
+        for k in range(n_mov):
+            d = md[k]
+            p = mp[k]
+            if cls[k] == 1:
+                n2 += 1.0
+                S1b += d
+                S2b += d * d
+                P1b += p
+                DPb += d * p
+            elif cls[k] == 2:
+                H1b += h
+                HU2b += h * h
+                HRb += h * (r0 + d)
+                HPb += h * p
         if n2 < 0.5:
             return fail
         V = S2b - S1b * S1b / n2
         denom = mu * mu - V
         c1 = 1.0 - H1b
-        if denom <= 0.0:
+        if not denom > 0.0:
             return fail
         s2 = np.sqrt((HU2b + c1 * c1 / n2) / denom)
+        if not s2 > 0.0:
+            return fail
         B = (c1 + s2 * S1b) / n2
-        vi = B - s2 * d_i
-        new_cls = 2 if vi >= h else (1 if vi > 0.0 else 0)
-        same = new_cls == cls
+        same = True
+        for k in range(n_mov):
+            vk = B - s2 * md[k]
+            c = 2 if vk >= h else (1 if vk > 0.0 else 0)
+            if c != cls[k]:
+                cls[k] = c
+                same = False
+        if not same:
+            continue
+        # (3) the fixed sellers keep their classes
         for lst in range(4):
-            b = _HEAD + lst * _LIST
-            for t in range(K):
-                idx = sm[b + 2 * K + t]
-                d0 = sm[b + t]
-                if idx < 0.0 or not np.isfinite(d0) or int(idx) == i:
-                    f = False
-                else:
-                    vt = B - s2 * (d0 + dq * sm[b + K + t])
-                    if lst == 0:
-                        if vt >= h:
-                            return fail  # Z straight to U: not a boundary neighbour
-                        f = vt > 0.0
-                    elif lst == 1:
-                        f = vt <= 0.0
-                    elif lst == 2:
-                        f = vt >= h
-                    else:
-                        if vt <= 0.0:
-                            return fail
-                        f = vt < h
-                if f != flip[lst * K + t]:
-                    same = False
-                    flip[lst * K + t] = f
-            # the unstored sellers of the list: beyond d_next, moved by ≤ the shift
-            nxt = sm[b + 3 * K]
-            if np.isfinite(nxt):
-                if lst == 0 and B - s2 * (nxt + lo_shift) > 0.0:
-                    return fail
-                if lst == 1 and B - s2 * (nxt + hi_shift) <= 0.0:
-                    return fail
-                if lst == 2 and B - s2 * (nxt + lo_shift) >= h:
-                    return fail
-                if lst == 3 and B - s2 * (nxt + hi_shift) < h:
-                    return fail
-        if same:
-            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
-            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
-            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
+            nxt = sm[_HEAD + lst * _LIST + 3 * K]
+            if not np.isfinite(nxt):
+                continue
+            if lst == 0 and B - s2 * (nxt + lo_shift) > 0.0:
                 return fail
-            pa = B * P1b - s2 * DPb + HPb
-            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
-        cls = new_cls
+            if lst == 1 and B - s2 * (nxt + hi_shift) <= 0.0:
+                return fail
+            if lst == 2 and B - s2 * (nxt + lo_shift) >= h:
+                return fail
+            if lst == 3 and B - s2 * (nxt + hi_shift) < h:
+                return fail
+        lin = r0 * c1 + B * S1b - s2 * S2b + HRb
+        sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
+        if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
+            return fail
+        pa = B * P1b - s2 * DPb + HPb
+        return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
     return fail
+
+
+@_jit
+def _moved_excess(
+    B: float,
+    s: float,
+    md: FloatArray,
+    n_mov: int,
+    h: float,
+    n: float,
+    S1: float,
+    H1: float,
+) -> float:
+    """``Σ a − 1`` at ``(B, s)`` for :func:`_summary_update`: the fixed sellers'
+    closed form plus the movable sellers' clipped weights."""
+    tot = H1 + n * B - s * S1 - 1.0
+    for k in range(n_mov):
+        tot += min(max(B - s * md[k], 0.0), h)
+    return tot
 
 
 @_jit

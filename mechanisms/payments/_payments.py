@@ -304,8 +304,11 @@ def myerson_payments(
     verify : {"sample", "all"}
         Which winners' shortcut re-solves are checked against cold full re-solves
         (what :func:`mechanisms.allocate` returns for the changed report). ``"all"``:
-        every one. ``"sample"`` (default): :func:`verification_sample` (about
-        ``√(winners)``, at least ``MIN_VERIFIED``); if any sampled check finds a
+        every one. ``"sample"`` (default): those of ``sellers`` in
+        :func:`verification_sample` of all the base's winners (about
+        ``√(winners)``, at least ``MIN_VERIFIED``), so a seller is checked or not
+        whichever other sellers the call computes (a market paid in parts gets
+        the payments of one call for all); if any sampled check finds a
         mismatch, every other winner is recomputed with the checks on. These
         cross-checks are extra: a shortcut re-solve is used at all only
         when the base allocation is certified and the re-solve carries its own
@@ -334,7 +337,7 @@ def myerson_payments(
         job = dataclasses.replace(job, checkpoint=checkpoint)
     idx = _seller_indices(sellers, job.prob.m)
     if verify == "sample":
-        sample = verification_sample(job.base, idx)
+        sample = verification_sample(job.base, list(range(job.prob.m)))
         job = dataclasses.replace(job, unverified=frozenset(idx) - sample)
     t1 = time.perf_counter()
     run = functools.partial(

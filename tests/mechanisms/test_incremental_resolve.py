@@ -348,6 +348,61 @@ def test_shifted_summary_update_equals_the_full_a_step() -> None:
     assert declined >= 1  # large shifts are declined, not guessed
 
 
+def test_summary_update_with_a_small_free_set() -> None:
+    """With a small ``μ`` almost every weight sits at 0 or at its cap and one to a few
+    are free (``s`` is large: the free band ``k/(m s)`` is narrower than the gaps
+    between the ``r_i``). A raised report then moves the free seller to a bound and
+    another into the free set. The update solves the stored boundary sellers and the
+    seller itself explicitly, so it takes these changes (an active-set iteration on
+    the sums alone passes through an empty free set there) and agrees with the
+    full kernel, at the summary's ``η`` and shifted."""
+    rng = np.random.default_rng(11)
+    done = tried = moved = 0
+    for _ in range(30):
+        m = int(rng.integers(150, 600))
+        ell = rng.uniform(0.2, 1.2, m)
+        psi = rng.uniform(0.0, 2.0, m)
+        eta, kcap = 1.0, float(rng.uniform(2.0, 20.0)) / m
+        mu = float(10 ** rng.uniform(-5.0, -3.0))
+        q = float(rng.uniform(0.05, 1.0))
+        eps_max = np.full(m, np.inf)
+        sm = range_summary(ell, psi, q, eta, kcap, eps_max, mu, 0.0, 0.0)
+        ok0, _, A0, s0, _ = range_value_kernel(
+            ell, psi, q, eta, kcap, eps_max, mu, 0.0, 0.0, 0.0
+        )
+        assert ok0
+        v0 = A0 - s0 * (ell + q * psi)
+        n_free = int(np.count_nonzero((v0 > 0.0) & (v0 < kcap)))
+        assert 1 <= n_free <= 5  # the regime of this test
+        assert sm[0] == 1.0
+        cls0 = np.digitize(v0, [0.0, kcap], right=False)
+        for _ in range(8):
+            i = int(rng.choice(np.flatnonzero(v0 > 0.0)))  # a winner's raise
+            new = psi.copy()
+            new[i] = psi[i] * float(rng.choice([1.01, 1.5, 3.0, 10.0]))
+            q2 = q * (1.0 + float(rng.choice([0.0, 1e-6, -1e-4])))
+            update = one_seller_value if q2 == q else shifted_value
+            tried += 1
+            ok, val, a_mul, s, pa = update(
+                sm, i, float(ell[i]), q2, float(psi[i]), float(new[i]), mu, 0.25
+            )
+            if not ok:
+                continue
+            ref = range_value_kernel(
+                ell, new, q2, eta, kcap, eps_max, mu, 0.25, a_mul, s
+            )
+            assert ref[0]
+            assert val == pytest.approx(ref[1], rel=1e-11, abs=1e-13)
+            assert s == pytest.approx(ref[3], rel=1e-9)
+            assert a_mul == pytest.approx(ref[2], rel=1e-9, abs=1e-13)
+            assert pa == pytest.approx(ref[4], rel=1e-9, abs=1e-13)
+            cls = np.digitize(a_mul - s * (ell + q2 * new), [0.0, kcap], right=False)
+            done += 1
+            moved += int(np.count_nonzero(np.delete(cls != cls0, i)) > 0)
+    assert done >= 0.9 * tried
+    assert moved >= 40  # the free seller or another changed class in many
+
+
 def compare_lean(
     prob: Problem, i: int, factor: float, *, base: Allocation | None = None
 ) -> bool:
