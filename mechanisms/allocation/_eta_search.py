@@ -27,6 +27,10 @@ from mechanisms.allocation._block_solver import (
     fit_strict_w,
     solve_at_eta,
 )
+from mechanisms.allocation._kkt_kernel import (
+    a_block_conditions,
+    logistic_value_derivative,
+)
 from mechanisms.allocation._problem import Problem, utility_derivative
 from mechanisms.allocation._range._candidate_range import (
     CandidateModels,
@@ -568,13 +572,28 @@ def _block_conditions(
         losses = model_losses
     else:
         z = prob.X @ w
-        gw = prob.X.T @ (a * loss.derivative(z, prob.y)) + cfg.lam * w
+        if cfg.loss == "logistic":
+            value, deriv = logistic_value_derivative(z, prob.y)
+        else:
+            value, deriv = loss.value(z, prob.y), loss.derivative(z, prob.y)
+        gw = prob.X.T @ (a * deriv) + cfg.lam * w
         if c is not None:
             gw = gw + c
         if cfg.mode == "strict":
             losses = np.full(prob.m, prob.strict_loss_value)
         else:
-            losses = loss.value(z, prob.y)
+            losses = value
+    if cfg.u == "linear":  # one compiled pass (same classes and formulas as below)
+        dG0 = -cfg.sigma / eta**2
+        if c is not None:
+            dG0 -= float(c @ w) / eta
+        r_a, dG = a_block_conditions(
+            np.ascontiguousarray(losses, dtype=np.float64),
+            np.ascontiguousarray(a, dtype=np.float64), prob.psi, prob.caps(eta),
+            prob.eps_max / eta, cfg.k / prob.m, cfg.gamma, eta, cfg.mu, dG0,
+            A_ZERO, EPS_CAP_RTOL,
+        )  # fmt: skip
+        return float(np.linalg.norm(gw)), float(r_a), float(dG)
     norm_a = float(np.linalg.norm(a))
     upsi = prob.psi * utility_derivative(eta * a, cfg)
     g = losses + cfg.gamma * eta * upsi + (cfg.mu * a / norm_a if norm_a > 0 else 0.0)

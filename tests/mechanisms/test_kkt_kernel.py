@@ -1,0 +1,81 @@
+"""The compiled a- and η-block conditions equal the NumPy ones.
+
+:func:`mechanisms.allocation._eta_search._block_conditions` runs one compiled pass for
+the linear utility (:mod:`mechanisms.allocation._kkt_kernel`) and NumPy for the power
+utility. With ``u(ε) = ε¹`` the power utility is the linear one (``u' = 1``), so the
+two paths must give the same residuals and profile slope, on weights built to hit
+every class: free, at zero, at the ``k/m`` cap, held by ``ε_i^max``, at the kink where
+both caps bind, pinned at a zero cap, and with no free weight at all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from learners.losses import LogisticLoss
+from mechanisms import MechanismConfig
+from mechanisms.allocation._block_solver import BlockSolution
+from mechanisms.allocation._eta_search import _block_conditions
+from mechanisms.allocation._kkt_kernel import logistic_value_derivative
+from mechanisms.allocation._problem import Problem
+
+
+def _case(seed: int, free: bool, mode: str) -> tuple[Problem, Problem, BlockSolution]:
+    rng = np.random.default_rng(seed)
+    m, d = int(rng.integers(40, 200)), 3
+    X = rng.normal(size=(m, d))
+    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    psi = rng.uniform(0.1, 3.0, m)
+    k, eta = 5.0, float(rng.uniform(0.5, 2.0))
+    kcap = k / m
+    eps_max = np.full(m, np.inf)
+    held = rng.choice(m, m // 5, replace=False)
+    eps_max[held] = rng.uniform(0.2, 0.9, held.size) * kcap * eta  # binding caps
+    eps_max[held[:3]] = kcap * eta * (1.0 + 1e-12)  # the kink: both caps bind
+    eps_max[held[3]] = 0.0  # pinned at a zero cap
+    cfg = MechanismConfig(
+        gamma=float(rng.uniform(0.1, 2.0)), lam=0.1, mu=float(rng.uniform(0.1, 3.0)),
+        sigma=float(10 ** rng.uniform(-1.0, 3.0)), k=k, mode=mode,
+    )  # fmt: skip
+    caps = np.minimum(kcap, eps_max / eta)
+    a = np.where(rng.random(m) < 0.4, 0.0, caps)  # at zero or at a cap
+    if free:
+        inner = rng.choice(np.flatnonzero(caps > 0), 7, replace=False)
+        a[inner] = caps[inner] * rng.uniform(0.2, 0.8, inner.size)
+    a[held[3]] = 0.0
+    w = rng.normal(size=d)
+    sol = BlockSolution(eta, w, a, 0.0, 1.0, 1, True, None)
+    linear = Problem(X, y, psi, eps_max, cfg)
+    power = Problem(X, y, psi, eps_max, cfg.with_(u="power", u_power=1.0))
+    return linear, power, sol
+
+
+@pytest.mark.parametrize("mode", ["default", "strict"])
+@pytest.mark.parametrize("free", [True, False])
+@pytest.mark.parametrize("seed", range(8))
+def test_compiled_block_conditions_equal_numpy(
+    seed: int, free: bool, mode: str
+) -> None:
+    linear, power, sol = _case(seed, free, mode)
+    got = _block_conditions(linear, sol, None)
+    ref = _block_conditions(power, sol, None)
+    assert got[0] == pytest.approx(ref[0], rel=1e-12)
+    assert got[1] == pytest.approx(ref[1], rel=1e-10, abs=1e-14)
+    assert got[2] == pytest.approx(ref[2], rel=1e-10, abs=1e-12)
+    assert ref[1] > 1e-3  # weights not at an optimum: the residual is exercised
+    losses = LogisticLoss().value(linear.X @ sol.w, linear.y)
+    got_m = _block_conditions(linear, sol, losses)
+    ref_m = _block_conditions(power, sol, losses)
+    assert got_m[1] == pytest.approx(ref_m[1], rel=1e-10, abs=1e-14)
+    assert got_m[2] == pytest.approx(ref_m[2], rel=1e-10, abs=1e-12)
+
+
+def test_logistic_value_and_derivative_equal_the_loss() -> None:
+    rng = np.random.default_rng(0)
+    z = np.concatenate([rng.normal(scale=5.0, size=500), [0.0, 40.0, -40.0, 800.0]])
+    y = np.where(rng.random(z.size) < 0.5, -1.0, 1.0)
+    value, deriv = logistic_value_derivative(z, y)
+    loss = LogisticLoss()
+    np.testing.assert_allclose(value, loss.value(z, y), rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(deriv, loss.derivative(z, y), rtol=1e-14, atol=1e-300)
