@@ -1022,8 +1022,15 @@ def one_seller_value(
     """``(ok, value, A, s, Ψᵀa)`` as :func:`range_value_kernel` for the problem
     summarised by :func:`range_summary` (same ``ℓ``, ``q_scale``, ``η``) with seller
     ``i``'s ``Ψ_i`` changed from ``psi_old`` to ``psi_new``; ``ok = False`` when the
-    update cannot certify the active set (then run the kernel). The update of
-    :func:`_summary_update` with no shift."""
+    update cannot certify the active set (then run the kernel).
+
+    First by the sums alone (:func:`_prefix_update`, a few O(1) steps), and where
+    that declines by :func:`_summary_update` (O(K): the stored sellers solved for
+    explicitly), which also takes the changes through an empty free set. Both
+    return the a-step's unique solution; only the summation order differs."""
+    got = _prefix_update(sm, i, ell_i, q_scale, psi_old, psi_new, mu, const)
+    if got[0]:
+        return got
     return _summary_update(sm, i, ell_i, q_scale, psi_old, psi_new, mu, const)
 
 
@@ -1045,9 +1052,302 @@ def shifted_value(
     Every other seller's ``r_k`` moves by ``Δq·Ψ_k`` (``Δq = q_scale − q₀``), so the
     class sums follow in closed form from the summary's (``Σd + ΔqΣΨ``,
     ``Σd² + 2ΔqΣdΨ + Δq²ΣΨ²``, …) and the stored boundary sellers are solved for at
-    their moved ``r`` (:func:`_summary_update`). ``(ok, value, A, s, Ψᵀa)`` as
+    their moved ``r`` (:func:`_prefix_shifted`, else :func:`_summary_update`, as
+    :func:`one_seller_value`). ``(ok, value, A, s, Ψᵀa)`` as
     :func:`range_value_kernel`."""
+    got = _prefix_shifted(sm, i, ell_i, q_scale, psi_old, psi_new, mu, const)
+    if got[0]:
+        return got
     return _summary_update(sm, i, ell_i, q_scale, psi_old, psi_new, mu, const)
+
+
+@_jit
+def _prefix_update(
+    sm: FloatArray,
+    i: int,
+    ell_i: float,
+    q_scale: float,
+    psi_old: float,
+    psi_new: float,
+    mu: float,
+    const: float,
+) -> tuple[bool, float, float, float, float]:
+    """:func:`one_seller_value` by the sums alone: the stored sellers that change
+    class are a prefix of each boundary list (equal caps: the classes are monotone
+    in ``r``), added to or taken from the sums until the prefixes repeat. A few
+    O(1) steps; declines where the free set empties on the way or more than K
+    sellers of a list would move (then :func:`_summary_update`)."""
+    fail = (False, 0.0, 0.0, 0.0, 0.0)
+    if sm[0] == 0.0:
+        return fail
+    K = K_NEAR
+    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
+    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
+    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
+    h = sm[13]
+    r_old = ell_i + q_scale * psi_old  # exactly as range_summary computes r_i
+    r_new = ell_i + q_scale * psi_new
+    v = A - s * r_old
+    d_old = r_old - r0
+    if v >= h:
+        H1 -= h
+        HU2 -= h * h
+        HR -= h * r_old
+        HP -= h * psi_old
+        cls = 2
+    elif v > 0.0:
+        n -= 1.0
+        S1 -= d_old
+        S2 -= d_old * d_old
+        P1 -= psi_old
+        DP -= d_old * psi_old
+        cls = 1
+    else:
+        cls = 0
+    d_i = r_new - r0
+    moved = np.zeros(4, dtype=np.int64)  # prefix of each list that changed class
+    for _ in range(40):
+        n2, S1b, S2b, P1b, DPb = n, S1, S2, P1, DP
+        H1b, HU2b, HRb, HPb = H1, HU2, HR, HP
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            for t in range(moved[lst]):
+                if int(sm[b + 2 * K + t]) == i:
+                    continue
+                d = sm[b + t]
+                p = sm[b + K + t]
+                # Z→M (+M), M→Z (−M), M→U (−M, +U), U→M (−U, +M)
+                sgn_m = 1.0 if lst == 0 or lst == 3 else -1.0
+                n2 += sgn_m
+                S1b += sgn_m * d
+                S2b += sgn_m * d * d
+                P1b += sgn_m * p
+                DPb += sgn_m * d * p
+                if lst == 2 or lst == 3:
+                    sgn_u = 1.0 if lst == 2 else -1.0
+                    H1b += sgn_u * h
+                    HU2b += sgn_u * h * h
+                    HRb += sgn_u * h * (r0 + d)
+                    HPb += sgn_u * h * p
+        if cls == 1:
+            n2 += 1.0
+            S1b += d_i
+            S2b += d_i * d_i
+            P1b += psi_new
+            DPb += d_i * psi_new
+        elif cls == 2:
+            H1b += h
+            HU2b += h * h
+            HRb += h * r_new
+            HPb += h * psi_new
+        if n2 < 0.5:
+            return fail
+        V = S2b - S1b * S1b / n2
+        denom = mu * mu - V
+        c1 = 1.0 - H1b
+        if denom <= 0.0:
+            return fail
+        s2 = np.sqrt((HU2b + c1 * c1 / n2) / denom)
+        B = (c1 + s2 * S1b) / n2
+        # re-classify seller i and the stored sellers nearest each boundary
+        vi = B - s2 * d_i
+        new_cls = 2 if vi >= h else (1 if vi > 0.0 else 0)
+        new_moved = np.zeros(4, dtype=np.int64)
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            t = 0
+            while t < K:
+                d = sm[b + t]
+                if not np.isfinite(d):
+                    break
+                vt = B - s2 * d
+                if lst == 0:
+                    flips = vt > 0.0
+                    if vt >= h:
+                        return fail  # Z straight to U: not a boundary neighbour
+                elif lst == 1:
+                    flips = vt <= 0.0
+                elif lst == 2:
+                    flips = vt >= h
+                else:
+                    flips = vt < h
+                    if vt <= 0.0:
+                        return fail
+                if not flips:
+                    break
+                t += 1
+            if t == K:
+                nxt = sm[b + 3 * K]
+                if np.isfinite(nxt):
+                    vt = B - s2 * nxt
+                    if (
+                        (lst == 0 and vt > 0.0)
+                        or (lst == 1 and vt <= 0.0)
+                        or (lst == 2 and vt >= h)
+                        or (lst == 3 and vt < h)
+                    ):
+                        return fail  # more than K would move
+            new_moved[lst] = t
+        same = new_cls == cls
+        for lst in range(4):
+            if new_moved[lst] != moved[lst]:
+                same = False
+        if same:
+            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
+            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
+            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
+                return fail
+            pa = B * P1b - s2 * DPb + HPb
+            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
+        cls = new_cls
+        for lst in range(4):
+            moved[lst] = new_moved[lst]
+    return fail
+
+
+@_jit
+def _prefix_shifted(
+    sm: FloatArray,
+    i: int,
+    ell_i: float,
+    q_scale: float,
+    psi_old: float,
+    psi_new: float,
+    mu: float,
+    const: float,
+) -> tuple[bool, float, float, float, float]:
+    """:func:`shifted_value` by the sums alone (as :func:`_prefix_update`, every
+    stored seller re-classified at its moved ``r``; the unstored ones of a list lie
+    beyond its ``(K+1)``-th value ``d_next``, moved by at most ``Δq·Ψ`` with ``Ψ`` in
+    the base's ``[Ψ_min, Ψ_max]``). Declines as :func:`_prefix_update`."""
+    fail = (False, 0.0, 0.0, 0.0, 0.0)
+    if sm[0] == 0.0:
+        return fail
+    K = K_NEAR
+    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
+    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
+    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
+    h, PP, psi_lo, psi_hi, q0 = sm[13], sm[14], sm[15], sm[16], sm[17]
+    dq = q_scale - q0
+    r_old = ell_i + q0 * psi_old  # exactly as range_summary computes r_i
+    r_new = ell_i + q_scale * psi_new
+    v = A - s * r_old
+    d_old = r_old - r0
+    if v >= h:
+        H1 -= h
+        HU2 -= h * h
+        HR -= h * r_old
+        HP -= h * psi_old
+        cls = 2
+    elif v > 0.0:
+        n -= 1.0
+        S1 -= d_old
+        S2 -= d_old * d_old
+        P1 -= psi_old
+        DP -= d_old * psi_old
+        PP -= psi_old * psi_old
+        cls = 1
+    else:
+        cls = 0
+    # every other seller's d moves by Δq·Ψ_k
+    S2 += 2.0 * dq * DP + dq * dq * PP
+    S1 += dq * P1
+    DP += dq * PP
+    HR += dq * HP
+    lo_shift = min(dq * psi_lo, dq * psi_hi)
+    hi_shift = max(dq * psi_lo, dq * psi_hi)
+    d_i = r_new - r0
+    flip = np.zeros(4 * K, dtype=np.bool_)
+    for _ in range(40):
+        n2, S1b, S2b, P1b, DPb = n, S1, S2, P1, DP
+        H1b, HU2b, HRb, HPb = H1, HU2, HR, HP
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            sgn_m = 1.0 if lst == 0 or lst == 3 else -1.0
+            for t in range(K):
+                if not flip[lst * K + t]:
+                    continue
+                p = sm[b + K + t]
+                d = sm[b + t] + dq * p
+                # Z→M (+M), M→Z (−M), M→U (−M, +U), U→M (−U, +M)
+                n2 += sgn_m
+                S1b += sgn_m * d
+                S2b += sgn_m * d * d
+                P1b += sgn_m * p
+                DPb += sgn_m * d * p
+                if lst == 2 or lst == 3:
+                    sgn_u = 1.0 if lst == 2 else -1.0
+                    H1b += sgn_u * h
+                    HU2b += sgn_u * h * h
+                    HRb += sgn_u * h * (r0 + d)
+                    HPb += sgn_u * h * p
+        if cls == 1:
+            n2 += 1.0
+            S1b += d_i
+            S2b += d_i * d_i
+            P1b += psi_new
+            DPb += d_i * psi_new
+        elif cls == 2:
+            H1b += h
+            HU2b += h * h
+            HRb += h * r_new
+            HPb += h * psi_new
+        if n2 < 0.5:
+            return fail
+        V = S2b - S1b * S1b / n2
+        denom = mu * mu - V
+        c1 = 1.0 - H1b
+        if denom <= 0.0:
+            return fail
+        s2 = np.sqrt((HU2b + c1 * c1 / n2) / denom)
+        B = (c1 + s2 * S1b) / n2
+        vi = B - s2 * d_i
+        new_cls = 2 if vi >= h else (1 if vi > 0.0 else 0)
+        same = new_cls == cls
+        for lst in range(4):
+            b = _HEAD + lst * _LIST
+            for t in range(K):
+                idx = sm[b + 2 * K + t]
+                d0 = sm[b + t]
+                if idx < 0.0 or not np.isfinite(d0) or int(idx) == i:
+                    f = False
+                else:
+                    vt = B - s2 * (d0 + dq * sm[b + K + t])
+                    if lst == 0:
+                        if vt >= h:
+                            return fail  # Z straight to U: not a boundary neighbour
+                        f = vt > 0.0
+                    elif lst == 1:
+                        f = vt <= 0.0
+                    elif lst == 2:
+                        f = vt >= h
+                    else:
+                        if vt <= 0.0:
+                            return fail
+                        f = vt < h
+                if f != flip[lst * K + t]:
+                    same = False
+                    flip[lst * K + t] = f
+            # the unstored sellers of the list: beyond d_next, moved by ≤ the shift
+            nxt = sm[b + 3 * K]
+            if np.isfinite(nxt):
+                if lst == 0 and B - s2 * (nxt + lo_shift) > 0.0:
+                    return fail
+                if lst == 1 and B - s2 * (nxt + hi_shift) <= 0.0:
+                    return fail
+                if lst == 2 and B - s2 * (nxt + lo_shift) >= h:
+                    return fail
+                if lst == 3 and B - s2 * (nxt + hi_shift) < h:
+                    return fail
+        if same:
+            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
+            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
+            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
+                return fail
+            pa = B * P1b - s2 * DPb + HPb
+            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
+        cls = new_cls
+    return fail
 
 
 @_jit
@@ -1128,6 +1428,7 @@ def _summary_update(
     mp = np.empty(4 * K + 1)
     n_mov = 0
     free_list = _HEAD + _LIST
+    overlap = sm[4] < 2 * K + 1  # the free lists hold the same sellers
     for lst in range(4):
         b = _HEAD + lst * _LIST
         for t in range(K):
@@ -1137,7 +1438,7 @@ def _summary_update(
                 break
             if int(idx) == i:
                 continue
-            if lst == 2:  # a free seller stored in both free lists is taken once
+            if lst == 2 and overlap:  # a free seller in both free lists: taken once
                 dup = False
                 for u in range(K):
                     if sm[free_list + 2 * K + u] == idx:
