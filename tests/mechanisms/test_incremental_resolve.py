@@ -521,6 +521,28 @@ def test_lean_resolves_with_summary_updates_equal_cold_solves(
     assert used[True] >= 20, used
 
 
+def test_lean_resolves_where_no_weight_is_near_its_cap() -> None:
+    """A large ``μ`` spreads the weights (each far below ``1`` and below ``k/m > 1``)
+    and makes ``s = ‖a‖/μ`` small. The O(1) KKT bound scales the a-step's rounding by
+    the largest possible weight over ``s``: bounded by ``k/m`` it exceeded the
+    tolerance and every re-solve ran the full path; bounded by ``A − s r_min`` (the
+    model's least loss, the least ``Ψ``) it certifies them, and they equal the cold
+    solves (``compare_lean`` also checks that the bound holds)."""
+    prob = dataclasses.replace(
+        auto_instance(3, 120, capped=False), cfg=AUTO.with_(mu=1e4, k=600.0)
+    )
+    base = solve_allocation(prob)
+    assert base.certificate.rule == "candidate_models"
+    res = range_resolver(prob, base)
+    assert res is not None
+    rng = np.random.default_rng(2)
+    taken = 0
+    for i in rng.choice(np.flatnonzero(base.weights > 0), size=4, replace=False):
+        for factor in (1.02, 1.5, 3.0):
+            taken += compare_lean(prob, int(i), factor, base=base)
+    assert taken == 12
+
+
 def test_lean_resolve_declines_a_lower_report() -> None:
     """A lower ``Ψ_i`` than the base's is not a payment sweep's re-solve (the seed's
     bounds need ``Ψ ≥ Ψ_base``): the lean path declines and the full path runs."""

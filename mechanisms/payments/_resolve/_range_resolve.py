@@ -26,7 +26,10 @@ of the a-step, ``_weights_step``): at ``a = clip(A − s r, 0, h)`` the gradient
 a-block is ``g_k = r_k + μ a_k/‖a‖``; with the multiplier ``τ = A/s`` a free seller has
 ``g_k − τ = (ρ − 1) a_k/s`` (``ρ = μs/‖a‖``), a seller at 0 has ``g_k = r_k ≥ τ``, and
 one at its cap ``h_k ≤ A − s r_k`` has ``g_k − τ ≤ (ρ − 1) h_k/s``: the residual is at
-most ``|ρ − 1|·max h/s/(1 + |τ|)``. Every evaluation (the compiled a-step or the
+most ``|ρ − 1|·a_max/s/(1 + |τ|)`` with ``a_max`` a bound on every weight:
+``min(1, k/m, A − s r_min)``, where ``r_min = min_k ℓ_jk + γη·min Ψ`` (the model's
+least loss, computed once per base, and the least virtual cost, which a re-solve does
+not lower) bounds every ``a_k ≤ A − s r_k`` from above. Every evaluation (the compiled a-step or the
 one-seller update) is accepted only with ``|‖a‖ − μs| ≤ 1e-9·max(1, μs)``, which bounds
 ``|ρ − 1|``. The ``η``-block residual is ``|∂G/∂η|·η/(1 + |G|)`` with
 ``∂G/∂η = γΨᵀa − σ/η²`` — the point's slope — where no ``ε_k^max`` binds at ``η``;
@@ -148,6 +151,9 @@ class RangeResolver(ActiveSignatures):
     consts: SearchConsts
     compiled: CompiledResolve | None = None
     _signature: bytes | None = None
+    # per model its least loss, and the least virtual cost (the weight bound of _kkt)
+    loss_floor: FloatArray | None = None
+    psi_floor: float = -np.inf
     # per thread (sellers may run in threads of one process, e.g. Dask's): a copy of
     # the base Ψ with one entry changed during a re-solve
     _local: threading.local = dataclasses.field(default_factory=threading.local)
@@ -228,7 +234,11 @@ class RangeResolver(ActiveSignatures):
             norm_lo = ms - tol
             if norm_lo > 0.0:
                 tau = st.A / st.s
-                r_a = (tol / norm_lo) * (c.kcap / st.s) / (1.0 + abs(tau))
+                a_max = min(c.kcap, 1.0)
+                if self.loss_floor is not None and np.isfinite(self.psi_floor):
+                    r_min = self.loss_floor[pt.j] + cfg.gamma * eta * self.psi_floor
+                    a_max = min(a_max, max(st.A - st.s * float(r_min), 0.0))
+                r_a = (tol / norm_lo) * (a_max / st.s) / (1.0 + abs(tau))
                 return max(r_a, eta_residual(pt.slope, eta, lo, hi, pt.value))
         # The O(m) residuals of the full path.
         a = weights(pt)
@@ -289,6 +299,9 @@ def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:
         compiled = cached.compiled
     else:
         compiled = compiled_resolve(prob, models, seed, consts)
-    out = RangeResolver(prob, base, models, seed, bounds, consts, compiled)
+    out = RangeResolver(
+        prob, base, models, seed, bounds, consts, compiled,
+        loss_floor=np.min(models.losses, axis=1), psi_floor=float(np.min(seed.psi)),
+    )  # fmt: skip
     seed.cache.resolver = out
     return out
