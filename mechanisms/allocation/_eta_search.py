@@ -556,20 +556,33 @@ def profile_slope(prob: Problem, sol: BlockSolution) -> float:
     """``dP/dη`` of the profile ``P(η) = min_{(w,a)} G`` at a block solution (the
     envelope theorem: ``∂G/∂η`` plus the multipliers of the ``ε^max`` caps that hold
     sellers, ``Σ ν_i a_i/η``; :func:`kkt_residuals`)."""
-    return _block_conditions(prob, sol, None)[2]
+    return _block_conditions(prob, sol, None, with_gradient=False)[2]
 
 
 def _block_conditions(
-    prob: Problem, sol: BlockSolution, model_losses: FloatArray | None
+    prob: Problem,
+    sol: BlockSolution,
+    model_losses: FloatArray | None,
+    *,
+    with_gradient: bool = True,
 ) -> tuple[float, float, float]:
     """``(‖∇_w G‖, relative a-residual, dP/dη)`` at ``sol`` (:func:`kkt_residuals`;
-    at a kink of ``P``, the element of ``[P'(η−), P'(η+)]`` nearest 0)."""
+    at a kink of ``P``, the element of ``[P'(η−), P'(η+)]`` nearest 0). Without
+    ``with_gradient`` the first entry is 0 and the losses the solver kept with
+    ``sol`` are used (no pass over ``X``)."""
     cfg, loss = prob.cfg, prob.loss
     w, a, eta = sol.w, sol.a, sol.eta
     c = prob.linear_term(eta)
     if model_losses is not None:
         gw = np.zeros(1)
         losses = model_losses
+    elif not with_gradient and (sol.losses is not None or cfg.mode == "strict"):
+        gw = np.zeros(1)
+        if cfg.mode == "strict":
+            losses = np.full(prob.m, prob.strict_loss_value)
+        else:
+            assert sol.losses is not None
+            losses = sol.losses
     else:
         z = prob.X @ w
         if cfg.loss == "logistic":

@@ -15,8 +15,8 @@ import pytest
 
 from learners.losses import LogisticLoss
 from mechanisms import MechanismConfig
-from mechanisms.allocation._block_solver import BlockSolution
-from mechanisms.allocation._eta_search import _block_conditions
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._eta_search import _block_conditions, profile_slope
 from mechanisms.allocation._kkt_kernel import logistic_value_derivative
 from mechanisms.allocation._problem import Problem
 
@@ -79,3 +79,17 @@ def test_logistic_value_and_derivative_equal_the_loss() -> None:
     loss = LogisticLoss()
     np.testing.assert_allclose(value, loss.value(z, y), rtol=1e-14, atol=1e-300)
     np.testing.assert_allclose(deriv, loss.derivative(z, y), rtol=1e-14, atol=1e-300)
+
+
+def test_profile_slope_from_the_solvers_losses() -> None:
+    """The η polish's ``dP/dη`` uses the losses the Newton solver kept with its
+    solution (no pass over ``X``): the same slope and a-residual as from ``X w``."""
+    linear, _, sol = _case(3, True, "default")
+    solved = solve_at_eta(linear, sol.eta, w0=sol.w, a0=sol.a)
+    assert solved.losses is not None
+    full = _block_conditions(linear, solved, None)
+    lean = _block_conditions(linear, solved, None, with_gradient=False)
+    assert lean[0] == 0.0
+    assert lean[1] == pytest.approx(full[1], rel=1e-9, abs=1e-14)
+    assert lean[2] == pytest.approx(full[2], rel=1e-9, abs=1e-12)
+    assert profile_slope(linear, solved) == lean[2]
