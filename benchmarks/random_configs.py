@@ -17,8 +17,11 @@ configuration of ``benchmarks/allocation_speed.py`` (``WBC_CFG``):
   training split (m = 399, d = 31), best of ``--repeat``, interleaved, in one process.
 - ``big``: the same at ``m = --big-m``, ``d = 20`` (``make_synthetic``), one run each.
 - ``pay``: payments per seller / ``allocate`` at ``m = --pay-m`` (``d = 20``) on the
-  default process pool, for a random sample of ``--pay-sample`` sellers: the all-seller
-  wall time is estimated as ``mean CPU seconds per seller × m / workers``.
+  default process pool: all sellers (``--pay-sample 0``, the default; wall time), or
+  an estimate from a random sample of ``--pay-sample`` sellers, ``mean seconds per
+  seller × m / workers``. The estimate is an upper one, often by far: every chunk of
+  the pool pays its own setup (unpickling the job, building the re-solver's caches),
+  which a sample spreads over a few sellers and a whole market over thousands.
 - ``wbc_pay``: all Wisconsin payments (every seller, default pool, wall) / one
   ``allocate``.
 
@@ -160,7 +163,7 @@ def pay_rows(
             lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), 2
         )
         sel = None
-        if sample is not None and sample < m:
+        if sample and sample < m:
             sel = np.sort(rng.choice(m, size=sample, replace=False))
         t0 = time.perf_counter()
         pay = myerson_payments(
@@ -201,7 +204,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--big-m", type=int, default=1_000_000)
     ap.add_argument("--pay-m", type=int, default=10_000)
-    ap.add_argument("--pay-sample", type=int, default=16)
+    ap.add_argument(
+        "--pay-sample", type=int, default=0,
+        help="estimate payments from this many sampled sellers (0: all sellers)",
+    )
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument(
         "--mode", choices=["default", "strict"], default=None,
