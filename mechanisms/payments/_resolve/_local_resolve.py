@@ -127,7 +127,13 @@ def local_resolve(
     floor = float(others.min()) if others.size else np.inf
     # Upper bound on P_j*: G at the base's grid solution with the new Ψ; re-solve
     # at η_j* only when that bound is not already below every other cell's floor.
-    upper = search_value(prob, w_j, a_j, float(grid[j]))
+    # G is affine in Ψ (linear u: the privacy term is γηΨᵀa), so from the base's
+    # value there it is one dot product instead of a pass over X.
+    upper = float(prof.grid_values[j]) + cfg.gamma * float(grid[j]) * float(
+        a_j @ (prob.psi - base.virtual_costs)
+    )
+    if not np.isfinite(upper):
+        upper = search_value(prob, w_j, a_j, float(grid[j]))
     n_iter = 0
     if not upper < floor - MARGIN * (1.0 + abs(upper)):
         at_j = solve_at_eta(prob, float(grid[j]), w0=w_j, a0=a_j, tol=GRID_TOL)
