@@ -50,6 +50,7 @@ class BlockSolution:
     converged: bool
     state: WeightsStepState | None
     losses: FloatArray | None = None  # ℓ(Xw) per record, where the solver had it
+    gradient: FloatArray | None = None  # ∇_w G at (w, a), where the solver had it
 
 
 def weights_step(
@@ -139,7 +140,7 @@ def solve_at_eta(
         g_value = value if c is None else value - float(c @ w)
         return BlockSolution(
             eta, w, sol.a, g_value, value, sol.iterations, sol.converged, sol.state,
-            sol.losses,
+            sol.losses, sol.gradient,
         )  # fmt: skip
     w, a = np.array(w0, dtype=float), a0
     best_val, prev = np.inf, np.inf

@@ -569,7 +569,8 @@ def _block_conditions(
     """``(‖∇_w G‖, relative a-residual, dP/dη)`` at ``sol`` (:func:`kkt_residuals`;
     at a kink of ``P``, the element of ``[P'(η−), P'(η+)]`` nearest 0). Without
     ``with_gradient`` the first entry is 0 and the losses the solver kept with
-    ``sol`` are used (no pass over ``X``)."""
+    ``sol`` are used (no pass over ``X``); with it, the solver's gradient and losses
+    where it kept both."""
     cfg, loss = prob.cfg, prob.loss
     w, a, eta = sol.w, sol.a, sol.eta
     c = prob.linear_term(eta)
@@ -583,6 +584,9 @@ def _block_conditions(
         else:
             assert sol.losses is not None
             losses = sol.losses
+    elif sol.losses is not None and sol.gradient is not None and cfg.mode != "strict":
+        # the Newton solver's ∇F(w) = ∇_w G(w, a*(w)) and ℓ(Xw): no pass over X
+        gw, losses = sol.gradient, sol.losses
     else:
         z = prob.X @ w
         if cfg.loss == "logistic":

@@ -171,7 +171,15 @@ def _logistic_point(
     lam: float,
     const: float,
 ) -> tuple[
-    bool, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, float, float
+    bool,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    float,
+    float,
+    float,
 ]:
     """One evaluation of ``F`` for the logistic loss in one compiled call:
     ``(ok, ℓ, ℓ', ℓ'', r, a, A, s, F)`` with :func:`_logistic_pass`'s loss pass, the
@@ -661,8 +669,9 @@ def _rounding_accept(
 
 class NewtonSolution(NamedTuple):
     """What :func:`newton_reduced` returns: the minimiser ``w``, ``a*(w)`` and its
-    multipliers, the iterations, whether ``‖∇F‖`` met the tolerance, ``F(w)``, and the
-    per-record losses ``ℓ(Xw)`` (the candidate range keeps them, one pass fewer)."""
+    multipliers, the iterations, whether ``‖∇F‖`` met the tolerance, ``F(w)``, the
+    per-record losses ``ℓ(Xw)`` (the candidate range keeps them, one pass fewer) and
+    ``∇F(w)`` (the KKT check's ``∇_w G``, by the envelope theorem)."""
 
     w: FloatArray
     a: FloatArray
@@ -671,6 +680,7 @@ class NewtonSolution(NamedTuple):
     converged: bool
     value: float
     losses: FloatArray
+    gradient: FloatArray
 
 
 def newton_reduced(
@@ -708,7 +718,7 @@ def newton_reduced(
         g = _gradient(prob, eta, p)
         gnorm = _norm(g)
         if gnorm <= gtol * (1.0 + _norm(p.w)):
-            return NewtonSolution(p.w, p.a, p.state, it, True, p.value, p.losses)
+            return NewtonSolution(p.w, p.a, p.state, it, True, p.value, p.losses, g)
         if it == max_iter:
             break
         H = _hessian(prob, eta, p, caps)
@@ -740,9 +750,11 @@ def newton_reduced(
                 break
             if radius <= 1e-12 * (1.0 + _norm(p.w)):
                 # No representable descent: F is flat here to machine precision.
-                return NewtonSolution(p.w, p.a, p.state, it, False, p.value, p.losses)
+                return NewtonSolution(
+                    p.w, p.a, p.state, it, False, p.value, p.losses, g
+                )
         p = q
-    return NewtonSolution(p.w, p.a, p.state, max_iter, False, p.value, p.losses)
+    return NewtonSolution(p.w, p.a, p.state, max_iter, False, p.value, p.losses, g)
 
 
 MAX_DOUBLINGS = 30  # internal doublings of the radius per iteration

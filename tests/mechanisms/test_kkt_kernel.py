@@ -10,6 +10,8 @@ both caps bind, pinned at a zero cap, and with no free weight at all.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -93,3 +95,18 @@ def test_profile_slope_from_the_solvers_losses() -> None:
     assert lean[1] == pytest.approx(full[1], rel=1e-9, abs=1e-14)
     assert lean[2] == pytest.approx(full[2], rel=1e-9, abs=1e-12)
     assert profile_slope(linear, solved) == lean[2]
+
+
+def test_block_conditions_from_the_solvers_gradient() -> None:
+    """The KKT check takes ``∇_w G`` from the Newton solver's final ``∇F(w)`` (the
+    envelope theorem) where it kept one: the same residuals as from ``X``."""
+    linear, _, sol = _case(5, True, "default")
+    solved = solve_at_eta(linear, sol.eta, w0=sol.w, a0=sol.a, tol=1e-3)
+    assert solved.gradient is not None
+    recomputed = dataclasses.replace(solved, gradient=None, losses=None)
+    got = _block_conditions(linear, solved, None)
+    ref = _block_conditions(linear, recomputed, None)
+    assert ref[0] > 0.0  # a loose tolerance: the gradient is not zero
+    assert got[0] == pytest.approx(ref[0], rel=1e-8, abs=1e-13)
+    assert got[1] == pytest.approx(ref[1], rel=1e-9, abs=1e-14)
+    assert got[2] == pytest.approx(ref[2], rel=1e-9, abs=1e-12)

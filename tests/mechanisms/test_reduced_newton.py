@@ -98,7 +98,7 @@ def test_cholesky_solve_agrees_with_lapack_and_refuses_indefinite() -> None:
 def test_newton_converges_to_a_stationary_point() -> None:
     prob = _problem(5000, 10, 6)
     eta = 3.0
-    w, a, state, _, converged, value, losses = rn.newton_reduced(
+    w, a, state, _, converged, value, losses, gradient = rn.newton_reduced(
         prob, eta, w0=np.zeros(10), state=None, gtol=1e-9, max_iter=200,
         a0=np.full(5000, 1.0 / 5000),
     )  # fmt: skip
@@ -109,6 +109,13 @@ def test_newton_converges_to_a_stationary_point() -> None:
     assert np.linalg.norm(g) <= 1e-9 * (1 + np.linalg.norm(w))
     np.testing.assert_allclose(p.value, value, rtol=1e-12)
     np.testing.assert_allclose(losses, prob.loss.value(prob.X @ w, prob.y), rtol=1e-13)
+    # the gradient returned is ∇F at the returned w, as X recomputes it
+    a_star = np.asarray(p.a)
+    direct = (
+        prob.X.T @ (a_star * prob.loss.derivative(prob.X @ w, prob.y))
+        + prob.cfg.lam * w
+    )
+    np.testing.assert_allclose(gradient, direct, rtol=1e-6, atol=1e-12)
     assert abs(a.sum() - 1.0) < 1e-9
     assert np.all(a <= caps + 1e-15)
 

@@ -303,7 +303,7 @@ def _extrapolated_solve(
     )  # fmt: skip
     return BlockSolution(
         eta, sol.w, sol.a, sol.value, sol.value, sol.iterations, sol.converged,
-        sol.state, sol.losses,
+        sol.state, sol.losses, sol.gradient,
     )  # fmt: skip
 
 
