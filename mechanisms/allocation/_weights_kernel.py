@@ -129,6 +129,40 @@ def _event_step(
 
 
 @_jit
+def _ends(f: float, f_lo: float, f_hi: float, side: int) -> tuple[float, float, int]:
+    """The values of ``F`` at the bracket's ends after a pass at ``θ`` moved one of
+    them to ``θ`` (``lo`` for ``f < 0``, else ``hi``: :func:`_theta_step`), and which
+    end moved; an end that stays while the other moves twice in a row has its
+    value halved (the Illinois rule: the next secant point then moves toward it,
+    where plain regula falsi can keep landing on one side)."""
+    if f < 0.0:
+        if side < 0:
+            f_hi *= 0.5
+        return f, f_hi, -1
+    if side > 0:
+        f_lo *= 0.5
+    return f_lo, f, 1
+
+
+@_jit
+def _secant_step(lo: float, hi: float, f_lo: float, f_hi: float) -> float:
+    """Where the chord of ``F`` over the bracket ``(lo, hi)`` crosses 0 (``f_lo < 0 <
+    f_hi`` the values at its ends, :func:`_ends`), or ``NaN`` when either is unknown
+    or the point is not strictly inside.
+
+    With no free weight ``F`` has no slope at ``θ``, but far from the root it is a
+    staircase close to its chord (a large ``m`` whose ``s r_i`` lie far apart
+    compared with the caps): the chord finds the root's neighbourhood in a few
+    passes where halving needed one per factor 2."""
+    if not (f_lo < 0.0 < f_hi and math.isfinite(f_hi - f_lo)):
+        return np.nan
+    t = lo + (hi - lo) * (-f_lo / (f_hi - f_lo))
+    if not lo < t < hi:
+        return np.nan
+    return t
+
+
+@_jit
 def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
     """``θ`` with ``Σ clip(θ − s r_i, 0, h_i) = 1`` (bracketed Newton, exact finish).
 
@@ -144,18 +178,30 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
     locate a single partly filled record inside a bracket of width ``~h``). Instead
     one extra pass finds the next event (:func:`_next_event`) and, when ``|f| < h_e``,
     goes to ``e − f``, the root if no other record changes class first
-    (:func:`_event_step`).
+    (:func:`_event_step`). Farther from the root (``|f| ≥ h_e``: a whole record or
+    more to fill or empty) the step is the chord's zero over the bracket, with the
+    Illinois rule against one-sided steps (:func:`_ends`, :func:`_secant_step`),
+    and bisection only where that is not strictly inside.
     """
     m = r.size
     lo = np.inf
     hi = -np.inf
     h_max = 0.0
+    h_min = np.inf
+    h_sum = 0.0
     for i in range(m):
         v = s * r[i]
         lo = min(lo, v)
         hi = max(hi, v + h[i])
         h_max = max(h_max, h[i])
+        h_min = min(h_min, h[i])
+        h_sum += h[i]
     theta = 0.5 * (lo + hi)
+    # F at the bracket's ends: −1 at lo (every weight zero), Σ h − 1 at hi (every
+    # weight capped; m·h for equal caps, as _theta_eq takes it)
+    f_lo = -1.0
+    f_hi = (m * h_max if h_min == h_max else h_sum) - 1.0
+    side = 0
     for _ in range(200):
         tot = 0.0
         n_mid = 0
@@ -170,9 +216,14 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
         if stop:
             theta = step
             break
-        if n_mid == 0 and abs(f) < h_max:  # no slope: the next event's piece
-            e, h_e = _next_event(theta, f, s, r, h)  # (h_e ≤ h_max: else no step)
-            t = _event_step(f, e, h_e, lo, hi, n_up)
+        f_lo, f_hi, side = _ends(f, f_lo, f_hi, side)
+        if n_mid == 0:  # no slope: the next event's piece, else the chord
+            t = np.nan
+            if abs(f) < h_max:
+                e, h_e = _next_event(theta, f, s, r, h)  # (h_e ≤ h_max: else no step)
+                t = _event_step(f, e, h_e, lo, hi, n_up)
+            if math.isnan(t):
+                t = _secant_step(lo, hi, f_lo, f_hi)
             if not math.isnan(t):
                 step = t
         theta = step
@@ -649,9 +700,10 @@ def _theta_eq(
     s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
 ) -> tuple[float, int, float]:
     """:func:`_theta` with every ``h_i = c``, its passes over the support ``(sup, n,
-    R)`` (the bracket's pass over all records); ``(θ, n, R)``. The next-event step
-    is taken exactly where :func:`_theta` takes it (``h_e = c``, and
-    :func:`_next_event_eq` finds its ``e``), so the iterates are the same."""
+    R)`` (the bracket's pass over all records); ``(θ, n, R)``. The next-event and
+    chord steps are taken exactly where :func:`_theta` takes them (``h_e = c``,
+    :func:`_next_event_eq` finds its ``e``, and ``F`` at the upper end is
+    ``m·c − 1`` in both), so the iterates are the same."""
     lo = np.inf
     hi = -np.inf
     for i in range(r.size):
@@ -659,6 +711,9 @@ def _theta_eq(
         lo = min(lo, v)
         hi = max(hi, v + c)
     theta = 0.5 * (lo + hi)
+    f_lo = -1.0  # F at the bracket's ends, as in _theta
+    f_hi = r.size * c - 1.0
+    side = 0
     for _ in range(200):
         tot, _, n_mid, n, R = _clip_sums_eq(theta, s, r, c, sup, n, R)
         n_up = int(tot / c + 0.5) if n_mid == 0 else 0  # every weight 0 or c
@@ -667,9 +722,14 @@ def _theta_eq(
         if stop:
             theta = step
             break
-        if n_mid == 0 and abs(f) < c:  # as _theta: the next event's piece
-            e = _next_event_eq(theta, f, s, r, c, sup, n, R)
-            t = _event_step(f, e, c, lo, hi, n_up)
+        f_lo, f_hi, side = _ends(f, f_lo, f_hi, side)
+        if n_mid == 0:  # as _theta: the next event's piece, else the chord
+            t = np.nan
+            if abs(f) < c:
+                e = _next_event_eq(theta, f, s, r, c, sup, n, R)
+                t = _event_step(f, e, c, lo, hi, n_up)
+            if math.isnan(t):
+                t = _secant_step(lo, hi, f_lo, f_hi)
             if not math.isnan(t):
                 step = t
         theta = step

@@ -393,12 +393,14 @@ def _root_by_breakpoints(p: FloatArray, h: FloatArray) -> float:
     return lo + (hi - lo) * (-fb[k - 1]) / (fb[k] - fb[k - 1])
 
 
-def _staircase(rng: np.random.Generator, m: int, c: float) -> FloatArray:
-    """Costs whose ``r_i`` lie 3 to 9 caps ``c`` apart: at most ``θ`` no weight is
-    free and ``F`` is a staircase (a large ``m`` at a small ``μ``). Some come in
-    pairs closer than ``c`` (two records change class on one piece) and three are
-    tied."""
-    r = np.cumsum(rng.uniform(3.0, 9.0, m)) * c + 1000.0
+def _staircase(
+    rng: np.random.Generator, m: int, c: float, gap: float = 3.0
+) -> FloatArray:
+    """Costs whose ``r_i`` lie ``gap`` to ``3·gap`` caps ``c`` apart: at most ``θ`` no
+    weight is free and ``F`` is a staircase (a large ``m`` at a small ``μ``). Some
+    come in pairs closer than ``c`` (two records change class on one piece) and
+    three are tied."""
+    r = np.cumsum(rng.uniform(gap, 3.0 * gap, m)) * c + 1000.0
     pair = rng.random(m) < 0.2
     r[1:][pair[1:]] = r[:-1][pair[1:]] + c * rng.uniform(0.0, 0.5, int(pair[1:].sum()))
     r[rng.choice(m, 3, replace=False)] = r[rng.integers(m)]
@@ -410,12 +412,14 @@ def test_theta_takes_the_next_event_where_no_weight_is_free(
 ) -> None:
     """``θ`` of the capped simplex where the ``s r_i`` are far apart compared with the
     caps: the bracketed Newton has no slope at almost every ``θ``. The next-event
-    step must land on the root (against the breakpoints), the equal-cap kernel on
-    the general one's ``θ`` bit for bit, and the passes must fall against halving
-    alone (the event step disabled): the last record used to be located by ~20
-    halvings of a bracket of width ~``c``."""
+    and chord steps must land on the root (against the breakpoints), the equal-cap
+    kernel on the general one's ``θ`` bit for bit, and the passes must fall against
+    halving alone (both steps disabled: the last record used to be located by ~20
+    halvings of a bracket of width ~``c``) and against the event step alone (the
+    chord replaces the halvings far from the root)."""
     rng = np.random.default_rng(5)
-    passes = {True: 0, False: 0}
+    modes = ("halving", "event", "both")
+    passes = dict.fromkeys(modes, 0)
     n_event = 0
     counted = {"n": 0}
     clip_sums = wk._clip_sums_eq
@@ -433,7 +437,9 @@ def test_theta_takes_the_next_event_where_no_weight_is_free(
         m = int(rng.choice([50, 400, 3000]))
         k = float(rng.uniform(1.05, 0.4 * m))
         c = k / m
-        r = _staircase(rng, m, c)
+        r = _staircase(rng, m, c, gap=float(rng.choice([3.0, 30.0, 300.0])))
+        if trial % 4 == 3:  # heavy-tailed gaps: a chord far from the staircase
+            r = rng.permutation(1000.0 + np.cumsum(rng.lognormal(0.0, 2.0, m)) * c)
         s = float(rng.choice([1.0, 0.5, 3.0]))
         want = _root_by_breakpoints(s * r, np.full(m, c))
         theta = wk._theta(s, r, np.full(m, c))
@@ -443,27 +449,30 @@ def test_theta_takes_the_next_event_where_no_weight_is_free(
         assert abs(math.fsum(a.tolist()) - 1.0) <= slack
         got = wk._theta_eq(s, r, c, np.empty(m), 0, np.nan)[0]
         assert got == theta  # the compiled equal-cap kernel: same θ
-        for event in (True, False):
+        for mode in modes:
             with monkeypatch.context() as mp:  # (the compiled kernels are typed)
                 mp.setattr(wk, "_clip_sums_eq", clip_sums_counted)
                 mp.setattr(wk, "_next_event_eq", next_event_counted)
-                if not event:  # halving only, as before the event step
+                if mode == "halving":
                     mp.setattr(wk, "_event_step", lambda *a: np.nan)
+                if mode != "both":
+                    mp.setattr(wk, "_secant_step", lambda *a: np.nan)
                 counted["n"] = 0
                 got = wk._theta_eq.py_func(s, r, c, np.empty(m), 0, np.nan)[0]
-                passes[event] += counted["n"]
-            if event:
+                passes[mode] += counted["n"]
+            if mode == "both":
                 assert got == theta
             else:  # the same root to the rounding of its sum
                 assert abs(got - theta) <= 1e-12 * abs(theta)
         n_event += bool(np.any((a > 0.0) & (a < c)))
     assert n_event >= 10  # the roots are in a piece (a partly filled record)
-    assert passes[True] <= 0.7 * passes[False], passes
+    assert passes["event"] <= 0.7 * passes["halving"], passes
+    assert passes["both"] <= 0.7 * passes["event"], passes
 
 
 def test_theta_with_unequal_caps_takes_the_next_event() -> None:
-    """The general kernel's event step (caps differ: the next record's own cap
-    decides whether its piece holds the root) against the breakpoints."""
+    """The general kernel's event and chord steps (caps differ: the next record's
+    own cap decides whether its piece holds the root) against the breakpoints."""
     rng = np.random.default_rng(8)
     for trial in range(12):
         m = int(rng.choice([50, 400, 3000]))
