@@ -72,6 +72,97 @@ def _theta_step(
 
 
 @_jit
+def _next_event(
+    theta: float, f: float, s: float, r: FloatArray, h: FloatArray
+) -> tuple[float, float]:
+    """``(e, h_e)``: where, moving ``θ`` toward the root of ``F(θ) = Σ clip(θ − s r_i,
+    0, h_i) − 1`` from a ``θ`` with no free weight and ``f = F(θ) ≠ 0``, the first
+    record changes class, and that record's cap.
+
+    * ``f < 0`` (``θ`` rises): a zero record (``θ ≤ s r_i``) starts to fill at
+      ``e = min s r_i`` over them;
+    * ``f > 0`` (``θ`` falls): a capped record (``θ − s r_i ≥ h_i``) leaves its cap
+      at ``e = max (s r_i + h_i)`` over them.
+
+    Ties keep the smallest cap. ``(±∞, 0)`` when there is no such record. ``F`` is
+    constant between ``θ`` and ``e``, then rises (falls) with slope at least 1."""
+    e = np.inf if f < 0.0 else -np.inf
+    h_e = 0.0
+    for i in range(r.size):
+        p = s * r[i]
+        if f < 0.0:
+            if p >= theta and (p < e or (p == e and h[i] < h_e)):
+                e = p
+                h_e = h[i]
+        elif theta - p >= h[i]:
+            u = p + h[i]
+            if u > e or (u == e and h[i] < h_e):
+                e = u
+                h_e = h[i]
+    return e, h_e
+
+
+@_jit
+def _event_step(
+    f: float, e: float, h_e: float, lo: float, hi: float, n_terms: int
+) -> float:
+    """The root on the next event's piece (:func:`_next_event`), or ``NaN``.
+
+    Past ``e`` that one record's weight moves by ``|θ − e|`` while ``F`` has moved
+    by as much from its constant value ``f``: ``F(e − f) = 0`` when ``|f| < h_e`` (the
+    record ends strictly inside ``(0, h_e)``) and no other record changes class
+    between ``e`` and ``e − f``. If one does, ``e − f`` is still a point past the
+    event (the next pass has a free weight and Newton continues from it). ``NaN``
+    when ``|f| ≥ h_e`` (the record would fill or empty before ``F`` reaches 0: one
+    event per pass is no faster than halving), when ``|f|`` is ``h_e`` to within the
+    rounding of the ``n_terms`` capped weights summed (``F`` reaches 0 as the record
+    fills or empties: the root is the flat stretch of a vertex beyond it, which
+    bisection finds, not a point just short of it with a weight a rounding error
+    from its bound), or when ``e − f`` is outside the bracket ``(lo, hi)``; then the
+    caller bisects as before."""
+    if not abs(f) < h_e - 4.0 * 2.220446049250313e-16 * (n_terms + 1):
+        return np.nan
+    t = e - f
+    if not lo < t < hi:
+        return np.nan
+    return t
+
+
+@_jit
+def _ends(f: float, f_lo: float, f_hi: float, side: int) -> tuple[float, float, int]:
+    """The values of ``F`` at the bracket's ends after a pass at ``θ`` moved one of
+    them to ``θ`` (``lo`` for ``f < 0``, else ``hi``: :func:`_theta_step`), and which
+    end moved; an end that stays while the other moves twice in a row has its
+    value halved (the Illinois rule: the next secant point then moves toward it,
+    where plain regula falsi can keep landing on one side)."""
+    if f < 0.0:
+        if side < 0:
+            f_hi *= 0.5
+        return f, f_hi, -1
+    if side > 0:
+        f_lo *= 0.5
+    return f_lo, f, 1
+
+
+@_jit
+def _secant_step(lo: float, hi: float, f_lo: float, f_hi: float) -> float:
+    """Where the chord of ``F`` over the bracket ``(lo, hi)`` crosses 0 (``f_lo < 0 <
+    f_hi`` the values at its ends, :func:`_ends`), or ``NaN`` when either is unknown
+    or the point is not strictly inside.
+
+    With no free weight ``F`` has no slope at ``θ``, but far from the root it is a
+    staircase close to its chord (a large ``m`` whose ``s r_i`` lie far apart
+    compared with the caps): the chord finds the root's neighbourhood in a few
+    passes where halving needed one per factor 2."""
+    if not (f_lo < 0.0 < f_hi and math.isfinite(f_hi - f_lo)):
+        return np.nan
+    t = lo + (hi - lo) * (-f_lo / (f_hi - f_lo))
+    if not lo < t < hi:
+        return np.nan
+    return t
+
+
+@_jit
 def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
     """``θ`` with ``Σ clip(θ − s r_i, 0, h_i) = 1`` (bracketed Newton, exact finish).
 
@@ -81,15 +172,36 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
     O(m) passes find it (bisection only where a step leaves the bracket). Plain
     bisection took ~60 passes, and this runs whenever a warm start fails (the range
     search warm-starts from another model or another ``η``).
+
+    Where no weight is free (slope 0) Newton has no step; bisection then only
+    narrows the flat stretch around ``θ``, one halving per pass (~20 passes to
+    locate a single partly filled record inside a bracket of width ``~h``). Instead
+    one extra pass finds the next event (:func:`_next_event`) and, when ``|f| < h_e``,
+    goes to ``e − f``, the root if no other record changes class first
+    (:func:`_event_step`). Farther from the root (``|f| ≥ h_e``: a whole record or
+    more to fill or empty) the step is the chord's zero over the bracket, with the
+    Illinois rule against one-sided steps (:func:`_ends`, :func:`_secant_step`),
+    and bisection only where that is not strictly inside.
     """
     m = r.size
     lo = np.inf
     hi = -np.inf
+    h_max = 0.0
+    h_min = np.inf
+    h_sum = 0.0
     for i in range(m):
         v = s * r[i]
         lo = min(lo, v)
         hi = max(hi, v + h[i])
+        h_max = max(h_max, h[i])
+        h_min = min(h_min, h[i])
+        h_sum += h[i]
     theta = 0.5 * (lo + hi)
+    # F at the bracket's ends: −1 at lo (every weight zero), Σ h − 1 at hi (every
+    # weight capped; m·h for equal caps, as _theta_eq takes it)
+    f_lo = -1.0
+    f_hi = (m * h_max if h_min == h_max else h_sum) - 1.0
+    side = 0
     for _ in range(200):
         tot = 0.0
         n_mid = 0
@@ -99,9 +211,22 @@ def _theta(s: float, r: FloatArray, h: FloatArray) -> float:
             tot += min(max(v, 0.0), h[i])
             n_mid += (v > 0.0) & (v < h[i])
             n_up += v >= h[i]
-        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi, n_up)
+        f = tot - 1.0
+        stop, step, lo, hi = _theta_step(theta, f, n_mid, lo, hi, n_up)
         if stop:
+            theta = step
             break
+        f_lo, f_hi, side = _ends(f, f_lo, f_hi, side)
+        if n_mid == 0:  # no slope: the next event's piece, else the chord
+            t = np.nan
+            if abs(f) < h_max:
+                e, h_e = _next_event(theta, f, s, r, h)  # (h_e ≤ h_max: else no step)
+                t = _event_step(f, e, h_e, lo, hi, n_up)
+            if math.isnan(t):
+                t = _secant_step(lo, hi, f_lo, f_hi)
+            if not math.isnan(t):
+                step = t
+        theta = step
     # Exact finish on the active set implied by θ.
     n_mid = 0
     acc = 1.0
@@ -532,11 +657,53 @@ def _active_set_eq(
 
 
 @_jit
+def _next_event_eq(
+    theta: float,
+    f: float,
+    s: float,
+    r: FloatArray,
+    c: float,
+    sup: FloatArray,
+    n: int,
+    R: float,
+) -> float:
+    """:func:`_next_event`'s ``e`` with every ``h_i = c`` (the same minimum or maximum
+    of the same rounded values, so the same ``e``), over the support ``(sup, n, R)``
+    when it covers ``θ``.
+
+    The capped records are non-zero, so all in the support. The zero records outside
+    it have ``r_i ≥ R`` above every support record, so ``s r_i`` no smaller
+    (monotone rounding): the least ``s r_i ≥ θ`` is in the support when any is, and
+    only otherwise is every record scanned."""
+    covered = _covers(theta, s, R)
+    src = sup if covered else r
+    cnt = n if covered else r.size
+    if f < 0.0:
+        e = np.inf
+        for i in range(cnt):
+            p = s * src[i]
+            e = min(e, p if p >= theta else np.inf)
+        if e == np.inf and covered:
+            for i in range(r.size):
+                p = s * r[i]
+                e = min(e, p if p >= theta else np.inf)
+        return e
+    e = -np.inf
+    for i in range(cnt):
+        p = s * src[i]
+        e = max(e, p + c if theta - p >= c else -np.inf)
+    return e
+
+
+@_jit
 def _theta_eq(
     s: float, r: FloatArray, c: float, sup: FloatArray, n: int, R: float
 ) -> tuple[float, int, float]:
     """:func:`_theta` with every ``h_i = c``, its passes over the support ``(sup, n,
-    R)`` (the bracket's pass over all records); ``(θ, n, R)``."""
+    R)`` (the bracket's pass over all records); ``(θ, n, R)``. The next-event and
+    chord steps are taken exactly where :func:`_theta` takes them (``h_e = c``,
+    :func:`_next_event_eq` finds its ``e``, and ``F`` at the upper end is
+    ``m·c − 1`` in both), so the iterates are the same."""
     lo = np.inf
     hi = -np.inf
     for i in range(r.size):
@@ -544,12 +711,28 @@ def _theta_eq(
         lo = min(lo, v)
         hi = max(hi, v + c)
     theta = 0.5 * (lo + hi)
+    f_lo = -1.0  # F at the bracket's ends, as in _theta
+    f_hi = r.size * c - 1.0
+    side = 0
     for _ in range(200):
         tot, _, n_mid, n, R = _clip_sums_eq(theta, s, r, c, sup, n, R)
         n_up = int(tot / c + 0.5) if n_mid == 0 else 0  # every weight 0 or c
-        stop, theta, lo, hi = _theta_step(theta, tot - 1.0, n_mid, lo, hi, n_up)
+        f = tot - 1.0
+        stop, step, lo, hi = _theta_step(theta, f, n_mid, lo, hi, n_up)
         if stop:
+            theta = step
             break
+        f_lo, f_hi, side = _ends(f, f_lo, f_hi, side)
+        if n_mid == 0:  # as _theta: the next event's piece, else the chord
+            t = np.nan
+            if abs(f) < c:
+                e = _next_event_eq(theta, f, s, r, c, sup, n, R)
+                t = _event_step(f, e, c, lo, hi, n_up)
+            if math.isnan(t):
+                t = _secant_step(lo, hi, f_lo, f_hi)
+            if not math.isnan(t):
+                step = t
+        theta = step
     # Exact finish on the active set implied by θ (zero records add nothing).
     src, cnt = (sup, n) if _covers(theta, s, R) else (r, r.size)
     n_mid = 0

@@ -375,3 +375,142 @@ def test_range_value_restores_the_sum_when_huge_multipliers_cancel(
     want += (state.A / state.s) * (1.0 - float(a.sum()))
     assert value == pytest.approx(want, rel=1e-12)
     assert pa == pytest.approx(float(psi @ a), rel=1e-9)
+
+
+def _root_by_breakpoints(p: FloatArray, h: FloatArray) -> float:
+    """The root of ``F(θ) = Σ clip(θ − p_i, 0, h_i) − 1`` from the sorted breakpoints
+    ``p_i`` and ``p_i + h_i`` (``F`` is linear between them), each ``F`` summed
+    exactly (``math.fsum``)."""
+
+    def F(t: float) -> float:
+        return math.fsum(np.clip(t - p, 0.0, h).tolist()) - 1.0
+
+    b = np.unique(np.concatenate([p, p + h]))
+    fb = np.array([F(float(t)) for t in b])
+    k = int(np.searchsorted(fb, 0.0))  # F non-decreasing: the first b with F ≥ 0
+    assert 0 < k < b.size
+    lo, hi = float(b[k - 1]), float(b[k])
+    return lo + (hi - lo) * (-fb[k - 1]) / (fb[k] - fb[k - 1])
+
+
+def _staircase(
+    rng: np.random.Generator, m: int, c: float, gap: float = 3.0
+) -> FloatArray:
+    """Costs whose ``r_i`` lie ``gap`` to ``3·gap`` caps ``c`` apart: at most ``θ`` no
+    weight is free and ``F`` is a staircase (a large ``m`` at a small ``μ``). Some
+    come in pairs closer than ``c`` (two records change class on one piece) and
+    three are tied."""
+    r = np.cumsum(rng.uniform(gap, 3.0 * gap, m)) * c + 1000.0
+    pair = rng.random(m) < 0.2
+    r[1:][pair[1:]] = r[:-1][pair[1:]] + c * rng.uniform(0.0, 0.5, int(pair[1:].sum()))
+    r[rng.choice(m, 3, replace=False)] = r[rng.integers(m)]
+    return rng.permutation(r)
+
+
+def test_theta_takes_the_next_event_where_no_weight_is_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``θ`` of the capped simplex where the ``s r_i`` are far apart compared with the
+    caps: the bracketed Newton has no slope at almost every ``θ``. The next-event
+    and chord steps must land on the root (against the breakpoints), the equal-cap
+    kernel on the general one's ``θ`` bit for bit, and the passes must fall against
+    halving alone (both steps disabled: the last record used to be located by ~20
+    halvings of a bracket of width ~``c``) and against the event step alone (the
+    chord replaces the halvings far from the root)."""
+    rng = np.random.default_rng(5)
+    modes = ("halving", "event", "both")
+    passes = dict.fromkeys(modes, 0)
+    n_event = 0
+    counted = {"n": 0}
+    clip_sums = wk._clip_sums_eq
+    next_event = wk._next_event_eq
+
+    def clip_sums_counted(*a: object) -> object:
+        counted["n"] += 1
+        return clip_sums(*a)
+
+    def next_event_counted(*a: object) -> float:
+        counted["n"] += 1
+        return float(next_event(*a))
+
+    for trial in range(12):
+        m = int(rng.choice([50, 400, 3000]))
+        k = float(rng.uniform(1.05, 0.4 * m))
+        c = k / m
+        r = _staircase(rng, m, c, gap=float(rng.choice([3.0, 30.0, 300.0])))
+        if trial % 4 == 3:  # heavy-tailed gaps: a chord far from the staircase
+            r = rng.permutation(1000.0 + np.cumsum(rng.lognormal(0.0, 2.0, m)) * c)
+        s = float(rng.choice([1.0, 0.5, 3.0]))
+        want = _root_by_breakpoints(s * r, np.full(m, c))
+        theta = wk._theta(s, r, np.full(m, c))
+        assert abs(theta - want) <= 1e-12 * abs(want), (trial, theta, want)
+        a = np.clip(theta - s * r, 0.0, c)
+        slack = 1e-12 + 4.0 * 2.3e-16 * m * abs(theta)  # the weights' rounding
+        assert abs(math.fsum(a.tolist()) - 1.0) <= slack
+        got = wk._theta_eq(s, r, c, np.empty(m), 0, np.nan)[0]
+        assert got == theta  # the compiled equal-cap kernel: same θ
+        for mode in modes:
+            with monkeypatch.context() as mp:  # (the compiled kernels are typed)
+                mp.setattr(wk, "_clip_sums_eq", clip_sums_counted)
+                mp.setattr(wk, "_next_event_eq", next_event_counted)
+                if mode == "halving":
+                    mp.setattr(wk, "_event_step", lambda *a: np.nan)
+                if mode != "both":
+                    mp.setattr(wk, "_secant_step", lambda *a: np.nan)
+                counted["n"] = 0
+                got = wk._theta_eq.py_func(s, r, c, np.empty(m), 0, np.nan)[0]
+                passes[mode] += counted["n"]
+            if mode == "both":
+                assert got == theta
+            else:  # the same root to the rounding of its sum
+                assert abs(got - theta) <= 1e-12 * abs(theta)
+        n_event += bool(np.any((a > 0.0) & (a < c)))
+    assert n_event >= 10  # the roots are in a piece (a partly filled record)
+    assert passes["event"] <= 0.7 * passes["halving"], passes
+    assert passes["both"] <= 0.7 * passes["event"], passes
+
+
+def test_theta_with_unequal_caps_takes_the_next_event() -> None:
+    """The general kernel's event and chord steps (caps differ: the next record's
+    own cap decides whether its piece holds the root) against the breakpoints."""
+    rng = np.random.default_rng(8)
+    for trial in range(12):
+        m = int(rng.choice([50, 400, 3000]))
+        h = rng.uniform(0.2, 1.8, m) * float(rng.uniform(1.05, 0.4 * m)) / m
+        r = _staircase(rng, m, float(h.min()))
+        want = _root_by_breakpoints(r, h)
+        theta = wk._theta(1.0, r, h)
+        assert abs(theta - want) <= 1e-12 * abs(want), (trial, theta, want)
+
+
+def test_next_event_and_its_step() -> None:
+    """``_next_event``: the least ``s r_i ≥ θ`` below the root, the greatest
+    ``s r_i + h_i`` over the capped records above it (ties: the smallest cap), and
+    the equal-cap version's ``e`` over a support that holds, or does not hold, the
+    next zero record; ``_event_step``: ``e − f`` only for ``|f| < h_e`` clear of the
+    cap sum's rounding and inside the bracket."""
+    r = np.array([5.0, 1.0, 3.0, 3.0, 7.0, 0.0])
+    h = np.array([0.5, 0.25, 0.5, 0.25, 0.5, 0.5])
+    assert wk._next_event(2.0, -0.3, 1.0, r, h) == (3.0, 0.25)  # the tie: cap 0.25
+    assert wk._next_event(5.0, -0.3, 1.0, r, h) == (5.0, 0.5)  # v = 0: still zero
+    assert wk._next_event(4.0, 0.2, 1.0, r, h) == (3.5, 0.5)  # 3 + 0.5 > 1 + 0.25
+    assert wk._next_event(3.5, 0.2, 1.0, r, h) == (3.5, 0.5)  # v = h: still capped
+    assert wk._next_event(8.0, -0.1, 1.0, r, h) == (np.inf, 0.0)
+    assert wk._next_event(0.1, 0.1, 1.0, r, h) == (-np.inf, 0.0)
+    c = 0.5
+    for R in (np.nan, 4.0, 6.0):  # no support; the next zero record off it; on it
+        sup = np.empty(r.size)
+        _, _, _, n, R2 = wk._clip_sums_eq(2.5, 1.0, r, c, sup, 0, R)
+        if not math.isnan(R):
+            n, R2 = int(np.sum(r < R)), R
+            sup[:n] = r[r < R]
+        assert wk._next_event_eq(2.5, -0.1, 1.0, r, c, sup, n, R2) == 3.0
+        assert wk._next_event_eq(2.5, 0.1, 1.0, r, c, sup, n, R2) == 1.5
+        assert wk._next_event_eq(3.0, -0.1, 1.0, r, c, sup, n, R2) == 3.0  # v = 0
+        assert wk._next_event_eq(3.5, 0.1, 1.0, r, c, sup, n, R2) == 3.5  # v = c
+        assert wk._next_event_eq(3.2, -0.1, 1.0, r, c, sup, n, R2) == 5.0
+    assert wk._event_step(-0.1, 3.0, 0.25, 2.0, 4.0, 3) == 3.1
+    assert wk._event_step(0.1, 3.5, 0.5, 3.0, 4.0, 3) == 3.4
+    assert math.isnan(wk._event_step(-0.25, 3.0, 0.25, 2.0, 4.0, 3))  # |f| = h_e
+    assert math.isnan(wk._event_step(-0.25 * (1 - 1e-16), 3.0, 0.25, 2.0, 4.0, 3))
+    assert math.isnan(wk._event_step(-0.1, 3.0, 0.25, 2.0, 3.05, 3))  # off bracket
