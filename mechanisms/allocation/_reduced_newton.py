@@ -171,15 +171,7 @@ def _logistic_point(
     lam: float,
     const: float,
 ) -> tuple[
-    bool,
-    FloatArray,
-    FloatArray,
-    FloatArray,
-    FloatArray,
-    FloatArray,
-    float,
-    float,
-    float,
+    bool, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, float, float
 ]:
     """One evaluation of ``F`` for the logistic loss in one compiled call:
     ``(ok, ℓ, ℓ', ℓ'', r, a, A, s, F)`` with :func:`_logistic_pass`'s loss pass, the

@@ -29,9 +29,9 @@ one at its cap ``h_k ≤ A − s r_k`` has ``g_k − τ ≤ (ρ − 1) h_k/s``: 
 most ``|ρ − 1|·a_max/s/(1 + |τ|)`` with ``a_max`` a bound on every weight:
 ``min(1, k/m, A − s r_min)``, where ``r_min = min_k ℓ_jk + γη·min Ψ`` (the model's
 least loss, computed once per base, and the least virtual cost, which a re-solve does
-not lower) bounds every ``a_k ≤ A − s r_k`` from above. Every evaluation (the compiled a-step or the
-one-seller update) is accepted only with ``|‖a‖ − μs| ≤ 1e-9·max(1, μs)``, which bounds
-``|ρ − 1|``. The ``η``-block residual is ``|∂G/∂η|·η/(1 + |G|)`` with
+not lower) bounds every ``a_k ≤ A − s r_k`` from above. Every evaluation (the
+compiled a-step or the one-seller update) is accepted only with
+``|‖a‖ − μs| ≤ 1e-9·max(1, μs)``, which bounds ``|ρ − 1|``. The ``η``-block residual is ``|∂G/∂η|·η/(1 + |G|)`` with
 ``∂G/∂η = γΨᵀa − σ/η²`` — the point's slope — where no ``ε_k^max`` binds at ``η``;
 otherwise (and where the a-step fell back to the NumPy solver) the O(m)
 :func:`~mechanisms.allocation._eta_search.kkt_residuals` runs as before.
