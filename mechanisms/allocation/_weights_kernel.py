@@ -638,6 +638,10 @@ def _active_set_eq(
         H1, H2 = _fold(c, n_up, n_f, H1, H2)
         n_f = n_up
         if n_mid == 0:
+            if n_up == 0 or not abs(H1 - 1.0) <= 1e-12:
+                # _vertex's first test on the same sum (H1 is its Σ_U h bit for bit):
+                # no vertex, without its cap array (8 MB at m = 10⁶) and pass
+                return False, A, s, n, R
             ok, A, s = _vertex(r, np.full(r.size, c), mu, A, s)
             return ok, A, s, n, R
         V = S2 - S1 * S1 / n_mid
