@@ -1249,6 +1249,67 @@ def shifted_value(
 
 
 @_jit
+def _without_seller(
+    sm: FloatArray, ell_i: float, q: float, psi_old: float
+) -> tuple[int, float, float, float, float, float, float, float, float, float, float]:
+    """The summary's class sums with seller ``i`` taken out of its base class (at
+    ``r_i = ℓ_i + q·Ψ_i``, exactly as :func:`range_summary` computed it): ``(class,
+    n, Σd, Σd², ΣΨ, ΣdΨ, ΣΨ², Σh, Σh², Σhr, ΣhΨ)``, class 0 zero, 1 free, 2 capped."""
+    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
+    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
+    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
+    h, PP = sm[13], sm[14]
+    r_old = ell_i + q * psi_old
+    v = A - s * r_old
+    d_old = r_old - r0
+    if v >= h:
+        H1 -= h
+        HU2 -= h * h
+        HR -= h * r_old
+        HP -= h * psi_old
+        return 2, n, S1, S2, P1, DP, PP, H1, HU2, HR, HP
+    if v > 0.0:
+        n -= 1.0
+        S1 -= d_old
+        S2 -= d_old * d_old
+        P1 -= psi_old
+        DP -= d_old * psi_old
+        PP -= psi_old * psi_old
+        return 1, n, S1, S2, P1, DP, PP, H1, HU2, HR, HP
+    return 0, n, S1, S2, P1, DP, PP, H1, HU2, HR, HP
+
+
+@_jit
+def _value_from_sums(
+    B: float,
+    s: float,
+    r0: float,
+    c1: float,
+    n: float,
+    S1: float,
+    S2: float,
+    P1: float,
+    DP: float,
+    HU2: float,
+    HR: float,
+    HP: float,
+    mu: float,
+    const: float,
+) -> tuple[bool, float, float, float, float]:
+    """``(ok, value, A, s, Ψᵀa)`` of the a-step solution ``a = clip(B − s d, 0, h)``
+    from its class sums (free: ``n``, ``Σd``, ``Σd²``, ``ΣΨ``, ``ΣdΨ``; capped:
+    ``Σh²``, ``Σhr``, ``ΣhΨ``; ``c₁ = 1 − Σh``): the Lagrangian value of
+    :func:`range_value_kernel` in closed form, ``ok = False`` where
+    ``|‖a‖ − μs| > 1e-9·max(1, μs)`` (the update's solution is not accepted)."""
+    lin = r0 * c1 + B * S1 - s * S2 + HR
+    sq = n * B * B - 2.0 * B * s * S1 + s * s * S2 + HU2
+    if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s) > 1e-9 * max(1.0, mu * s):
+        return False, 0.0, 0.0, 0.0, 0.0
+    pa = B * P1 - s * DP + HP
+    return True, const + lin + mu * np.sqrt(sq), B + s * r0, s, pa
+
+
+@_jit
 def _prefix_update(
     sm: FloatArray,
     i: int,
@@ -1268,29 +1329,11 @@ def _prefix_update(
     if sm[0] == 0.0:
         return fail
     K = K_NEAR
-    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
-    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
-    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
-    h = sm[13]
-    r_old = ell_i + q_scale * psi_old  # exactly as range_summary computes r_i
+    r0, h = sm[3], sm[13]
     r_new = ell_i + q_scale * psi_new
-    v = A - s * r_old
-    d_old = r_old - r0
-    if v >= h:
-        H1 -= h
-        HU2 -= h * h
-        HR -= h * r_old
-        HP -= h * psi_old
-        cls = 2
-    elif v > 0.0:
-        n -= 1.0
-        S1 -= d_old
-        S2 -= d_old * d_old
-        P1 -= psi_old
-        DP -= d_old * psi_old
-        cls = 1
-    else:
-        cls = 0
+    cls, n, S1, S2, P1, DP, _, H1, HU2, HR, HP = _without_seller(
+        sm, ell_i, q_scale, psi_old
+    )
     d_i = r_new - r0
     moved = np.zeros(4, dtype=np.int64)  # prefix of each list that changed class
     for _ in range(40):
@@ -1380,12 +1423,9 @@ def _prefix_update(
             if new_moved[lst] != moved[lst]:
                 same = False
         if same:
-            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
-            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
-            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
-                return fail
-            pa = B * P1b - s2 * DPb + HPb
-            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
+            return _value_from_sums(
+                B, s2, r0, c1, n2, S1b, S2b, P1b, DPb, HU2b, HRb, HPb, mu, const
+            )
         cls = new_cls
         for lst in range(4):
             moved[lst] = new_moved[lst]
@@ -1411,31 +1451,12 @@ def _prefix_shifted(
     if sm[0] == 0.0:
         return fail
     K = K_NEAR
-    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
-    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
-    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
-    h, PP, psi_lo, psi_hi, q0 = sm[13], sm[14], sm[15], sm[16], sm[17]
+    r0, h, psi_lo, psi_hi, q0 = sm[3], sm[13], sm[15], sm[16], sm[17]
     dq = q_scale - q0
-    r_old = ell_i + q0 * psi_old  # exactly as range_summary computes r_i
     r_new = ell_i + q_scale * psi_new
-    v = A - s * r_old
-    d_old = r_old - r0
-    if v >= h:
-        H1 -= h
-        HU2 -= h * h
-        HR -= h * r_old
-        HP -= h * psi_old
-        cls = 2
-    elif v > 0.0:
-        n -= 1.0
-        S1 -= d_old
-        S2 -= d_old * d_old
-        P1 -= psi_old
-        DP -= d_old * psi_old
-        PP -= psi_old * psi_old
-        cls = 1
-    else:
-        cls = 0
+    cls, n, S1, S2, P1, DP, PP, H1, HU2, HR, HP = _without_seller(
+        sm, ell_i, q0, psi_old
+    )
     # every other seller's d moves by Δq·Ψ_k
     S2 += 2.0 * dq * DP + dq * dq * PP
     S1 += dq * P1
@@ -1527,12 +1548,9 @@ def _prefix_shifted(
                 if lst == 3 and B - s2 * (nxt + hi_shift) < h:
                     return fail
         if same:
-            lin = r0 * c1 + B * S1b - s2 * S2b + HRb
-            sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
-            if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
-                return fail
-            pa = B * P1b - s2 * DPb + HPb
-            return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
+            return _value_from_sums(
+                B, s2, r0, c1, n2, S1b, S2b, P1b, DPb, HU2b, HRb, HPb, mu, const
+            )
         cls = new_cls
     return fail
 
@@ -1582,27 +1600,11 @@ def _summary_update(
     if sm[0] == 0.0:
         return fail
     K = K_NEAR
-    A, s, r0, n = sm[1], sm[2], sm[3], sm[4]
-    S1, S2, P1, DP = sm[5], sm[6], sm[7], sm[8]
-    H1, HU2, HR, HP = sm[9], sm[10], sm[11], sm[12]
-    h, PP, psi_lo, psi_hi, q0 = sm[13], sm[14], sm[15], sm[16], sm[17]
+    s, r0 = sm[2], sm[3]
+    h, psi_lo, psi_hi, q0 = sm[13], sm[15], sm[16], sm[17]
     dq = q_scale - q0
     # seller i out of its base class (classified as range_summary did)
-    r_old = ell_i + q0 * psi_old
-    v = A - s * r_old
-    d_old = r_old - r0
-    if v >= h:
-        H1 -= h
-        HU2 -= h * h
-        HR -= h * r_old
-        HP -= h * psi_old
-    elif v > 0.0:
-        n -= 1.0
-        S1 -= d_old
-        S2 -= d_old * d_old
-        P1 -= psi_old
-        DP -= d_old * psi_old
-        PP -= psi_old * psi_old
+    _, n, S1, S2, P1, DP, PP, H1, HU2, HR, HP = _without_seller(sm, ell_i, q0, psi_old)
     if dq != 0.0:  # every other seller's d moves by Δq·Ψ_k
         S2 += 2.0 * dq * DP + dq * dq * PP
         S1 += dq * P1
@@ -1735,12 +1737,9 @@ def _summary_update(
                 return fail
             if lst == 3 and B - s2 * (nxt + hi_shift) < h:
                 return fail
-        lin = r0 * c1 + B * S1b - s2 * S2b + HRb
-        sq = n2 * B * B - 2.0 * B * s2 * S1b + s2 * s2 * S2b + HU2b
-        if not (sq > 0.0) or abs(np.sqrt(sq) - mu * s2) > 1e-9 * max(1.0, mu * s2):
-            return fail
-        pa = B * P1b - s2 * DPb + HPb
-        return True, const + lin + mu * np.sqrt(sq), B + s2 * r0, s2, pa
+        return _value_from_sums(
+            B, s2, r0, c1, n2, S1b, S2b, P1b, DPb, HU2b, HRb, HPb, mu, const
+        )
     return fail
 
 
