@@ -233,6 +233,29 @@ def test_range_resolve_across_active_set_changes() -> None:
     assert left_cap >= 1
 
 
+def _equals_the_kernel(
+    got: tuple[float, float, float, float],
+    ell: np.ndarray,
+    psi: np.ndarray,
+    q: float,
+    eta: float,
+    kcap: float,
+    eps_max: np.ndarray,
+    mu: float,
+) -> np.ndarray:
+    """Assert that an update's ``(value, A, s, Ψᵀa)`` (constant 0.25) is the full
+    kernel's at ``r = ℓ + qΨ``; return every seller's class there (0 zero, 1 free,
+    2 capped)."""
+    val, a_mul, s, pa = got
+    ref = range_value_kernel(ell, psi, q, eta, kcap, eps_max, mu, 0.25, a_mul, s)
+    assert ref[0]
+    assert val == pytest.approx(ref[1], rel=1e-11, abs=1e-13)
+    assert s == pytest.approx(ref[3], rel=1e-9)
+    assert a_mul == pytest.approx(ref[2], rel=1e-9, abs=1e-13)
+    assert pa == pytest.approx(ref[4], rel=1e-9, abs=1e-13)
+    return np.digitize(a_mul - s * (ell + q * psi), [0.0, kcap], right=False)
+
+
 def test_one_seller_update_equals_the_full_a_step() -> None:
     """The O(1) one-seller update of a cached base summary (payment re-solves under
     the default rule) returns the full kernel's value, multipliers and ``Ψᵀa`` for
@@ -264,15 +287,8 @@ def test_one_seller_update_equals_the_full_a_step() -> None:
             )
             if not ok:
                 continue
-            ref = range_value_kernel(
-                ell, new, q, eta, kcap, eps_max, mu, 0.25, a_mul, s
-            )
-            assert ref[0]
-            assert val == pytest.approx(ref[1], rel=1e-11, abs=1e-13)
-            assert s == pytest.approx(ref[3], rel=1e-9)
-            assert a_mul == pytest.approx(ref[2], rel=1e-9, abs=1e-13)
-            assert pa == pytest.approx(ref[4], rel=1e-9, abs=1e-13)
-            cls = np.digitize(a_mul - s * (ell + q * new), [0.0, kcap], right=False)
+            got = (val, a_mul, s, pa)
+            cls = _equals_the_kernel(got, ell, new, q, eta, kcap, eps_max, mu)
             done += 1
             moved += int(np.count_nonzero(np.delete(cls != cls0, i)) > 0)
     assert done >= 100
@@ -332,15 +348,8 @@ def test_shifted_summary_update_equals_the_full_a_step() -> None:
             if not ok:
                 declined += 1
                 continue
-            ref = range_value_kernel(
-                ell, new, q2, eta, kcap, eps_max, mu, 0.25, a_mul, s
-            )
-            assert ref[0]
-            assert val == pytest.approx(ref[1], rel=1e-11, abs=1e-13)
-            assert s == pytest.approx(ref[3], rel=1e-9)
-            assert a_mul == pytest.approx(ref[2], rel=1e-9, abs=1e-13)
-            assert pa == pytest.approx(ref[4], rel=1e-9, abs=1e-13)
-            cls = np.digitize(a_mul - s * (ell + q2 * new), [0.0, kcap], right=False)
+            got = (val, a_mul, s, pa)
+            cls = _equals_the_kernel(got, ell, new, q2, eta, kcap, eps_max, mu)
             done += 1
             moved += int(np.count_nonzero(np.delete(cls != cls0, i)) > 0)
     assert done >= 150
@@ -388,15 +397,8 @@ def test_summary_update_with_a_small_free_set() -> None:
             )
             if not ok:
                 continue
-            ref = range_value_kernel(
-                ell, new, q2, eta, kcap, eps_max, mu, 0.25, a_mul, s
-            )
-            assert ref[0]
-            assert val == pytest.approx(ref[1], rel=1e-11, abs=1e-13)
-            assert s == pytest.approx(ref[3], rel=1e-9)
-            assert a_mul == pytest.approx(ref[2], rel=1e-9, abs=1e-13)
-            assert pa == pytest.approx(ref[4], rel=1e-9, abs=1e-13)
-            cls = np.digitize(a_mul - s * (ell + q2 * new), [0.0, kcap], right=False)
+            got = (val, a_mul, s, pa)
+            cls = _equals_the_kernel(got, ell, new, q2, eta, kcap, eps_max, mu)
             done += 1
             moved += int(np.count_nonzero(np.delete(cls != cls0, i)) > 0)
     assert done >= 0.9 * tried
