@@ -600,62 +600,19 @@ def _block_conditions(
             losses = np.full(prob.m, prob.strict_loss_value)
         else:
             losses = value
-    if cfg.u == "linear":  # one compiled pass (same classes and formulas as below)
-        dG0 = -cfg.sigma / eta**2
-        if c is not None:
-            dG0 -= float(c @ w) / eta
-        r_a, dG = a_block_conditions(
-            np.ascontiguousarray(losses, dtype=np.float64),
-            np.ascontiguousarray(a, dtype=np.float64), prob.psi, prob.caps(eta),
-            prob.eps_max / eta, cfg.k / prob.m, cfg.gamma, eta, cfg.mu, dG0,
-            A_ZERO, EPS_CAP_RTOL,
-        )  # fmt: skip
-        return float(np.linalg.norm(gw)), float(r_a), float(dG)
-    norm_a = float(np.linalg.norm(a))
-    upsi = prob.psi * utility_derivative(eta * a, cfg)
-    g = losses + cfg.gamma * eta * upsi + (cfg.mu * a / norm_a if norm_a > 0 else 0.0)
-    caps = prob.caps(eta)
-    pinned = caps <= 0.0  # a_i = 0 is the only feasible value: no condition on g_i
-    at_zero = (a <= A_ZERO) & ~pinned
-    at_cap = (a >= caps * (1.0 - 1e-9)) & ~pinned
-    kcap = cfg.k / prob.m
-    eps_cap = prob.eps_max / eta
-    # The searches locate a kink where an ε cap starts to bind to ~1e-8 in η: a weight
-    # that close under its ε cap is read as held by it (if it is in fact free, its
-    # multiplier τ − g_i is ~0 and adds nothing to dP/dη).
-    at_cap |= (a >= caps * (1.0 - EPS_CAP_RTOL)) & (eps_cap < kcap) & ~pinned & ~at_zero
-    free = ~at_zero & ~at_cap & ~pinned
-    # dP/dη = ∂G/∂η + Σ_{i held by ε_i^max} ν_i a_i, with ν_i = (τ − g_i)/η ≥ 0.
-    dG = -cfg.sigma / eta**2 + cfg.gamma * float(a @ upsi)
+    # ∂G/∂η without the privacy term: −σ/η² (and the paper's noise term)
+    dG0 = -cfg.sigma / eta**2
     if c is not None:
-        dG -= float(c @ w) / eta
-    # At the kink where ε_i^max/η meets k/m both caps bind: the multiplier may sit on
-    # either, so ε_i's share of dP/dη is anything in [0, ν_i a_i/η] (P'(η−) to P'(η+)).
-    kink = at_cap & (np.abs(eps_cap - kcap) <= 1e-9 * kcap)
-    eps_held = at_cap & (eps_cap < kcap) & ~kink
-    if free.any():
-        tau = float(np.median(g[free]))
-    else:
-        # No free seller: any τ in [max g(at cap), min g(at zero)] is a multiplier of
-        # Σa = 1; take the one that best meets the η condition (dP/dη is increasing in
-        # τ through the held sellers' ν_i), not just the lower end.
-        lo_t = float(g[at_cap].max()) if at_cap.any() else -np.inf
-        hi_t = float(g[at_zero].min()) if at_zero.any() else np.inf
-        tau = lo_t if np.isfinite(lo_t) else hi_t
-        held_a = float(a[eps_held].sum())
-        if held_a > 0 and np.isfinite(lo_t):
-            tau0 = (float((g[eps_held] * a[eps_held]).sum()) - dG * eta) / held_a
-            tau = float(np.clip(tau0, lo_t, hi_t))
-    viol = np.zeros_like(g)
-    viol[free] = np.abs(g[free] - tau)
-    viol[at_zero] = np.maximum(tau - g[at_zero], 0.0)
-    viol[at_cap] = np.maximum(g[at_cap] - tau, 0.0)
-    r_a = float(viol.max()) / (1.0 + abs(tau)) if viol.size else 0.0
-    dG += float(((tau - g[eps_held]) * a[eps_held]).sum()) / eta
-    if kink.any():  # the point of [dG, dG + kink share] nearest 0
-        share = float((np.maximum(tau - g[kink], 0.0) * a[kink]).sum()) / eta
-        dG = min(max(0.0, dG), dG + share)
-    return float(np.linalg.norm(gw)), r_a, dG
+        dG0 -= float(c @ w) / eta
+    upsi = prob.psi if cfg.u == "linear" else prob.psi * utility_derivative(eta * a, cfg)
+    r_a, dG = a_block_conditions(
+        np.ascontiguousarray(losses, dtype=np.float64),
+        np.ascontiguousarray(a, dtype=np.float64),
+        np.ascontiguousarray(upsi, dtype=np.float64), prob.caps(eta),
+        prob.eps_max / eta, cfg.k / prob.m, cfg.gamma, eta, cfg.mu, dG0,
+        A_ZERO, EPS_CAP_RTOL,
+    )  # fmt: skip
+    return float(np.linalg.norm(gw)), float(r_a), float(dG)
 
 
 def _result(

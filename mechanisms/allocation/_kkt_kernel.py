@@ -11,8 +11,19 @@ profile slope ``dP/dη = −σ/η² + γΨᵀ(a·u') + Σ_{i held by ε_i^max} �
 ``ν_i = (τ − g_i)/η`` (the envelope theorem with the caps' multipliers). In NumPy that
 is some twenty array passes (``2.5 ms`` at ``m = 10⁴``, half of a payment
 re-solve's time); :func:`a_block_conditions` makes it one pass and a median, for
-the linear utility (``u' = 1``). The classes and formulas are those of the NumPy
-code, value for value; only the summation order of the sums differs (rounding).
+any utility (the caller passes ``Ψ_i u'(ηa_i)``, ``Ψ_i`` itself for the linear one).
+
+The classes: a weight is at 0 below ``A_ZERO``; at its cap within ``1e-9`` of it,
+or within ``EPS_CAP_RTOL`` where ``ε_i^max/η < k/m`` (the searches locate a kink
+where an ε cap starts to bind to ~1e-8 in ``η``: a weight that close under its ε cap
+is read as held by it; if it is in fact free its multiplier ``τ − g_i`` is ~0 and
+adds nothing to ``dP/dη``); pinned where the cap is 0 (no condition); free
+otherwise. With no free weight any ``τ`` in ``[max g(at cap), min g(at zero)]`` is
+a multiplier of ``Σa = 1``: the one that best meets the ``η`` condition is taken
+(``dP/dη`` increases with ``τ`` through the held sellers' ``ν_i``). At the kink
+where ``ε_i^max/η`` meets ``k/m`` both caps bind and the multiplier may sit on
+either, so ``ε_i``'s share of ``dP/dη`` is anything in ``[0, ν_i a_i/η]``: the
+point of ``[dP/dη, dP/dη + share]`` nearest 0 is returned.
 """
 
 from __future__ import annotations
@@ -52,7 +63,7 @@ def logistic_value_derivative(
 def a_block_conditions(
     losses: FloatArray,
     a: FloatArray,
-    psi: FloatArray,
+    upsi: FloatArray,
     caps: FloatArray,
     eps_cap: FloatArray,
     kcap: float,
@@ -63,11 +74,10 @@ def a_block_conditions(
     a_zero: float,
     eps_cap_rtol: float,
 ) -> tuple[float, float]:
-    """``(relative a-residual, dP/dη)`` at ``(a, η)`` for the linear utility
-    (module docstring; the classes as ``_eta_search._block_conditions``: a weight
-    is at 0 below ``a_zero``, at its cap within ``1e-9`` of it, or within
-    ``eps_cap_rtol`` where ``ε_i^max/η < k/m``). ``dG0`` is ``∂G/∂η`` without the
-    term ``γΨᵀa`` (``−σ/η²``, and the noise term where there is one)."""
+    """``(relative a-residual, dP/dη)`` at ``(a, η)`` (module docstring) with
+    ``upsi = Ψ·u'(ηa)`` and the classes' thresholds ``a_zero`` and
+    ``eps_cap_rtol``. ``dG0`` is ``∂G/∂η`` without the term ``γ(Ψu')ᵀa``
+    (``−σ/η²``, and the noise term where there is one)."""
     m = a.size
     sq = 0.0
     for i in range(m):
@@ -84,11 +94,11 @@ def a_block_conditions(
     held_a = 0.0
     held_ga = 0.0
     for i in range(m):
-        gi = losses[i] + q * psi[i]
+        gi = losses[i] + q * upsi[i]
         if norm_a > 0.0:
             gi += mu * a[i] / norm_a
         g[i] = gi
-        pa += a[i] * psi[i]
+        pa += a[i] * upsi[i]
         c = caps[i]
         if c <= 0.0:
             cls[i] = 3

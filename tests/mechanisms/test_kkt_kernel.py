@@ -1,11 +1,11 @@
-"""The compiled a- and η-block conditions equal the NumPy ones.
+"""The compiled a- and η-block conditions equal a NumPy transcription of them.
 
-:func:`mechanisms.allocation._eta_search._block_conditions` runs one compiled pass for
-the linear utility (:mod:`mechanisms.allocation._kkt_kernel`) and NumPy for the power
-utility. With ``u(ε) = ε¹`` the power utility is the linear one (``u' = 1``), so the
-two paths must give the same residuals and profile slope, on weights built to hit
-every class: free, at zero, at the ``k/m`` cap, held by ``ε_i^max``, at the kink where
-both caps bind, pinned at a zero cap, and with no free weight at all.
+:func:`mechanisms.allocation._eta_search._block_conditions` runs one compiled pass
+(:mod:`mechanisms.allocation._kkt_kernel`). :func:`_numpy_conditions` below states the
+same conditions in array form, independently; both must give the same residuals and
+profile slope, for the linear and the power utility, on weights built to hit every
+class: free, at zero, at the ``k/m`` cap, held by ``ε_i^max``, at the kink where both
+caps bind, pinned at a zero cap, and with no free weight at all.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ import pytest
 from learners.losses import LogisticLoss
 from mechanisms import MechanismConfig
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
-from mechanisms.allocation._eta_search import _block_conditions, profile_slope
+from mechanisms.allocation._eta_search import (
+    A_ZERO,
+    EPS_CAP_RTOL,
+    _block_conditions,
+    profile_slope,
+)
 from mechanisms.allocation._kkt_kernel import logistic_value_derivative
 from mechanisms.allocation._problem import Problem
 
@@ -60,17 +65,71 @@ def test_compiled_block_conditions_equal_numpy(
     seed: int, free: bool, mode: str
 ) -> None:
     linear, power, sol = _case(seed, free, mode)
-    got = _block_conditions(linear, sol, None)
-    ref = _block_conditions(power, sol, None)
-    assert got[0] == pytest.approx(ref[0], rel=1e-12)
-    assert got[1] == pytest.approx(ref[1], rel=1e-10, abs=1e-14)
-    assert got[2] == pytest.approx(ref[2], rel=1e-10, abs=1e-12)
-    assert ref[1] > 1e-3  # weights not at an optimum: the residual is exercised
-    losses = LogisticLoss().value(linear.X @ sol.w, linear.y)
-    got_m = _block_conditions(linear, sol, losses)
-    ref_m = _block_conditions(power, sol, losses)
-    assert got_m[1] == pytest.approx(ref_m[1], rel=1e-10, abs=1e-14)
-    assert got_m[2] == pytest.approx(ref_m[2], rel=1e-10, abs=1e-12)
+    power15 = dataclasses.replace(power, cfg=power.cfg.with_(u_power=1.5))
+    for prob in (linear, power, power15):
+        got = _block_conditions(prob, sol, None)
+        ref = _numpy_conditions(prob, sol, None)
+        assert got[0] == pytest.approx(ref[0], rel=1e-12)
+        assert got[1] == pytest.approx(ref[1], rel=1e-10, abs=1e-14)
+        assert got[2] == pytest.approx(ref[2], rel=1e-10, abs=1e-12)
+        assert ref[1] > 1e-3  # weights not at an optimum: the residual is exercised
+        losses = LogisticLoss().value(prob.X @ sol.w, prob.y)
+        got_m = _block_conditions(prob, sol, losses)
+        ref_m = _numpy_conditions(prob, sol, losses)
+        assert got_m[1] == pytest.approx(ref_m[1], rel=1e-10, abs=1e-14)
+        assert got_m[2] == pytest.approx(ref_m[2], rel=1e-10, abs=1e-12)
+
+
+def _numpy_conditions(
+    prob: Problem, sol: BlockSolution, model_losses: np.ndarray | None
+) -> tuple[float, float, float]:
+    """``(‖∇_w G‖, relative a-residual, dP/dη)`` in array form (the reference)."""
+    cfg, loss = prob.cfg, LogisticLoss()
+    w, a, eta = sol.w, sol.a, sol.eta
+    if model_losses is not None:
+        gw = np.zeros(1)
+        losses = model_losses
+    else:
+        z = prob.X @ w
+        gw = prob.X.T @ (a * loss.derivative(z, prob.y)) + cfg.lam * w
+        losses = loss.value(z, prob.y)
+        if cfg.mode == "strict":
+            losses = np.full(prob.m, prob.strict_loss_value)
+    norm_a = float(np.linalg.norm(a))
+    p = 1.0 if cfg.u == "linear" else cfg.u_power
+    upsi = prob.psi * (p * (eta * a) ** (p - 1.0))
+    g = losses + cfg.gamma * eta * upsi + (cfg.mu * a / norm_a if norm_a > 0 else 0.0)
+    caps = prob.caps(eta)
+    pinned = caps <= 0.0
+    at_zero = (a <= A_ZERO) & ~pinned
+    at_cap = (a >= caps * (1.0 - 1e-9)) & ~pinned
+    kcap = cfg.k / prob.m
+    eps_cap = prob.eps_max / eta
+    at_cap |= (a >= caps * (1.0 - EPS_CAP_RTOL)) & (eps_cap < kcap) & ~pinned & ~at_zero
+    free = ~at_zero & ~at_cap & ~pinned
+    dG = -cfg.sigma / eta**2 + cfg.gamma * float(a @ upsi)
+    kink = at_cap & (np.abs(eps_cap - kcap) <= 1e-9 * kcap)
+    eps_held = at_cap & (eps_cap < kcap) & ~kink
+    if free.any():
+        tau = float(np.median(g[free]))
+    else:
+        lo_t = float(g[at_cap].max()) if at_cap.any() else -np.inf
+        hi_t = float(g[at_zero].min()) if at_zero.any() else np.inf
+        tau = lo_t if np.isfinite(lo_t) else hi_t
+        held_a = float(a[eps_held].sum())
+        if held_a > 0 and np.isfinite(lo_t):
+            tau0 = (float((g[eps_held] * a[eps_held]).sum()) - dG * eta) / held_a
+            tau = float(np.clip(tau0, lo_t, hi_t))
+    viol = np.zeros_like(g)
+    viol[free] = np.abs(g[free] - tau)
+    viol[at_zero] = np.maximum(tau - g[at_zero], 0.0)
+    viol[at_cap] = np.maximum(g[at_cap] - tau, 0.0)
+    r_a = float(viol.max()) / (1.0 + abs(tau))
+    dG += float(((tau - g[eps_held]) * a[eps_held]).sum()) / eta
+    if kink.any():
+        share = float((np.maximum(tau - g[kink], 0.0) * a[kink]).sum()) / eta
+        dG = min(max(0.0, dG), dG + share)
+    return float(np.linalg.norm(gw)), r_a, dG
 
 
 def test_logistic_value_and_derivative_equal_the_loss() -> None:
