@@ -99,6 +99,7 @@ def solve_at_eta(
     state: WeightsStepState | None = None,
     tol: float | None = None,
     max_iter: int | None = None,
+    extrapolate: bool = False,
 ) -> BlockSolution:
     """Minimise ``G`` over ``(w, a)`` at fixed ``η``.
 
@@ -111,7 +112,8 @@ def solve_at_eta(
     by at most ``tol·(1 + |G|)`` and moves no weight by more than ``100·tol·max(a)``
     (``tol`` defaults to ``cfg.tol``; the coarse grid uses a looser one, the final
     point the configured one), or after ``max_iter`` iterations (default
-    ``cfg.max_iter``).
+    ``cfg.max_iter``). ``extrapolate``: the trust-region path extends its very
+    successful Newton steps (``newton_reduced(extrapolate=True)``).
     """
     tol = prob.cfg.tol if tol is None else tol
     max_iter = prob.cfg.max_iter if max_iter is None else int(max_iter)
@@ -133,8 +135,9 @@ def solve_at_eta(
         return BlockSolution(eta, w, a, np.nan, val, 1, True, state)
     if cfg.u == "linear" and (cfg.mu > 0.0 or cfg.mode == "default"):
         sol = newton_reduced(
-            prob, eta, w0=w0, state=state, gtol=tol, max_iter=max_iter, a0=a0
-        )
+            prob, eta, w0=w0, state=state, gtol=tol, max_iter=max_iter, a0=a0,
+            extrapolate=extrapolate,
+        )  # fmt: skip
         w, value = sol.w, sol.value
         # F(w) is the search value; G drops the paper mode's noise term.
         g_value = value if c is None else value - float(c @ w)

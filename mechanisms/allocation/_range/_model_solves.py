@@ -55,7 +55,6 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
-from mechanisms.allocation._reduced_newton import newton_reduced
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     project_capped_simplex,
@@ -283,28 +282,11 @@ def solve_subsampled(
     if st is not None:
         st = WeightsStepState(st.A / prev_scale, st.s / prev_scale)
     a0 = project_capped_simplex(np.full(m, 1.0 / m), prob.caps(eta))[0]
-    full = _extrapolated_solve(prob, eta, w, a0, st, min(max_iter, FINAL_MAX_ITER))
-    return dataclasses.replace(full, iterations=used + full.iterations)
-
-
-def _extrapolated_solve(
-    prob: Problem,
-    eta: float,
-    w0: FloatArray,
-    a0: FloatArray,
-    state: WeightsStepState | None,
-    max_iter: int,
-) -> BlockSolution:
-    """:func:`solve_at_eta` (trust-region path, default mode: ``G = F``) with the
-    Newton steps extended (``newton_reduced(extrapolate=True)``)."""
-    sol = newton_reduced(
-        prob, eta, w0=w0, state=state, gtol=prob.cfg.tol, max_iter=max_iter, a0=a0,
+    full = solve_at_eta(
+        prob, eta, w0=w, a0=a0, state=st, max_iter=min(max_iter, FINAL_MAX_ITER),
         extrapolate=True,
     )  # fmt: skip
-    return BlockSolution(
-        eta, sol.w, sol.a, sol.value, sol.value, sol.iterations, sol.converged,
-        sol.state, sol.losses, sol.gradient,
-    )  # fmt: skip
+    return dataclasses.replace(full, iterations=used + full.iterations)
 
 
 def solve_warm_subsampled(
