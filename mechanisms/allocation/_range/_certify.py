@@ -64,7 +64,7 @@ from numpy.typing import NDArray
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._two_point import two_point_bound
-from mechanisms.allocation._weights_step import held_multipliers
+from mechanisms.allocation._weights_step import WeightsStepState, held_multipliers
 
 FloatArray = NDArray[np.float64]
 
@@ -287,18 +287,24 @@ class Node:
     """A point of the ``η`` partition: a certified lower bound of the fixed-``η``
     problem there, and the solution it came from (``stale``: the bound is inherited
     from a problem with lower virtual costs, valid because ``G`` is non-decreasing in
-    each ``Ψ_i``; the solution is only a warm start)."""
+    each ``Ψ_i``; the solution is only a warm start; ``renewed``: the bound is this
+    problem's, from one evaluation at the stale point, not a solve)."""
 
     bound: float
     w: FloatArray
     a: FloatArray
     stale: bool = False
     solution: BlockSolution | None = None
+    state: WeightsStepState | None = None  # the a-step's multipliers there
+    # the bound was renewed from one evaluation at the stale point (no solve): a
+    # cell still below the incumbent solves it before bisecting
+    renewed: bool = False
 
 
 def node_of(prob: Problem, sol: BlockSolution, lam_conv: float) -> Node:
     modulus = _modulus(prob, lam_conv)
-    return Node(_rigorous_value(prob, sol, modulus), sol.w, sol.a, False, sol)
+    bound = _rigorous_value(prob, sol, modulus)
+    return Node(bound, sol.w, sol.a, False, sol, sol.state)
 
 
 def _modulus(prob: Problem, lam_conv: float) -> float:
@@ -315,6 +321,7 @@ def certify_range(
     lam_conv: float,
     rtol: float = RANGE_RTOL,
     max_cells: int = MAX_CELLS,
+    partition: dict[float, Node] | None = None,
 ) -> tuple[BlockSolution, float, int]:
     """Branch-and-bound over ``log η`` cells; return ``(best, lower_bound, n_solves)``.
 
@@ -323,9 +330,15 @@ def certify_range(
     cell's bound is the two-point bound (:func:`._two_point.two_point_bound`) when the
     caps do not depend on ``η`` on the range (no binding ``ε_i^max``), else the cell
     problem of the module docstring. The lowest cell is refined — a stale end is
-    re-solved, otherwise the cell is bisected (one fixed-``η`` solve at its midpoint,
-    also a new candidate) — until every cell's bound is within ``rtol·(1 + |G|)`` of
-    the best value. ``best`` may improve on ``incumbent``.
+    renewed from one evaluation of ``F`` and its gradient at the stale point (the
+    bound ``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))`` of a solve, looser by how far the
+    stale ``w`` is from this problem's minimiser, where a payment re-solve has moved
+    it little), a renewed end still too low is solved, otherwise the cell is bisected
+    (one fixed-``η`` solve at its midpoint, also a new candidate) — until every
+    cell's bound is within ``rtol·(1 + |G|)`` of
+    the best value. ``best`` may improve on ``incumbent``. ``partition`` (optional)
+    receives the final nodes: bisected where the profile needed it, around the
+    optimum, and so a graded set of stale nodes for problems near this one.
     """
     cfg = prob.cfg
     modulus = _modulus(prob, lam_conv)
@@ -344,10 +357,31 @@ def certify_range(
     def solve(eta: float, start: Node) -> Node:
         nonlocal n, best
         n += 1
-        sol = solve_at_eta(prob, eta, w0=start.w, a0=start.a)
+        sol = solve_at_eta(prob, eta, w0=start.w, a0=start.a, state=start.state)
         if sol.search_value < best.search_value:
             best = sol
-        return Node(_rigorous_value(prob, sol, modulus), sol.w, sol.a, False, sol)
+        bound = _rigorous_value(prob, sol, modulus)
+        return Node(bound, sol.w, sol.a, False, sol, sol.state)
+
+    renewable = cfg.mode != "strict" and cfg.u == "linear"
+
+    def renew(eta: float, node: Node) -> Node:
+        """A stale node's bound at this problem from one evaluation of ``F`` and its
+        gradient at the stale ``w`` (no Newton step): ``F(w) − ‖∇F(w)‖²/(2m)``, the
+        same strong-convexity bound as a solve's, looser by how far the stale ``w``
+        is from this problem's minimiser; never below the stale bound."""
+        nonlocal n
+        if not renewable:
+            return solve(eta, node)
+        n += 1
+        sol = solve_at_eta(
+            prob, eta, w0=node.w, a0=node.a, state=node.state, max_iter=0
+        )
+        g = sol.gradient
+        if g is None:
+            return solve(eta, node)
+        bound = max(sol.search_value - float(g @ g) / (2.0 * modulus), node.bound)
+        return Node(bound, node.w, node.a, False, None, sol.state, renewed=True)
 
     for eta in (eta_lo, eta_hi):
         if eta not in pts:
@@ -404,6 +438,14 @@ def certify_range(
         stale = [e for e in (e1, e2) if pts[e].stale]
         if stale:
             for e in stale:
+                pts[e] = renew(e, pts[e])
+                for c in (left.get(e), e if e in right else None):
+                    if c is not None:
+                        push(c)
+            continue
+        renewed = [e for e in (e1, e2) if pts[e].renewed]
+        if renewed:
+            for e in renewed:
                 pts[e] = solve(e, pts[e])
                 for c in (left.get(e), e if e in right else None):
                     if c is not None:
@@ -421,4 +463,6 @@ def certify_range(
         push(mid)
     live = [lb for lb, e1 in heap if current.get(e1) == lb]
     lower = min([*live, best.search_value])
+    if partition is not None:
+        partition.update(pts)
     return best, lower, n

@@ -15,19 +15,28 @@ The shortcut is used only when that certificate holds and the polished ``η`` st
 the cell ``[η_{j*−1}, η_{j*+1}]``; otherwise it returns ``None`` and the caller runs
 the full search. Linear ``u`` only (the polish is defined there).
 
+The base values are the grid solves' values, not bounds, hence the margin ``MARGIN``
+above. Where the profile is flat in ``η`` (grid values within ``MARGIN`` of each
+other: a small ``γ``), that test never holds, and the same conclusion is drawn from
+the base's *certified* node bounds instead, which need no margin: the full search's
+grid value at ``j ≠ j*`` is at least that node bound (``P_j`` only rises with
+``Ψ_i``), and its value at ``j*`` at most the upper bound plus the grid solve's
+error, ``‖∇F‖²/(2(λ − λ_conv))`` at its stopping gradient (:func:`grid_error`).
+
 Several local minima: the cell argument above only shows the shortcut reaches the *same local*
 optimum as the full search's refinement; it says nothing when the fixed-``η`` problems
 have several local minima. So the shortcut now runs only when the base allocation is
 certified (``status == "optimal"``), and its result is accepted only with its own
 certificate: the ``η``-range branch-and-bound of :mod:`mechanisms.allocation._range._certify` closes at
 the re-solved point, using the base's grid bounds as stale node bounds (valid since
-``G`` is non-decreasing in ``Ψ_i``, refreshed when a cell needs it). With ``λ > λ_conv``
+``G`` is non-decreasing in ``Ψ_i``, renewed when a cell needs it). With ``λ > λ_conv``
 both the shortcut and the full search then return the global optimum over the range
 (to ``RANGE_RTOL``), so they agree; otherwise ``None`` (full search).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -135,10 +144,17 @@ def local_resolve(
     if not np.isfinite(upper):
         upper = search_value(prob, w_j, a_j, float(grid[j]))
     n_iter = 0
-    if not upper < floor - MARGIN * (1.0 + abs(upper)):
+    node_floor = _node_floor(base_cert.node_bounds, j)
+
+    def keeps_cell(upper: float) -> bool:
+        return upper < floor - MARGIN * (1.0 + abs(upper)) or (
+            upper + grid_error(prob, lam_conv, upper) < node_floor
+        )
+
+    if not keeps_cell(upper):
         at_j = solve_at_eta(prob, float(grid[j]), w0=w_j, a0=a_j, tol=GRID_TOL)
         upper, n_iter = at_j.search_value, at_j.iterations
-        if not upper < floor - MARGIN * (1.0 + abs(upper)):
+        if not keeps_cell(upper):
             return None
     w_s, a_s, eta_s = (base.w, base.weights, base.eta) if start is None else start
     first = solve_at_eta(prob, eta_s, w0=w_s, a0=a_s)
@@ -170,6 +186,32 @@ def local_resolve(
         prob, best, prof, n_iter + best.iterations, 2, timings, cert, fit_w=fit_w
     )
     return out if out.certified else None
+
+
+def _node_floor(node_bounds: tuple[float, ...], j: int) -> float:
+    """The least certified base bound of the grid points other than ``j``."""
+    others = [b for k, b in enumerate(node_bounds) if k != j]
+    return min(others) if others else np.inf
+
+
+def grid_error(prob: Problem, lam_conv: float, value: float) -> float:
+    """How far above ``P_j`` the full search's coarse-grid value can be, plus rounding.
+
+    A grid solve stops at ``‖∇F(w)‖ ≤ GRID_TOL·(1 + ‖w‖)``
+    (:func:`mechanisms.allocation._reduced_newton.newton_reduced`), and ``F`` is
+    strongly convex with modulus ``λ − λ_conv`` (``1`` in strict mode,
+    :func:`mechanisms.allocation._range._certify.node_of`), so
+    ``F(w) − P_j ≤ ‖∇F‖²/(2(λ − λ_conv))``. Every term of ``G`` but the ridge is
+    non-negative, so ``‖w‖² ≤ 2F(w)/λ``, and ``F(w) ≤ 2(1 + |value|)`` for the
+    values compared here (``value`` an upper bound on ``P_j``). Plus ``1e-12``
+    relative for the rounding of ``F`` and of the bounds."""
+    cfg = prob.cfg
+    modulus = cfg.lam - lam_conv if cfg.mode != "strict" else 1.0
+    if not modulus > 0.0:
+        return np.inf
+    w_norm = np.sqrt(4.0 * (1.0 + abs(value)) / cfg.lam)
+    grad = GRID_TOL * (1.0 + w_norm)
+    return float(grad * grad / (2.0 * modulus) + 1e-12 * (1.0 + abs(value)))
 
 
 def rises_with_eta(prob: Problem) -> bool:
@@ -240,10 +282,16 @@ def stale_nodes(
     each a fixed-``η`` solve at the **base** virtual costs with its rigorous bound
     (``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))``, :func:`mechanisms.allocation._range._certify.node_of`).
     A re-solve raises one ``Ψ_i``, and ``G`` is non-decreasing in each ``Ψ_i``, so every
-    bound stays valid (marked stale: the branch-and-bound re-solves a stale end only
-    where its bound is below the incumbent). Without the fine nodes each re-solve's
-    branch-and-bound re-bisected the optimum's cell from the coarse grid (13 solves
-    per re-solve at ``m = 10⁴``); solved once per payment job instead.
+    bound stays valid (marked stale: the branch-and-bound renews a stale end only
+    where its bound is below the incumbent, from one evaluation at the stale point).
+    Without the fine nodes each re-solve's branch-and-bound re-bisected the optimum's
+    cell from the coarse grid (13 solves per re-solve at ``m = 10⁴``). From these
+    nodes the base's own branch-and-bound then runs once, and every node of its final
+    partition is returned: the two-point cell bound sags by about the profile's
+    curvature times the cell's width squared, so the cells next to the optimum must be
+    bisected to a width of about ``√(RANGE_RTOL/curvature)``, and a re-solve near the
+    base needs the same graded cells (on Wisconsin at a large ``γ``, 9.4 solves per
+    re-solve went to these bisections). All of this runs once per payment job.
     """
     nodes = grid_nodes(base)
     prof = base.profile
@@ -257,8 +305,21 @@ def stale_nodes(
     for eta in sorted({*fine, float(base.eta)} - set(nodes)):
         sol = solve_at_eta(eff, eta, w0=base.w, a0=base.weights)
         node = node_of(eff, sol, lam_conv)
-        nodes[eta] = Node(node.bound, sol.w, sol.a, stale=True)
-    return nodes
+        nodes[eta] = Node(node.bound, sol.w, sol.a, state=sol.state)
+    # The base's own branch-and-bound from these nodes: its final partition is
+    # graded around the optimum as finely as the profile's curvature and RANGE_RTOL
+    # need, which is what a re-solve near the base needs too.
+    incumbent = solve_at_eta(eff, float(base.eta), w0=base.w, a0=base.weights)
+    fresh = {e: dataclasses.replace(nd, stale=False) for e, nd in nodes.items()}
+    partition: dict[float, Node] = {}
+    certify_range(
+        eff, incumbent, float(grid[0]), float(grid[-1]), nodes=fresh,
+        lam_conv=lam_conv, partition=partition,
+    )  # fmt: skip
+    return {
+        e: dataclasses.replace(nd, stale=True, solution=None)
+        for e, nd in partition.items()
+    }
 
 
 def fast_solve(prob: Problem, *, warm_start: Allocation | None = None) -> Allocation:
