@@ -21,10 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mechanisms import MechanismConfig, UniformPrior
+from mechanisms.allocation._block_solver import solve_at_eta
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range import _candidate_range
 from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
+from mechanisms.allocation._range._certify import Node, certify_range, effective_problem
 from mechanisms.allocation._weights_kernel import (
     one_seller_value,
     range_summary,
@@ -151,6 +153,85 @@ def test_without_sigma_the_shortcut_is_one_solve_at_the_lowest_eta() -> None:
                 )
                 taken += 1
     assert taken == 24
+
+
+def test_a_flat_profile_takes_the_shortcut_from_certified_bounds() -> None:
+    """A small ``γ`` leaves the grid values within the cell test's margin of each
+    other, so that test cannot tell the full search's cell; the base's certified
+    node bounds can (no margin, the grid solve's error bound instead). The shortcut
+    declined 11 of these 12 raises at ``seed = 2`` and all 12 at ``seed = 0``; it is
+    now taken, and agrees with the cold full search."""
+    taken = 0
+    for seed in (0, 2):
+        prob = instance(seed, 12, capped=False)
+        prob = dataclasses.replace(prob, cfg=CFG.with_(gamma=1e-5, sigma=1e-2))
+        base = solve_allocation(prob)
+        assert base.certified
+        nodes = stale_nodes(prob, base)
+        for i in range(prob.m):
+            psi = prob.psi.copy()
+            psi[i] *= 2.0
+            raised = dataclasses.replace(prob, psi=psi)
+            fast = local_resolve(raised, base, nodes=nodes)
+            if fast is None:
+                continue
+            taken += 1
+            cold = solve_allocation(raised)
+            np.testing.assert_allclose(
+                fast.epsilon_total, cold.epsilon_total, rtol=1e-9, atol=1e-12
+            )
+    assert taken >= 16
+
+
+def test_stale_nodes_are_graded_and_bound_the_base() -> None:
+    """The stale set is the base's own branch-and-bound partition: nodes closer to
+    the optimum than the evenly spaced fine nodes, each bound at most the base's
+    fixed-``η`` value there (a solve from that node's point)."""
+    prob = instance(1, 12, capped=False)
+    base = solve_allocation(prob)
+    nodes = stale_nodes(prob, base)
+    grid = np.asarray(base.profile.grid)
+    fine_step = np.log(grid[1] / grid[0]) * 2 / 17  # two cells, 16 inner points
+    dist = sorted(abs(np.log(e / base.eta)) for e in nodes)
+    assert 0 < dist[1] < fine_step / 4
+    eff, _ = effective_problem(prob)  # λ raised to λ_conv ("raise_lambda")
+    for e, nd in nodes.items():
+        assert nd.stale
+        sol = solve_at_eta(eff, e, w0=nd.w, a0=nd.a)
+        assert nd.bound <= sol.search_value + 1e-12 * (1 + abs(sol.search_value))
+
+
+def test_renewed_bounds_are_lower_bounds_of_the_raised_problem() -> None:
+    """A stale node renewed from one evaluation at its point, with the raised
+    report, bounds the raised fixed-``η`` problem from below (it is never above a
+    solve's value there) and above the stale bound; the certificate still closes
+    at the cold optimum's value."""
+    renewed = 0
+    for seed, i in ((0, 3), (1, 5), (2, 0)):
+        prob = instance(seed, 12, capped=False)
+        base = solve_allocation(prob)
+        stale = stale_nodes(prob, base)
+        psi = prob.psi.copy()
+        psi[i] *= 4.0
+        raised = dataclasses.replace(prob, psi=psi)
+        cold = solve_allocation(raised)
+        eff, lam_conv = effective_problem(raised)
+        best = solve_at_eta(eff, cold.eta, w0=cold.w, a0=cold.weights)
+        grid = base.profile.grid
+        partition: dict[float, Node] = {}
+        _, lower, _ = certify_range(
+            eff, best, float(grid[0]), float(grid[-1]), nodes=dict(stale),
+            lam_conv=lam_conv, partition=partition,
+        )  # fmt: skip
+        assert lower <= best.search_value + 1e-12
+        for e, nd in partition.items():
+            if not nd.renewed:
+                continue
+            renewed += 1
+            assert nd.bound >= stale[e].bound
+            sol = solve_at_eta(eff, e, w0=nd.w, a0=nd.a)
+            assert nd.bound <= sol.search_value + 1e-12 * (1 + abs(sol.search_value))
+    assert renewed >= 3
 
 
 # ------------------------------------------- the default rule (candidate-model range)
