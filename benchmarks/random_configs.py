@@ -22,14 +22,16 @@ configuration of ``benchmarks/allocation_speed.py`` (``WBC_CFG``):
   seller × m / workers``. The estimate is an upper one, often by far: every chunk of
   the pool pays its own setup (unpickling the job, building the re-solver's caches),
   which a sample spreads over a few sellers and a whole market over thousands.
+  ``allocate``: best of two.
 - ``wbc_pay``: all Wisconsin payments (every seller, default pool, wall) / one
-  ``allocate``.
+  ``allocate`` (best of ``--repeat``: a few milliseconds, where two runs left the
+  denominator up to twice too large).
 
 Times are CPU seconds of this process (``time.process_time``; BLAS limited to one
 thread) for ``allocate`` and scikit-learn: on a machine shared by many jobs a wall clock
 measures the scheduler, a CPU clock the work. Wall times are recorded next to them.
 Payments run in other processes, so their targets compare wall with wall (the pool's
-wall time against ``allocate``'s best wall time of two); the CPU-denominator ratios
+wall time against ``allocate``'s best wall time); the CPU-denominator ratios
 are in the tables too.
 
 Run: ``python benchmarks/random_configs.py`` (``--parts wbc big pay wbc_pay``,
@@ -153,14 +155,16 @@ def ratio_rows(
 def pay_rows(
     X: np.ndarray, y: np.ndarray, costs: np.ndarray, cfgs: list[MechanismConfig],
     sample: int | None, pool: ProcessPoolExecutor, workers: int, seed: int,
+    repeat: int = 2,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Payments / allocate per configuration (all sellers when ``sample`` is None)."""
+    """Payments / allocate per configuration (all sellers when ``sample`` is None);
+    ``allocate``'s times are the best of ``repeat`` runs."""
     rows = []
     m = X.shape[0]
     rng = np.random.default_rng(seed)
     for i, cfg in enumerate(cfgs):
         al_cpu, al_wall, alloc = cpu_best(
-            lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), 2
+            lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), repeat
         )
         sel = None
         if sample and sample < m:
@@ -244,7 +248,9 @@ def main() -> None:
                     args.seed,
                 )  # fmt: skip
             if "wbc_pay" in args.parts:
-                out["wbc_pay"] = pay_rows(Xw, yw, cw, cfgs, None, pool, workers, 0)
+                out["wbc_pay"] = pay_rows(
+                    Xw, yw, cw, cfgs, None, pool, workers, 0, repeat=args.repeat
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     body = report(out, args, workers, time.perf_counter() - t_start)
