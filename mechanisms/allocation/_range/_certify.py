@@ -335,8 +335,8 @@ def certify_range(
     stale ``w`` is from this problem's minimiser, where a payment re-solve has moved
     it little), a renewed end still too low is solved, otherwise the cell is bisected
     (one fixed-``η`` solve at its midpoint, also a new candidate) — until every
-    cell's bound is within ``rtol·(1 + |G|)`` of
-    the best value. ``best`` may improve on ``incumbent``. ``partition`` (optional)
+    cell's bound is within ``rtol·(1 + |G|)`` of the best value. ``best`` may
+    improve on ``incumbent``. ``partition`` (optional)
     receives the final nodes: bisected where the profile needed it, around the
     optimum, and so a graded set of stale nodes for problems near this one.
     """
@@ -367,9 +367,9 @@ def certify_range(
 
     def renew(eta: float, node: Node) -> Node:
         """A stale node's bound at this problem from one evaluation of ``F`` and its
-        gradient at the stale ``w`` (no Newton step): ``F(w) − ‖∇F(w)‖²/(2m)``, the
-        same strong-convexity bound as a solve's, looser by how far the stale ``w``
-        is from this problem's minimiser; never below the stale bound."""
+        gradient at the stale ``w`` (no Newton step): ``F(w) − ‖∇F(w)‖²/(2·modulus)``,
+        the same strong-convexity bound as a solve's, looser by how far the stale
+        ``w`` is from this problem's minimiser; never below the stale bound."""
         nonlocal n
         if not renewable:
             return solve(eta, node)
