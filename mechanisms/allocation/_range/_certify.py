@@ -210,9 +210,12 @@ def _rigorous_value(prob: Problem, sol: BlockSolution, modulus: float) -> float:
     """Certified lower bound of ``min_w F`` at ``sol.eta`` from an approximate minimiser."""
     if prob.cfg.mode == "strict":
         return sol.search_value  # the a-step is exact and w does not enter
-    loss = prob.loss
-    z = prob.X @ sol.w
-    grad = prob.X.T @ (sol.a * loss.derivative(z, prob.y)) + prob.cfg.lam * sol.w
+    if sol.gradient is not None and prob.linear_term(sol.eta) is None:
+        grad = sol.gradient  # the Newton solver's ∇F at (w, a*(w)): no pass over X
+    else:
+        z = prob.X @ sol.w
+        deriv = prob.loss.derivative(z, prob.y)
+        grad = prob.X.T @ (sol.a * deriv) + prob.cfg.lam * sol.w
     return sol.search_value - float(grad @ grad) / (2.0 * modulus)
 
 

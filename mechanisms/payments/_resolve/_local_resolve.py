@@ -60,6 +60,7 @@ from mechanisms.allocation._range._certify import (
     effective_problem,
     node_of,
 )
+from mechanisms.allocation._weights_step import WeightsStepState
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -157,7 +158,9 @@ def local_resolve(
         if not keeps_cell(upper):
             return None
     w_s, a_s, eta_s = (base.w, base.weights, base.eta) if start is None else start
-    first = solve_at_eta(prob, eta_s, w0=w_s, a0=a_s)
+    first = solve_at_eta(
+        prob, eta_s, w0=w_s, a0=a_s, state=_nearest_state(nodes, eta_s)
+    )
     best = _polish(prob, first, float(grid[0]), float(grid[-1]), eta_rtol=ETA_RTOL)
     cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
     if not cell_lo <= best.eta <= cell_hi or best.search_value > upper:
@@ -186,6 +189,17 @@ def local_resolve(
         prob, best, prof, n_iter + best.iterations, 2, timings, cert, fit_w=fit_w
     )
     return out if out.certified else None
+
+
+def _nearest_state(
+    nodes: dict[float, Node] | None, eta: float
+) -> WeightsStepState | None:
+    """The a-step multipliers of the stale node nearest ``η`` (a warm start for the
+    compiled a-step: without one it guesses them from the weights, a NumPy median)."""
+    if not nodes:
+        return None
+    near = min(nodes, key=lambda e: abs(e - eta))
+    return nodes[near].state
 
 
 def _node_floor(node_bounds: tuple[float, ...], j: int) -> float:
