@@ -749,6 +749,16 @@ def newton_reduced(
     return NewtonSolution(p.w, p.a, p.state, max_iter, False, p.value, p.losses, g)
 
 
+def value_and_gradient(
+    prob: Problem, eta: float, w: FloatArray, state: WeightsStepState | None
+) -> tuple[float, FloatArray, WeightsStepState | None]:
+    """``(F(w), ∇F(w), a-step multipliers)`` at fixed ``η`` from one evaluation, no
+    Newton step (``state`` warm-starts the a-step). What a certified lower bound
+    ``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))`` at a given ``w`` needs."""
+    p = _evaluate(prob, eta, np.asarray(w, dtype=float), state, prob.caps(eta))
+    return p.value, _gradient(prob, eta, p), p.state
+
+
 MAX_DOUBLINGS = 30  # internal doublings of the radius per iteration
 
 

@@ -64,6 +64,7 @@ from numpy.typing import NDArray
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._two_point import two_point_bound
+from mechanisms.allocation._reduced_newton import value_and_gradient
 from mechanisms.allocation._weights_step import WeightsStepState, held_multipliers
 
 FloatArray = NDArray[np.float64]
@@ -366,7 +367,8 @@ def certify_range(
         bound = _rigorous_value(prob, sol, modulus)
         return Node(bound, sol.w, sol.a, False, sol, sol.state)
 
-    renewable = cfg.mode != "strict" and cfg.u == "linear"
+    # the reduced Newton method's F (default mode, linear u), no paper noise term
+    renewable = cfg.mode == "default" and cfg.u == "linear" and prob.noise is None
 
     def renew(eta: float, node: Node) -> Node:
         """A stale node's bound at this problem from one evaluation of ``F`` and its
@@ -377,14 +379,9 @@ def certify_range(
         if not renewable:
             return solve(eta, node)
         n += 1
-        sol = solve_at_eta(
-            prob, eta, w0=node.w, a0=node.a, state=node.state, max_iter=0
-        )
-        g = sol.gradient
-        if g is None:
-            return solve(eta, node)
-        bound = max(sol.search_value - float(g @ g) / (2.0 * modulus), node.bound)
-        return Node(bound, node.w, node.a, False, None, sol.state, renewed=True)
+        value, g, state = value_and_gradient(prob, eta, node.w, node.state)
+        bound = max(value - float(g @ g) / (2.0 * modulus), node.bound)
+        return Node(bound, node.w, node.a, False, None, state, renewed=True)
 
     for eta in (eta_lo, eta_hi):
         if eta not in pts:
