@@ -378,6 +378,35 @@ def _weighted_gram(
 
 
 @_jit
+def _weighted_gram_kernel(
+    X: FloatArray,
+    a: FloatArray,
+    d2: FloatArray,
+    dl: FloatArray,
+    r: FloatArray,
+    caps: FloatArray,
+    A: float,
+    s: float,
+    with_free: bool,
+) -> tuple[FloatArray, FloatArray]:
+    """:func:`_weighted_gram` compiled (the same blocks and the same GEMM per block),
+    for :func:`_newton_kernel`."""
+    m, d = X.shape
+    k = 3 if with_free else 0
+    block = min(m, GRAM_BLOCK)
+    Xb = np.empty((block, d))
+    Ob = np.empty((block, d + k))
+    acc = np.zeros((d, d + k))
+    sums = np.zeros(4)
+    for lo in range(0, m, block):
+        hi = min(lo + block, m)
+        n = _hessian_block(X, lo, hi, a, d2, dl, r, caps, A, s, with_free, Xb, Ob, sums)
+        if n:
+            acc += np.dot(Xb[:n].T, Ob[:n])
+    return acc, sums
+
+
+@_jit
 def _shifted_cholesky(H: FloatArray, nu: float, L: FloatArray) -> bool:
     """``H + νI = LLᵀ`` into ``L`` (lower triangle); ``False`` at a non-positive pivot."""
     d = H.shape[0]
@@ -659,6 +688,119 @@ def _rounding_accept(
     return _norm(_gradient(prob, eta, q)) < gnorm
 
 
+NEWTON_CONVERGED, NEWTON_HANDOFF, NEWTON_MAX_ITER, NEWTON_FLAT = 0, 1, 2, 3
+
+
+@_jit
+def _newton_kernel(
+    X: FloatArray,
+    y: FloatArray,
+    psi: FloatArray,
+    q: float,
+    caps: FloatArray,
+    mu: float,
+    lam: float,
+    const: float,
+    gtol: float,
+    max_iter: int,
+    it: int,
+    w: FloatArray,
+    z: FloatArray,
+    losses: FloatArray,
+    dl: FloatArray,
+    d2: FloatArray,
+    r: FloatArray,
+    a: FloatArray,
+    A: float,
+    s: float,
+    value: float,
+) -> tuple[
+    int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
+    FloatArray, FloatArray, float, float, float, FloatArray,
+]:  # fmt: skip
+    """The iterations of :func:`newton_reduced` while they are plain Newton steps, in
+    one compiled call (the logistic loss with the compiled a-step; ``μ > 0``).
+
+    The same operations as the Python loop, in the same order: the gradient and its
+    test, ``∇²F`` (:func:`_weighted_gram_kernel`, :func:`_assemble_hessian`), the
+    Cholesky step, the trial point (:func:`_logistic_point`) and the ratio test, with
+    an unbounded trust radius. It returns ``(code, it, radius, point…, ∇F)``:
+    converged; at ``max_iter``; flat (a rejected step whose shrunken radius is below
+    ``10⁻¹²(1 + ‖w‖)``, where the loop gives up); or a hand-off to the Python loop,
+    at the point and radius where it would go on (an indefinite ``∇²F``, an a-step
+    the kernel declines, or a finite radius after a poorly predicted step).
+    """
+    mu2 = mu * mu
+    g = _weighted_gradient(X, a, dl, lam, w)
+    radius = math.inf
+    while True:
+        gnorm = math.sqrt(np.dot(g, g))
+        if gnorm <= gtol * (1.0 + math.sqrt(np.dot(w, w))):
+            return (
+                NEWTON_CONVERGED, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
+                g,
+            )  # fmt: skip
+        if it == max_iter:
+            return (
+                NEWTON_MAX_ITER, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
+                g,
+            )  # fmt: skip
+        acc, sums = _weighted_gram_kernel(X, a, d2, dl, r, caps, A, s, True)
+        ok, H = _assemble_hessian(acc, sums, s, mu2, lam)
+        if not ok:
+            acc, sums = _weighted_gram_kernel(X, a, d2, dl, r, caps, A, s, False)
+            H = _assemble_hessian(acc, sums, s, mu2, lam)[1]
+        ok, x = _cholesky_solve(H, g)
+        if not ok:
+            return (
+                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
+                g,
+            )  # fmt: skip
+        step = -x
+        pred = _predicted(g, H, step)
+        wq = w + step
+        zq = np.dot(X, wq)
+        okq, lq, dlq, d2q, rq, aq, Aq, sq, vq = _logistic_point(
+            zq, y, q, psi, caps, mu, A, s, wq, lam, const
+        )
+        if not okq:
+            return (
+                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
+                g,
+            )  # fmt: skip
+        actual = vq - value
+        rho = actual / pred if pred < 0.0 and math.isfinite(actual) else -math.inf
+        snorm = math.sqrt(np.dot(step, step))
+        if rho < 0.25:
+            radius = 0.25 * snorm
+        accept = rho > ACCEPT
+        gq = _weighted_gradient(X, aq, dlq, lam, wq)
+        if not accept:  # _rounding_accept
+            scale = 1.0 + abs(value)
+            accept = (
+                not (-pred > 1e-12 * scale or vq > value + 1e-13 * scale)
+                and math.sqrt(np.dot(gq, gq)) < gnorm
+            )
+        if not accept:
+            if radius <= 1e-12 * (1.0 + math.sqrt(np.dot(w, w))):
+                return (
+                    NEWTON_FLAT, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
+                    g,
+                )  # fmt: skip
+            return (
+                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
+                g,
+            )  # fmt: skip
+        w, z, losses, dl, d2, r, a, A, s, value = wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq
+        g = gq
+        it += 1
+        if radius < math.inf:
+            return (
+                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
+                g,
+            )  # fmt: skip
+
+
 class NewtonSolution(NamedTuple):
     """What :func:`newton_reduced` returns: the minimiser ``w``, ``a*(w)`` and its
     multipliers, the iterations, whether ``‖∇F‖`` met the tolerance, ``F(w)``, the
@@ -706,7 +848,30 @@ def newton_reduced(
     caps = prob.caps(eta)
     p = _evaluate(prob, eta, np.asarray(w0, dtype=float), state, caps, a0)
     radius = math.inf
-    for it in range(max_iter + 1):
+    start = 0
+    cfg = prob.cfg
+    if (
+        not extrapolate
+        and cfg.loss == "logistic"
+        and cfg.mu > 0.0
+        and p.d2 is not None
+        and p.state is not None
+        and prob.linear_term(eta) is None
+    ):
+        out = _newton_kernel(
+            prob.X, prob.y, prob.psi, cfg.gamma * eta, caps, cfg.mu, cfg.lam,
+            cfg.sigma / eta, gtol, max_iter, 0, p.w, p.z, p.losses, p.dl, p.d2, p.r,
+            p.a, p.state.A, p.state.s, p.value,
+        )  # fmt: skip
+        code, it, radius = out[0], out[1], out[2]
+        w, z, losses, dl, d2, r, a, A, s, value, g = out[3:]
+        p = _Point(w, z, losses, dl, d2, r, a, WeightsStepState(A, s), value)
+        if code == NEWTON_CONVERGED:
+            return NewtonSolution(p.w, p.a, p.state, it, True, p.value, p.losses, g)
+        if code in (NEWTON_MAX_ITER, NEWTON_FLAT):
+            return NewtonSolution(p.w, p.a, p.state, it, False, p.value, p.losses, g)
+        start = it
+    for it in range(start, max_iter + 1):
         g = _gradient(prob, eta, p)
         gnorm = _norm(g)
         if gnorm <= gtol * (1.0 + _norm(p.w)):

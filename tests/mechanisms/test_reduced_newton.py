@@ -317,3 +317,59 @@ def test_model_steps_fall_back_to_the_eigendecomposition_in_the_hard_case() -> N
     want, _ = rn._trust_region_step(e, V, g, 2.0)
     np.testing.assert_allclose(s, want, rtol=1e-12, atol=1e-15)
     assert model.eig is not None
+
+
+@pytest.mark.parametrize(
+    ("m", "seed", "lam", "mu", "eta"),
+    [
+        (300, 0, 1e-2, 10.0, 3.0),  # a free set, positive definite throughout
+        (400, 1, 1e-4, 1.0, 3.0),  # small λ: indefinite steps hand off to Python
+        (3 * rn.GRAM_BLOCK + 5, 2, 1e-2, 10.0, 50.0),  # several Gram blocks, caps
+        (500, 3, 1.0, 1e-3, 3.0),  # a tiny μ: nearly a linear programme
+    ],
+)
+def test_compiled_newton_iterates_equal_the_python_loop(
+    m: int,
+    seed: int,
+    lam: float,
+    mu: float,
+    eta: float,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compiled iterations (``_newton_kernel``) are the Python loop's operations
+    in the same order: with the kernel handing every iteration to the loop instead,
+    the solver returns the same point, value, gradient and iteration count, to the
+    bit, from several starts."""
+    prob = _problem(m, 8, seed)
+    prob = Problem(prob.X, prob.y, prob.psi, prob.eps_max, CFG.with_(lam=lam, mu=mu))
+    rng = np.random.default_rng(seed)
+    starts = [np.zeros(8), rng.normal(size=8), 3.0 * rng.normal(size=8)]
+    a0 = np.full(m, 1.0 / m)
+
+    def solve() -> list[rn.NewtonSolution]:
+        return [
+            rn.newton_reduced(
+                prob, eta, w0=w0, state=None, gtol=1e-9, max_iter=100, a0=a0
+            )
+            for w0 in starts
+        ]
+
+    compiled = solve()
+    kernel = rn._newton_kernel
+
+    def python_only(*args: object) -> tuple[object, ...]:
+        w, z, losses, dl, d2, r, a, A, s, value = args[11:]
+        return (rn.NEWTON_HANDOFF, args[10], np.inf, w, z, losses, dl, d2, r, a,
+                A, s, value, np.zeros(0))  # fmt: skip
+
+    monkeypatch.setattr(rn, "_newton_kernel", python_only)
+    loop = solve()
+    monkeypatch.setattr(rn, "_newton_kernel", kernel)
+    for c, p in zip(compiled, loop, strict=True):
+        assert c.iterations == p.iterations
+        assert c.converged == p.converged
+        assert c.value == p.value
+        np.testing.assert_array_equal(c.w, p.w)
+        np.testing.assert_array_equal(c.a, p.a)
+        np.testing.assert_array_equal(c.gradient, p.gradient)
+    assert any(c.converged for c in compiled)
