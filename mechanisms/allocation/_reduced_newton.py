@@ -692,6 +692,28 @@ NEWTON_CONVERGED, NEWTON_HANDOFF, NEWTON_MAX_ITER, NEWTON_FLAT = 0, 1, 2, 3
 
 
 @_jit
+def _model_step(
+    H: FloatArray,
+    g: FloatArray,
+    radius: float,
+    have_eig: bool,
+    e: FloatArray,
+    V: FloatArray,
+) -> tuple[bool, FloatArray, bool, FloatArray, FloatArray]:
+    """:meth:`_Model.step` compiled: ``(on_boundary, s, have_eig, e, V)``, the
+    factorised step while it succeeds, else (and from then on, ``have_eig``) the
+    eigendecomposition ``H = V diag(e) Vᵀ``'s."""
+    if not have_eig:
+        ok, boundary, step = _trust_region_factored(H, g, radius)
+        if ok:
+            return boundary, step, have_eig, e, V
+        e, V = np.linalg.eigh(H)
+        have_eig = True
+    boundary, step = _trust_region_kernel(e, V, g, radius)
+    return boundary, step, have_eig, e, V
+
+
+@_jit
 def _newton_kernel(
     X: FloatArray,
     y: FloatArray,
@@ -703,7 +725,6 @@ def _newton_kernel(
     const: float,
     gtol: float,
     max_iter: int,
-    it: int,
     w: FloatArray,
     z: FloatArray,
     losses: FloatArray,
@@ -718,24 +739,28 @@ def _newton_kernel(
     int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
     FloatArray, FloatArray, float, float, float, FloatArray,
 ]:  # fmt: skip
-    """The iterations of :func:`newton_reduced` while they are plain Newton steps, in
-    one compiled call (the logistic loss with the compiled a-step; ``μ > 0``).
+    """The iterations of :func:`newton_reduced` in one compiled call (the logistic
+    loss with the compiled a-step, ``μ > 0``, no extrapolation).
 
     The same operations as the Python loop, in the same order: the gradient and its
     test, ``∇²F`` (:func:`_weighted_gram_kernel`, :func:`_assemble_hessian`), the
-    Cholesky step, the trial point (:func:`_logistic_point`) and the ratio test, with
-    an unbounded trust radius. It returns ``(code, it, radius, point…, ∇F)``:
-    converged; at ``max_iter``; flat (a rejected step whose shrunken radius is below
-    ``10⁻¹²(1 + ‖w‖)``, where the loop gives up); or a hand-off to the Python loop,
-    at the point and radius where it would go on (an indefinite ``∇²F``, an a-step
-    the kernel declines, or a finite radius after a poorly predicted step).
+    Newton step where it fits the radius, else the trust-region step (the first
+    radius from the eigenvalues, :func:`_model_step`), the trial point
+    (:func:`_logistic_point`), the ratio test, the radius update and the internal
+    doubling. It returns ``(code, iterations, radius, point…, ∇F)``: converged; at
+    ``max_iter``; flat (a rejected step whose shrunken radius is below
+    ``10⁻¹²(1 + ‖w‖)``, where the loop gives up); or, where the a-step kernel
+    declines a trial point, a hand-off to the Python loop at the start of that
+    iteration (point and radius), which then repeats it with the NumPy a-step.
     """
     mu2 = mu * mu
-    g = _weighted_gradient(X, a, dl, lam, w)
     radius = math.inf
+    it = 0
     while True:
+        g = _weighted_gradient(X, a, dl, lam, w)
         gnorm = math.sqrt(np.dot(g, g))
-        if gnorm <= gtol * (1.0 + math.sqrt(np.dot(w, w))):
+        wnorm = math.sqrt(np.dot(w, w))
+        if gnorm <= gtol * (1.0 + wnorm):
             return (
                 NEWTON_CONVERGED, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
                 g,
@@ -745,60 +770,92 @@ def _newton_kernel(
                 NEWTON_MAX_ITER, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
                 g,
             )  # fmt: skip
+        radius0 = radius
         acc, sums = _weighted_gram_kernel(X, a, d2, dl, r, caps, A, s, True)
         ok, H = _assemble_hessian(acc, sums, s, mu2, lam)
         if not ok:
             acc, sums = _weighted_gram_kernel(X, a, d2, dl, r, caps, A, s, False)
             H = _assemble_hessian(acc, sums, s, mu2, lam)[1]
-        ok, x = _cholesky_solve(H, g)
-        if not ok:
-            return (
-                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
-                g,
-            )  # fmt: skip
-        step = -x
-        pred = _predicted(g, H, step)
-        wq = w + step
-        zq = np.dot(X, wq)
-        okq, lq, dlq, d2q, rq, aq, Aq, sq, vq = _logistic_point(
-            zq, y, q, psi, caps, mu, A, s, wq, lam, const
-        )
-        if not okq:
-            return (
-                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
-                g,
-            )  # fmt: skip
-        actual = vq - value
-        rho = actual / pred if pred < 0.0 and math.isfinite(actual) else -math.inf
-        snorm = math.sqrt(np.dot(step, step))
-        if rho < 0.25:
-            radius = 0.25 * snorm
-        accept = rho > ACCEPT
-        gq = _weighted_gradient(X, aq, dlq, lam, wq)
-        if not accept:  # _rounding_accept
-            scale = 1.0 + abs(value)
-            accept = (
-                not (-pred > 1e-12 * scale or vq > value + 1e-13 * scale)
-                and math.sqrt(np.dot(gq, gq)) < gnorm
+        has_newton, x = _cholesky_solve(H, g)
+        newton = -x
+        newton_norm = math.sqrt(np.dot(newton, newton)) if has_newton else 0.0
+        have_eig, e, V = False, np.empty(0), np.empty((0, 0))
+        while True:
+            if has_newton and newton_norm <= radius:
+                step, boundary = newton, False
+            else:
+                if math.isinf(radius):  # indefinite: the model needs a bound
+                    if not have_eig:
+                        e, V = np.linalg.eigh(H)
+                        have_eig = True
+                    radius = gnorm / max(np.abs(e).max(), 1e-300)
+                boundary, step, have_eig, e, V = _model_step(
+                    H, g, radius, have_eig, e, V
+                )
+            pred = _predicted(g, H, step)
+            wq = w + step
+            zq = np.dot(X, wq)
+            okq, lq, dlq, d2q, rq, aq, Aq, sq, vq = _logistic_point(
+                zq, y, q, psi, caps, mu, A, s, wq, lam, const
             )
-        if not accept:
-            if radius <= 1e-12 * (1.0 + math.sqrt(np.dot(w, w))):
+            if not okq:
+                return (
+                    NEWTON_HANDOFF, it, radius0, w, z, losses, dl, d2, r, a, A, s,
+                    value, g,
+                )  # fmt: skip
+            actual = vq - value
+            rho = actual / pred if pred < 0.0 and math.isfinite(actual) else -math.inf
+            snorm = math.sqrt(np.dot(step, step))
+            if rho < 0.25:
+                radius = 0.25 * snorm
+            elif rho > 0.75 and boundary:
+                radius = 2.0 * radius
+                for _ in range(MAX_DOUBLINGS):  # _internal_doubling
+                    boundary2, step2, have_eig, e, V = _model_step(
+                        H, g, radius, have_eig, e, V
+                    )
+                    pred2 = _predicted(g, H, step2)
+                    w2 = w + step2
+                    z2 = np.dot(X, w2)
+                    ok2, l2, dl2, d22, r2, a2, A2, s2, v2 = _logistic_point(
+                        z2, y, q, psi, caps, mu, A, s, w2, lam, const
+                    )
+                    if not ok2:
+                        return (
+                            NEWTON_HANDOFF, it, radius0, w, z, losses, dl, d2, r, a,
+                            A, s, value, g,
+                        )  # fmt: skip
+                    act2 = v2 - value
+                    rho2 = (
+                        act2 / pred2
+                        if pred2 < 0.0 and math.isfinite(act2)
+                        else -math.inf
+                    )
+                    if not (v2 < vq and rho2 > 0.75):
+                        break
+                    wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq = (
+                        w2, z2, l2, dl2, d22, r2, a2, A2, s2, v2
+                    )  # fmt: skip
+                    if not boundary2:
+                        break
+                    radius = 2.0 * radius
+            accept = rho > ACCEPT
+            if not accept:  # _rounding_accept
+                scale = 1.0 + abs(value)
+                if not (-pred > 1e-12 * scale or vq > value + 1e-13 * scale):
+                    gq = _weighted_gradient(X, aq, dlq, lam, wq)
+                    accept = math.sqrt(np.dot(gq, gq)) < gnorm
+            if accept:
+                break
+            if radius <= 1e-12 * (1.0 + wnorm):
                 return (
                     NEWTON_FLAT, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
                     g,
                 )  # fmt: skip
-            return (
-                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
-                g,
-            )  # fmt: skip
-        w, z, losses, dl, d2, r, a, A, s, value = wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq
-        g = gq
+        w, z, losses, dl, d2, r, a, A, s, value = (
+            wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq
+        )  # fmt: skip
         it += 1
-        if radius < math.inf:
-            return (
-                NEWTON_HANDOFF, it, radius, w, z, losses, dl, d2, r, a, A, s, value,
-                g,
-            )  # fmt: skip
 
 
 class NewtonSolution(NamedTuple):
@@ -842,6 +899,11 @@ def newton_reduced(
     ``extrapolate``: a very successful step inside the radius (the Newton step) is
     extended too (:func:`_extrapolate`).
 
+    For the logistic loss with ``μ > 0`` (no extrapolation, no paper noise term) the
+    iterations run compiled (:func:`_newton_kernel`: the same operations in the same
+    order, so the same iterates to the bit); this loop takes over where the compiled
+    a-step declines a trial point, and runs the other cases.
+
     Converged means ``‖∇F(w)‖ ≤ gtol·(1 + ‖w‖)``, i.e. both block KKT conditions hold
     (``a = a*(w)`` exactly, and ``∇_w G(w, a) = ∇F(w)``).
     """
@@ -860,7 +922,7 @@ def newton_reduced(
     ):
         out = _newton_kernel(
             prob.X, prob.y, prob.psi, cfg.gamma * eta, caps, cfg.mu, cfg.lam,
-            cfg.sigma / eta, gtol, max_iter, 0, p.w, p.z, p.losses, p.dl, p.d2, p.r,
+            cfg.sigma / eta, gtol, max_iter, p.w, p.z, p.losses, p.dl, p.d2, p.r,
             p.a, p.state.A, p.state.s, p.value,
         )  # fmt: skip
         code, it, radius = out[0], out[1], out[2]

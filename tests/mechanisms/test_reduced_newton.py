@@ -120,6 +120,14 @@ def test_newton_converges_to_a_stationary_point() -> None:
     assert np.all(a <= caps + 1e-15)
 
 
+def _python_loop_only(*args: object) -> tuple[object, ...]:
+    """A stand-in for ``_newton_kernel`` that hands every iteration to the Python
+    loop at once (its point, unbounded radius, iteration 0)."""
+    w, z, losses, dl, d2, r, a, A, s, value = args[10:]
+    return (rn.NEWTON_HANDOFF, 0, np.inf, w, z, losses, dl, d2, r, a, A, s, value,
+            np.zeros(0))  # fmt: skip
+
+
 def _count_hessians(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls = [0]
     orig = rn._hessian
@@ -138,7 +146,9 @@ def test_indefinite_start_reaches_the_minimiser_with_few_hessians(
     """From ``w = 0`` with a small ``μ`` (``∇²F`` indefinite there: the a-sensitivity
     dominates) the first trust radius is a gradient step. Internal doubling reaches the
     minimiser's scale on that iteration's model, so fewer Hessians are needed than
-    with one doubling per iteration, and the minimiser is the same one."""
+    with one doubling per iteration, and the minimiser is the same one. (Counted on
+    the Python loop, whose iterations the compiled one repeats to the bit:
+    :func:`test_compiled_newton_iterates_equal_the_python_loop`.)"""
     from market.datasets import load_wisconsin
 
     X, y = load_wisconsin()
@@ -157,8 +167,13 @@ def test_indefinite_start_reaches_the_minimiser_with_few_hessians(
         "max_iter": 100,
         "a0": a0,
     }
+    compiled = rn.newton_reduced(prob, eta, **kw)  # type: ignore[arg-type]
+    monkeypatch.setattr(rn, "_newton_kernel", _python_loop_only)
     calls = _count_hessians(monkeypatch)
     fast = rn.newton_reduced(prob, eta, **kw)  # type: ignore[arg-type]
+    # the compiled loop takes the same trust-region and doubling steps
+    np.testing.assert_array_equal(compiled.w, fast.w)
+    assert compiled.iterations == fast.iterations
     n_fast = calls[0]
     monkeypatch.setattr(rn, "MAX_DOUBLINGS", 0)
     calls[0] = 0
@@ -337,7 +352,8 @@ def test_compiled_newton_iterates_equal_the_python_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The compiled iterations (``_newton_kernel``) are the Python loop's operations
-    in the same order: with the kernel handing every iteration to the loop instead,
+    in the same order — Newton steps, trust-region steps on indefinite Hessians,
+    internal doubling: with the kernel handing every iteration to the loop instead,
     the solver returns the same point, value, gradient and iteration count, to the
     bit, from several starts."""
     prob = _problem(m, 8, seed)
@@ -355,16 +371,8 @@ def test_compiled_newton_iterates_equal_the_python_loop(
         ]
 
     compiled = solve()
-    kernel = rn._newton_kernel
-
-    def python_only(*args: object) -> tuple[object, ...]:
-        w, z, losses, dl, d2, r, a, A, s, value = args[11:]
-        return (rn.NEWTON_HANDOFF, args[10], np.inf, w, z, losses, dl, d2, r, a,
-                A, s, value, np.zeros(0))  # fmt: skip
-
-    monkeypatch.setattr(rn, "_newton_kernel", python_only)
+    monkeypatch.setattr(rn, "_newton_kernel", _python_loop_only)
     loop = solve()
-    monkeypatch.setattr(rn, "_newton_kernel", kernel)
     for c, p in zip(compiled, loop, strict=True):
         assert c.iterations == p.iterations
         assert c.converged == p.converged
