@@ -303,12 +303,12 @@ def _hessian(prob: Problem, eta: float, p: _Point, caps: FloatArray) -> FloatArr
     A, s = (p.state.A, p.state.s) if p.state is not None else (0.0, 0.0)
     mu2, lam = cfg.mu**2, cfg.lam
     if p.state is not None:
-        acc, sums = _weighted_gram(X, p, d2, caps, A, s, True)
+        acc, sums = _weighted_gram(X, p.a, d2, p.dl, p.r, caps, A, s, True)
         ok, H = _assemble_hessian(acc, sums, s, mu2, lam)
         if ok:
             return H
         # degenerate (D = 0 on a non-empty free set): drop the a-sensitivity term
-    acc, sums = _weighted_gram(X, p, d2, caps, A, s, False)
+    acc, sums = _weighted_gram(X, p.a, d2, p.dl, p.r, caps, A, s, False)
     return _assemble_hessian(acc, sums, s, mu2, lam)[1]
 
 
@@ -349,36 +349,8 @@ def _assemble_hessian(
     return True, H
 
 
-def _weighted_gram(
-    X: FloatArray,
-    p: _Point,
-    d2: FloatArray,
-    caps: FloatArray,
-    A: float,
-    s: float,
-    with_free: bool,
-) -> tuple[FloatArray, FloatArray]:
-    """``([Σ w_i x_i x_iᵀ | Xᵀ(G, Gr, Ga)], free-set sums)`` of :func:`_hessian`
-    (the three columns only ``with_free``)."""
-    m, d = X.shape
-    k = 3 if with_free else 0
-    block = min(m, GRAM_BLOCK)
-    Xb = np.empty((block, d))
-    Ob = np.empty((block, d + k))
-    acc = np.zeros((d, d + k))
-    sums = np.zeros(4)
-    for lo in range(0, m, block):
-        hi = min(lo + block, m)
-        n = _hessian_block(
-            X, lo, hi, p.a, d2, p.dl, p.r, caps, A, s, with_free, Xb, Ob, sums
-        )
-        if n:
-            acc += Xb[:n].T @ Ob[:n]
-    return acc, sums
-
-
 @_jit
-def _weighted_gram_kernel(
+def _weighted_gram(
     X: FloatArray,
     a: FloatArray,
     d2: FloatArray,
@@ -389,8 +361,8 @@ def _weighted_gram_kernel(
     s: float,
     with_free: bool,
 ) -> tuple[FloatArray, FloatArray]:
-    """:func:`_weighted_gram` compiled (the same blocks and the same GEMM per block),
-    for :func:`_newton_kernel`."""
+    """``([Σ w_i x_i x_iᵀ | Xᵀ(G, Gr, Ga)], free-set sums)`` of :func:`_hessian`
+    (the three columns only ``with_free``), one GEMM per block of rows."""
     m, d = X.shape
     k = 3 if with_free else 0
     block = min(m, GRAM_BLOCK)
@@ -743,7 +715,7 @@ def _newton_kernel(
     loss with the compiled a-step, ``μ > 0``, no extrapolation).
 
     The same operations as the Python loop, in the same order: the gradient and its
-    test, ``∇²F`` (:func:`_weighted_gram_kernel`, :func:`_assemble_hessian`), the
+    test, ``∇²F`` (:func:`_weighted_gram`, :func:`_assemble_hessian`), the
     Newton step where it fits the radius, else the trust-region step (the first
     radius from the eigenvalues, :func:`_model_step`), the trial point
     (:func:`_logistic_point`), the ratio test, the radius update and the internal
@@ -771,10 +743,10 @@ def _newton_kernel(
                 g,
             )  # fmt: skip
         radius0 = radius
-        acc, sums = _weighted_gram_kernel(X, a, d2, dl, r, caps, A, s, True)
+        acc, sums = _weighted_gram(X, a, d2, dl, r, caps, A, s, True)
         ok, H = _assemble_hessian(acc, sums, s, mu2, lam)
         if not ok:
-            acc, sums = _weighted_gram_kernel(X, a, d2, dl, r, caps, A, s, False)
+            acc, sums = _weighted_gram(X, a, d2, dl, r, caps, A, s, False)
             H = _assemble_hessian(acc, sums, s, mu2, lam)[1]
         has_newton, x = _cholesky_solve(H, g)
         newton = -x
