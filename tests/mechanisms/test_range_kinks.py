@@ -73,6 +73,7 @@ def test_kink_guess_finds_where_the_status_changes() -> None:
     all met."""
     errors: list[float] = []
     kinds: set[tuple[bool, bool, bool]] = set()
+    from_report = 0
     for setting in SETTINGS:
         job, costs = _job(setting)
         res = range_resolver(job.prob, job.base)
@@ -81,8 +82,10 @@ def test_kink_guess_finds_where_the_status_changes() -> None:
         for i in np.flatnonzero(job.base.epsilon > 0)[:16]:
             i = int(i)
             curve = _scanned(job, i, float(costs[i]))
-            for x0, x1 in itertools.pairwise(sorted(curve.lean)):
-                lo, hi = curve.lean[x0], curve.lean[x1]
+            for x0, x1 in itertools.pairwise(sorted(curve.cache)):
+                lo, hi = curve._kink_lean(x0), curve._kink_lean(x1)
+                assert lo is not None  # at the report: the base's optimum
+                assert hi is not None
                 if lo.j != hi.j:
                     continue
                 c0 = np.frombuffer(curve.signature(x0), dtype=np.uint8).astype(int)
@@ -92,19 +95,21 @@ def test_kink_guess_finds_where_the_status_changes() -> None:
                 z = curve.kink_guess(x0, x1)
                 assert z is not None
                 a, b = x0, x1  # bisect to the change
-                while b - a > 1e-12 * (x1 - x0) and curve.lean[a].j == lo.j:
+                while b - a > 1e-12 * (x1 - x0) and curve.same_model(x0, a):
                     mid = 0.5 * (a + b)
                     if curve.signature(mid) == curve.signature(x0):
                         a = mid
                     else:
                         b = mid
-                if not curve.same_model(a, b) or not curve.same_model(a, x0):
+                if not (curve.same_model(a, b) and curve.same_model(x0, a)):
                     continue  # another model inside the bracket
                 errors.append(abs(z - a) / (x1 - x0))
+                from_report += x0 == curve.report
                 k = int(np.flatnonzero(c0 != c1)[0])
                 held = bool(job.prob.eps_max[k] / lo.eta < kcap)
                 kinds.add((k == i, 2 in (c0[k], c1[k]), held))
     assert len(errors) >= 15
+    assert from_report >= 3  # brackets from the report, through the base's optimum
     assert max(errors) <= 0.1, errors
     assert np.median(errors) <= 0.01, errors
     own = {kind for kind in kinds if kind[0]}
@@ -115,6 +120,25 @@ def test_kink_guess_finds_where_the_status_changes() -> None:
     assert (False, False, False) in other  # another seller reaching 0
     assert (False, True, False) in other  # ... its k/m cap
     assert (False, True, True) in other  # ... its ε^max cap
+
+
+def test_base_lean_is_the_re_solve_at_the_report() -> None:
+    """The base's optimum read as a re-solve at the seller's own report (no re-solve)
+    is the lean re-solve there: same model, ``η``, multipliers and own weight."""
+    for setting in SETTINGS[:2]:
+        job, _ = _job(setting)
+        res = range_resolver(job.prob, job.base)
+        assert isinstance(res, RangeResolver)
+        for i in np.flatnonzero(job.base.epsilon > 0)[:5]:
+            i = int(i)
+            got = res.base_lean(i)
+            ref = res.solve(i, float(job.prob.psi[i]))
+            assert got is not None
+            assert ref is not None
+            assert (got.j, got.psi_i) == (ref.j, ref.psi_i)
+            for f in ("eta", "A", "s", "a_i", "h_i", "epsilon_total"):
+                assert getattr(got, f) == pytest.approx(getattr(ref, f), rel=1e-7)
+            assert res.signature(got) == res.base_signature(i)
 
 
 def test_no_kink_is_read_across_a_model_switch() -> None:

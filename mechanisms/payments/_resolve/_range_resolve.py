@@ -313,6 +313,22 @@ class RangeResolver(ActiveSignatures):
             bound = NONZERO
         return float(lean.A - lean.s * r - bound)
 
+    def base_lean(self, i: int) -> LeanSolve | None:
+        """The base's optimum as seller ``i``'s re-solve at its own report: the
+        search's best point ``(j, η, A, s)`` (the point the base allocation's weights
+        ``clip(A − s r_j, 0, h)`` come from), so a kink between the report and the
+        first re-solve is located like any other. ``None`` without multipliers."""
+        best = self.seed.best
+        if best.state is None or best.a is not None:
+            return None
+        psi_i = float(self.seed.psi[i])
+        a_i, h_i = self._own_weight(best, i, psi_i)
+        eps = float(self.base.epsilon_total[i])
+        return LeanSolve(
+            i, psi_i, eps, a_i, h_i, best.j, best.eta, best.state.A, best.state.s,
+            best.value, "optimal", 0.0, 0.0,
+        )  # fmt: skip
+
     def same_model(self, x: LeanSolve | None, y: LeanSolve | None) -> bool:
         """Whether two evaluations are known to sit on one model (both lean re-solves
         with the same ``j``): only then can ``ε_i`` between them be read as continuous

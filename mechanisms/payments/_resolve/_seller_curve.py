@@ -299,14 +299,15 @@ class SellerCurve:
         the nearer pair is used; through ``x0`` and ``x1`` only when neither side
         has two."""
         res = self.resolver
-        lo, hi = self.lean.get(x0), self.lean.get(x1)
+        lo, hi = self._kink_lean(x0), self._kink_lean(x1)
         if not self.locates_kinks or res is None or lo is None or hi is None:
             return None
         boundary: Any = res.kink_boundary(lo, hi)  # each resolver reads its own
         if boundary is None:
             return None
         margin: Callable[[LeanSolve, Any], float] = res.kink_margin
-        pts = sorted(self.lean)
+        leans = {x: v for x in self.cache if (v := self._kink_lean(x)) is not None}
+        pts = sorted(leans)
         k0, k1 = pts.index(x0), pts.index(x1)
         pairs = []
         if k0 >= 1 and self.signature(pts[k0 - 1]) == self.signature(x0):
@@ -316,8 +317,8 @@ class SellerCurve:
         pairs.sort(key=lambda p: p[1] - p[0])
         pairs.append((x0, x1))
         for a, b in pairs:
-            ga = margin(self.lean[a], boundary)
-            gb = margin(self.lean[b], boundary)
+            ga = margin(leans[a], boundary)
+            gb = margin(leans[b], boundary)
             if not (math.isfinite(ga) and math.isfinite(gb)) or ga == gb:
                 continue  # NaN: a re-solve on another model
             z = a - ga * (b - a) / (gb - ga)
@@ -332,7 +333,20 @@ class SellerCurve:
         res = self.resolver
         if res is None or not hasattr(res, "same_model"):
             return True
-        return bool(res.same_model(self.lean.get(float(x)), self.lean.get(float(y))))
+        return bool(res.same_model(self._kink_lean(x), self._kink_lean(y)))
+
+    def _kink_lean(self, s: float) -> LeanSolve | None:
+        """The lean re-solve at ``s``, or at the seller's own report the base's
+        optimum in that form where the resolver has it (:meth:`RangeResolver.
+        base_lean`: the base's ``(j, η, A, s)``, no re-solve)."""
+        s = float(s)
+        lean = self.lean.get(s)
+        if lean is None and s == float(self.report):
+            base_lean = getattr(self.resolver, "base_lean", None)
+            if base_lean is not None:
+                out: LeanSolve | None = base_lean(self.index)
+                return out
+        return lean
 
     def own_status(self, s: float) -> int:
         """Seller ``i``'s own entry of :meth:`signature` (O(1) on the lean path)."""
