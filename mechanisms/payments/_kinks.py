@@ -98,7 +98,9 @@ def _kink_not_jump(curve: SellerCurve, x0: float, x1: float) -> bool:
     jump instead, and the bracket is narrowed further as before (its area
     ``|Δu|·width`` bounds what a jump left inside a panel can cost). Only for curves
     whose resolver locates kinks (:attr:`SellerCurve.locates_kinks`): the bracket
-    ends there are placed around the change itself."""
+    ends there are placed around the change itself. Under the default rule the four
+    reports must also lie on one model (:meth:`SellerCurve.same_model`): a switch of
+    model is a jump of ``ε_i`` whatever the secants say, and is narrowed."""
     if not curve.locates_kinks:
         return False
     pts = sorted(curve.cache)
@@ -106,6 +108,8 @@ def _kink_not_jump(curve: SellerCurve, x0: float, x1: float) -> bool:
     if k0 < 1 or k1 + 1 >= len(pts):
         return False
     xl, xr = pts[k0 - 1], pts[k1 + 1]
+    if not all(curve.same_model(p, q) for p, q in ((xl, x0), (x0, x1), (x1, xr))):
+        return False
     if curve.signature(xl) != curve.signature(x0) or curve.signature(xr) != (
         curve.signature(x1)
     ):

@@ -245,10 +245,12 @@ def _integral(
     job: PaymentJob, curve: SellerCurve, crit: CriticalCost
 ) -> tuple[float, float, bool]:
     """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
-    seller leaves its cap (:func:`mechanisms.payments._kinks.cap_exit`), re-run split at
-    the kinks (changes of the active set) located between the evaluated reports until
-    no new one is found; plus the bracket ``[lo, hi]`` as a triangle (``ε`` falls to 0
-    inside it; its area is also added to the error bound).
+    seller leaves its cap (:func:`mechanisms.payments._kinks.cap_exit`; where the
+    resolver locates kinks itself that exit is one of the status changes bracketed
+    before the first pass, about two re-solves instead of cap_exit's five or six),
+    re-run split at the kinks (changes of the active set) located between the
+    evaluated reports until no new one is found; plus the bracket ``[lo, hi]`` as a
+    triangle (``ε`` falls to 0 inside it; its area is also added to the error bound).
 
     The kinks are looked for after every pass, not only after one that missed its
     tolerance: across a kink inside a panel the Simpson–Richardson estimate assumes a
@@ -256,7 +258,7 @@ def _integral(
     (measured: a strict-mode seller whose ``ε`` fell 40 % over 4 % of the sweep, between
     two kinks, was paid 8.5e-5 below the payment identity at ``rtol = 1e-5``)."""
     c = curve.report
-    exit_point = cap_exit(curve, c, crit.lo)
+    exit_point = None if curve.locates_kinks else cap_exit(curve, c, crit.lo)
     kinks: list[float] = [] if exit_point is None else [exit_point]
     # Where the resolver locates kinks itself, the changes between the reports
     # evaluated so far are bracketed before the first pass (a kink inside a panel

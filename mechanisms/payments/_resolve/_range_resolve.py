@@ -13,7 +13,10 @@ curvature slack of every seller and the :class:`~mechanisms.result.Allocation`.
 :class:`RangeResolver` does those once per base and returns, per re-solve, only
 seller ``i``'s ``ε_i^total``, the certificate values and the optimum's ``(j, η, A, s)``
 (from which the whole ``a = clip(A − s r_j, 0, h)`` — hence the active signature — is
-re-derived on demand).
+re-derived on demand). Between two re-solves on the same model ``j`` it also names
+where the active set changes: seller ``k``'s margin ``A − s r_jk`` against 0 or its cap
+(:meth:`RangeResolver.kink_boundary`, :meth:`RangeResolver.kink_margin`), which the
+kink search extrapolates to the change (:mod:`mechanisms.payments._kinks`).
 
 Same search, same optimum: :func:`resolve_one_seller` runs the very branch-and-bound
 and polish of the full path (so its point equals the full path's to floating point;
@@ -255,6 +258,86 @@ class RangeResolver(ActiveSignatures):
         r = self.models.losses[lean.j] + (cfg.gamma * lean.eta) * psi
         a = np.clip(lean.A - lean.s * r, 0.0, self.prob.caps(lean.eta))
         return np.asarray(a, dtype=float)
+
+    # Kinks. Between two re-solves on the same model j the optimum's (η, A, s) is a
+    # smooth function of the report wherever the active set is fixed, and continuous
+    # where one seller's status changes (the a-step's KKT system switches closed form
+    # there). Seller k's weight a_k = clip(A − s r_jk, 0, h_k) with
+    # r_jk = ℓ_jk + γηΨ_k changes status where A − s r_jk crosses 0 or its cap
+    # h_k(η) = min(k/m, ε_k^max/η); that difference is continuous in the report and
+    # smooth on either side, so its secant on one side extrapolates to the change.
+    # Where the model differs, ε_i can jump (a switch of the global optimum between
+    # models): no margin is named there and the kink search bisects.
+
+    def kink_boundary(
+        self, lo: LeanSolve, hi: LeanSolve
+    ) -> tuple[int, bool, int] | None:
+        """One status that differs between two re-solves of the same model, as
+        ``(k, at_cap, j)``: the lowest-indexed seller ``k`` whose ``bound_status``
+        differs (O(m)), the bound it crosses first from ``lo``'s side (its cap when
+        it is capped at ``lo``, or free there and capped at ``hi``; else zero) and the
+        model ``j`` both re-solves sit on.
+        Its margin (:meth:`kink_margin`) crosses 0 where that status changes.
+        ``None`` when the signatures agree, the models differ (a possible jump of
+        ``ε_i``, not a kink) or a re-solve carries no multipliers."""
+        if lo.j != hi.j or lo.index != hi.index:
+            return None
+        if not all(math.isfinite(v) for v in (lo.A, lo.s, hi.A, hi.s)):
+            return None
+        s0 = np.frombuffer(self.signature(lo), dtype=np.uint8)
+        s1 = np.frombuffer(self.signature(hi), dtype=np.uint8)
+        diff = np.flatnonzero(s0 != s1)
+        if diff.size == 0:
+            return None
+        k = int(diff[0])
+        first, last = int(s0[k]), int(s1[k])
+        return k, max(first, last) == 2 and first != 0, int(lo.j)
+
+    def kink_margin(self, lean: LeanSolve, boundary: tuple[int, bool, int]) -> float:
+        """``g = A − s(ℓ_jk + γηΨ_k) − bound`` at a re-solve on model ``j`` (``Ψ_k``
+        the re-solve's ``Ψ_i`` when ``k = i``; ``bound``: the cap
+        ``h_k(η)(1 − 10⁻⁹)`` or just above 0): the value ``bound_status`` compares
+        for seller ``k``, continuous in the report and smooth on either side of the
+        change it marks. NaN at a re-solve on another model (its margin belongs to
+        another curve)."""
+        k, at_cap, j = boundary
+        if lean.j != j:
+            return math.nan
+        cfg = self.prob.cfg
+        psi_k = lean.psi_i if k == lean.index else float(self.prob.psi[k])
+        r = float(self.models.losses[j][k]) + float(cfg.gamma * lean.eta) * psi_k
+        if at_cap:
+            h = min(cfg.k / self.prob.m, float(self.prob.eps_max[k]) / lean.eta)
+            bound = h * (1.0 - 1e-9)
+        else:
+            bound = NONZERO
+        return float(lean.A - lean.s * r - bound)
+
+    def base_lean(self, i: int) -> LeanSolve | None:
+        """The base's optimum as seller ``i``'s re-solve at its own report: the
+        search's best point ``(j, η, A, s)`` (the point the base allocation's weights
+        ``clip(A − s r_j, 0, h)`` come from), so a kink between the report and the
+        first re-solve is located like any other. ``None`` without multipliers."""
+        best = self.seed.best
+        if best.state is None or best.a is not None:
+            return None
+        psi_i = float(self.seed.psi[i])
+        a_i, h_i = self._own_weight(best, i, psi_i)
+        eps = float(self.base.epsilon_total[i])
+        return LeanSolve(
+            i, psi_i, eps, a_i, h_i, best.j, best.eta, best.state.A, best.state.s,
+            best.value, "optimal", 0.0, 0.0,
+        )  # fmt: skip
+
+    def same_model(self, x: LeanSolve | None, y: LeanSolve | None) -> bool:
+        """Whether two evaluations are known to sit on one model (both lean re-solves
+        with the same ``j``): only then can ``ε_i`` between them be read as continuous
+        (:func:`mechanisms.payments._kinks.kink_brackets`)."""
+        return x is not None and y is not None and x.j == y.j
+
+
+NONZERO = float(np.nextafter(1e-12, np.inf))
+"""``bound_status`` reads a weight as non-zero when it is above ``1e-12``: at least this."""
 
 
 def bound_status(a: FloatArray, caps: FloatArray) -> bytes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -289,21 +290,24 @@ class SellerCurve:
         (both lean re-solves with different signatures), or ``None``.
 
         The resolver names one status that differs and its margin ``g`` (smooth on
-        either side of the change, 0 at it). ``g`` is extrapolated to 0 through the
-        two nearest evaluated reports on one side that share that side's signature:
-        a secant on a smooth piece, accurate to second order in their spacing (a
+        either side of the change, 0 at it; none where the two re-solves sit on
+        different models of the default rule, across which ``ε_i`` can jump). ``g``
+        is extrapolated to 0 through the two nearest evaluated reports on one side
+        that share that side's signature (and model: ``g`` is NaN on another): a
+        secant on a smooth piece, accurate to second order in their spacing (a
         secant across the change is not: ``g``'s slope jumps there). The side with
         the nearer pair is used; through ``x0`` and ``x1`` only when neither side
         has two."""
         res = self.resolver
-        lo, hi = self.lean.get(x0), self.lean.get(x1)
+        lo, hi = self._kink_lean(x0), self._kink_lean(x1)
         if not self.locates_kinks or res is None or lo is None or hi is None:
             return None
-        boundary = res.kink_boundary(lo, hi)  # type: ignore[union-attr]
+        boundary: Any = res.kink_boundary(lo, hi)  # each resolver reads its own
         if boundary is None:
             return None
-        margin = res.kink_margin  # type: ignore[union-attr]
-        pts = sorted(self.lean)
+        margin: Callable[[LeanSolve, Any], float] = res.kink_margin
+        leans = {x: v for x in self.cache if (v := self._kink_lean(x)) is not None}
+        pts = sorted(leans)
         k0, k1 = pts.index(x0), pts.index(x1)
         pairs = []
         if k0 >= 1 and self.signature(pts[k0 - 1]) == self.signature(x0):
@@ -313,14 +317,36 @@ class SellerCurve:
         pairs.sort(key=lambda p: p[1] - p[0])
         pairs.append((x0, x1))
         for a, b in pairs:
-            ga = margin(self.lean[a], boundary)
-            gb = margin(self.lean[b], boundary)
-            if ga == gb:
-                continue
+            ga = margin(leans[a], boundary)
+            gb = margin(leans[b], boundary)
+            if not (math.isfinite(ga) and math.isfinite(gb)) or ga == gb:
+                continue  # NaN: a re-solve on another model
             z = a - ga * (b - a) / (gb - ga)
             if x0 < z < x1:
                 return float(z)
         return None
+
+    def same_model(self, x: float, y: float) -> bool:
+        """Whether the evaluations at ``x`` and ``y`` are known to lie on one model of
+        the rule (always in strict mode; under the default rule both must be lean
+        re-solves with the same ``j``): where the model switches, ``ε_i`` can jump."""
+        res = self.resolver
+        if res is None or not hasattr(res, "same_model"):
+            return True
+        return bool(res.same_model(self._kink_lean(x), self._kink_lean(y)))
+
+    def _kink_lean(self, s: float) -> LeanSolve | None:
+        """The lean re-solve at ``s``, or at the seller's own report the base's
+        optimum in that form where the resolver has it (:meth:`RangeResolver.
+        base_lean`: the base's ``(j, η, A, s)``, no re-solve)."""
+        s = float(s)
+        lean = self.lean.get(s)
+        if lean is None and s == float(self.report):
+            base_lean = getattr(self.resolver, "base_lean", None)
+            if base_lean is not None:
+                out: LeanSolve | None = base_lean(self.index)
+                return out
+        return lean
 
     def own_status(self, s: float) -> int:
         """Seller ``i``'s own entry of :meth:`signature` (O(1) on the lean path)."""

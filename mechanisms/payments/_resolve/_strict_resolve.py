@@ -38,6 +38,7 @@ from mechanisms.allocation._range._certify import MAX_CELLS, RANGE_RTOL
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._resolve._range_resolve import (
     CHECK_RTOL,
+    NONZERO,
     ActiveSignatures,
     LeanSolve,
 )
@@ -164,7 +165,7 @@ class StrictResolver(ActiveSignatures):
         i = lean.index
         c = float(self.prob.strict_loss_value)
         hi_bound = lean.h_i * (1.0 - 1e-9)
-        lo_bound = _NONZERO
+        lo_bound = NONZERO
         n2 = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, hi_bound)
         n_nz = count_at_least(self.sorted_psi, lean.A, lean.s, c, q, lo_bound)
         v_base = lean.A - lean.s * (c + q * float(self.psi[i]))
@@ -203,11 +204,16 @@ class StrictResolver(ActiveSignatures):
         change it marks (where the active set, and so the closed form of ``(A, s)``,
         changes)."""
         psi_k, at_cap, own = boundary
-        bound = lean.h_i * (1.0 - 1e-9) if at_cap else _NONZERO
+        bound = lean.h_i * (1.0 - 1e-9) if at_cap else NONZERO
         p = lean.psi_i if own else psi_k
         q = float(self.prob.cfg.gamma * lean.eta)
         c = float(self.prob.strict_loss_value)
         return float(lean.A - lean.s * (c + q * p) - bound)
+
+    def same_model(self, x: LeanSolve | None, y: LeanSolve | None) -> bool:
+        """Always: strict mode has no model to switch (``ε_i`` jumps only where ``η``
+        switches basin, which the kink search reads from ``u`` itself)."""
+        return True
 
     def allocation_signature(self, alloc: Allocation, i: int) -> bytes:
         """The signature of a full solve in the same form (O(m))."""
@@ -232,10 +238,6 @@ class StrictResolver(ActiveSignatures):
         r = self.prob.strict_loss_value + (cfg.gamma * lean.eta) * psi
         a = np.clip(lean.A - lean.s * r, 0.0, lean.h_i)
         return np.asarray(a, dtype=float)
-
-
-_NONZERO = float(np.nextafter(1e-12, np.inf))
-"""``bound_status`` reads a weight as non-zero when it is above ``1e-12``: at least this."""
 
 
 def _status(a: float, h: float) -> int:
