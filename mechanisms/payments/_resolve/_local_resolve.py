@@ -125,8 +125,10 @@ def local_resolve(
     bounds = eta_bounds(prob)
     if bounds is None:
         return None
-    grid = np.geomspace(bounds[0], bounds[1], cfg.n_grid)
-    if not np.array_equal(grid, prof.grid):
+    # the search's grid is np.geomspace(lo, hi, n_grid), whose ends are lo and hi
+    # exactly: the same ends and size are the same grid (no 50 µs geomspace per call)
+    grid = np.asarray(prof.grid)
+    if not (grid.size == cfg.n_grid and grid[0] == bounds[0] and grid[-1] == bounds[1]):
         return None
     if rises_with_eta(prob):
         return _at_lowest_eta(prob, base, float(grid[0]), lam_conv, start, fit_w, t0)
