@@ -354,3 +354,24 @@ def test_monotone_quadrature_localises_a_ramp_with_fewer_evaluations() -> None:
     assert mono.value == pytest.approx(exact, rel=1e-6)
     assert plain.value == pytest.approx(exact, rel=1e-6)
     assert mono.n_evals <= 0.6 * plain.n_evals, (mono.n_evals, plain.n_evals)
+
+
+def test_simpson_bisection_reuses_every_node() -> None:
+    """A bisected Simpson panel's halves take the parent's nodes as their ends and
+    centres, to the bit: no two evaluated points are a rounding error apart (each
+    such pair was a second re-solve of the same report in a payment sweep)."""
+    xs: list[float] = []
+    for a, b in ((0.0, 1.0), (1e-4, 5e-4), (0.1, 0.7)):
+
+        def f(x: float, a: float = a, b: float = b) -> float:
+            xs.append(x)
+            t = (x - a) / (b - a)
+            return float(np.tanh((t - 0.3141) * 400.0) + 0.01 * t)
+
+        xs.clear()
+        res = integrate(f, a, b, rtol=1e-10, rule="simpson", max_evals=5000)
+        assert res.n_evals > 60  # many bisections
+        pts = np.sort(np.array(xs))
+        assert len(set(xs)) == len(xs)  # the memo: each node once
+        gaps = np.diff(pts) / (b - a)
+        assert gaps.min() > 1e-12  # and no node twice up to rounding
