@@ -55,6 +55,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,6 +316,51 @@ def _modulus(prob: Problem, lam_conv: float) -> float:
     return prob.cfg.lam - lam_conv if prob.cfg.mode != "strict" else 1.0
 
 
+class StaleNodes(dict[float, Node]):
+    """Stale nodes (``η → Node``) for the re-solves of one payment job, with the
+    bounds of the cells between consecutive nodes cached (:func:`stale_cell_bounds`:
+    the same for every re-solve, since a cell's two-point bound is a function of its
+    ends' bounds)."""
+
+    cells: dict[tuple[float, float, float, float], tuple[FloatArray, FloatArray]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cells = {}
+
+
+def stale_cell_bounds(
+    nodes: dict[float, Node] | None, cfg: Any, eta_lo: float, eta_hi: float
+) -> tuple[FloatArray, FloatArray] | None:
+    """``(keys, bounds)``: the sorted stale nodes in ``[η_lo, η_hi]`` and the two-point
+    bound of each cell between consecutive ones, computed once per stale set and
+    ``(σ, γ)``; ``None`` unless ``nodes`` is a :class:`StaleNodes` of stale nodes
+    holding both ends of the range (the caps must not depend on ``η``: the caller's
+    ``fixed_set``)."""
+    if not isinstance(nodes, StaleNodes):
+        return None
+    key = (float(cfg.sigma), float(cfg.gamma), float(eta_lo), float(eta_hi))
+    hit = nodes.cells.get(key)
+    if hit is not None:
+        return hit
+    keys = sorted(e for e in nodes if eta_lo <= e <= eta_hi)
+    if not keys or keys[0] != eta_lo or keys[-1] != eta_hi:
+        return None
+    if not all(nodes[e].stale for e in keys):
+        return None
+    lbs = np.array(
+        [
+            two_point_bound(
+                cfg.sigma, cfg.gamma, e1, nodes[e1].bound, e2, nodes[e2].bound
+            )
+            for e1, e2 in itertools.pairwise(keys)
+        ]
+    )
+    out = (np.array(keys), lbs)
+    nodes.cells[key] = out
+    return out
+
+
 def certify_range(
     prob: Problem,
     incumbent: BlockSolution,
@@ -424,8 +470,35 @@ def certify_range(
         current[e1] = lb
         heapq.heappush(heap, (lb, e1))
 
-    for e1 in right:
-        push(e1)
+    # Cells between two untouched stale nodes have the bound of every re-solve of the
+    # same stale set (two_point_bound of stale values): from the set's cache, and
+    # only those below the incumbent's target enter the heap; the others are closed
+    # (the target only falls) and enter the lower bound as their least bound.
+    closed = math.inf
+    cells = stale_cell_bounds(nodes, cfg, eta_lo, eta_hi) if fixed_set else None
+    if cells is None:
+        for e1 in right:
+            push(e1)
+    else:
+        skeys, slbs = cells
+        fresh = np.ones(slbs.size, dtype=bool)  # a cell of the stale set, untouched
+        for e in keys:
+            nd = pts[e]
+            if nd.stale and nodes is not None and nodes.get(e) is nd:
+                continue
+            k = int(np.searchsorted(skeys, e))  # e in (skeys[k−1], skeys[k]]
+            fresh[max(k - 1, 0) : min(k + 1, slbs.size)] = False
+        tgt = target()
+        low = fresh & (slbs < tgt)
+        high = np.flatnonzero(fresh & ~low)
+        for j in np.flatnonzero(low).tolist():
+            e1 = float(skeys[j])
+            current[e1] = float(slbs[j])
+            heapq.heappush(heap, (float(slbs[j]), e1))
+        untouched = set(skeys[:-1][fresh].tolist())
+        for e1 in right:
+            if e1 not in untouched:
+                push(e1)
     while heap and n < max_cells:
         lb, e1 = heap[0]
         if current.get(e1) != lb:
@@ -461,8 +534,13 @@ def certify_range(
         left[mid], left[e2] = e1, mid
         push(e1)
         push(mid)
+    if cells is not None:  # closed stale cells whose ends were never renewed
+        closed = min(
+            (float(slbs[j]) for j in high.tolist() if float(skeys[j]) not in current),
+            default=math.inf,
+        )
     live = [lb for lb, e1 in heap if current.get(e1) == lb]
-    lower = min([*live, best.search_value])
+    lower = min([*live, best.search_value, closed])
     if partition is not None:
         partition.update(pts)
     return best, lower, n

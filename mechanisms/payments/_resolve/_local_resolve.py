@@ -56,6 +56,7 @@ from mechanisms.allocation._range._certify import (
     RANGE_RTOL,
     AllocationCertificate,
     Node,
+    StaleNodes,
     certify_range,
     effective_problem,
     node_of,
@@ -174,7 +175,7 @@ def local_resolve(
         best,
         float(grid[0]),
         float(grid[-1]),
-        nodes=dict(nodes),
+        nodes=nodes,  # read only (its cell cache is filled on first use)
         lam_conv=lam_conv,
     )
     if found is not best:
@@ -335,10 +336,12 @@ def stale_nodes(
         eff, incumbent, float(grid[0]), float(grid[-1]), nodes=fresh,
         lam_conv=lam_conv, partition=partition,
     )  # fmt: skip
-    return {
-        e: dataclasses.replace(nd, stale=True, solution=None)
-        for e, nd in partition.items()
-    }
+    return StaleNodes(
+        {
+            e: dataclasses.replace(nd, stale=True, solution=None)
+            for e, nd in partition.items()
+        }
+    )
 
 
 def fast_solve(prob: Problem, *, warm_start: Allocation | None = None) -> Allocation:
