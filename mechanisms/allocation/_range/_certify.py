@@ -67,6 +67,7 @@ from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._two_point import two_point_bound
 from mechanisms.allocation._reduced_newton import value_and_gradient
 from mechanisms.allocation._weights_step import WeightsStepState, held_multipliers
+from mechanisms.config import MechanismConfig
 
 FloatArray = NDArray[np.float64]
 
@@ -330,7 +331,10 @@ class StaleNodes(dict[float, Node]):
 
 
 def stale_cell_bounds(
-    nodes: dict[float, Node] | None, cfg: Any, eta_lo: float, eta_hi: float
+    nodes: dict[float, Node] | None,
+    cfg: MechanismConfig,
+    eta_lo: float,
+    eta_hi: float,
 ) -> tuple[FloatArray, FloatArray] | None:
     """``(keys, bounds)``: the sorted stale nodes in ``[η_lo, η_hi]`` and the two-point
     bound of each cell between consecutive ones, computed once per stale set and
@@ -386,9 +390,11 @@ def certify_range(
     it little), a renewed end still too low is solved, otherwise the cell is bisected
     (one fixed-``η`` solve at its midpoint, also a new candidate) — until every
     cell's bound is within ``rtol·(1 + |G|)`` of the best value. ``best`` may
-    improve on ``incumbent``. ``partition`` (optional)
-    receives the final nodes: bisected where the profile needed it, around the
-    optimum, and so a graded set of stale nodes for problems near this one.
+    improve on ``incumbent``. Over a :class:`StaleNodes` set (a payment job's), the
+    cells between untouched stale nodes take their bounds from the set's cache, and
+    only those below the target enter the heap. ``partition`` (optional) receives
+    the final nodes: bisected where the profile needed it, around the optimum, and so
+    a graded set of stale nodes for problems near this one.
     """
     cfg = prob.cfg
     modulus = _modulus(prob, lam_conv)
