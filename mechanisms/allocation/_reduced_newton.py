@@ -871,8 +871,8 @@ def newton_reduced(
     ``extrapolate``: a very successful step inside the radius (the Newton step) is
     extended too (:func:`_extrapolate`).
 
-    For the logistic loss with ``μ > 0`` (no extrapolation, no paper noise term) the
-    iterations run compiled (:func:`_newton_kernel`: the same operations in the same
+    For the logistic loss with ``μ > 0`` (no extrapolation, no paper noise term, a
+    row-major ``X``) the iterations run compiled (:func:`_newton_kernel`: the same operations in the same
     order, so the same iterates to the bit); this loop takes over where the compiled
     a-step declines a trial point, and runs the other cases.
 
@@ -888,6 +888,7 @@ def newton_reduced(
         not extrapolate
         and cfg.loss == "logistic"
         and cfg.mu > 0.0
+        and prob.X.flags.c_contiguous  # the compiled X·w (BLAS) needs a row-major X
         and p.d2 is not None
         and p.state is not None
         and prob.linear_term(eta) is None
