@@ -686,6 +686,40 @@ def _model_step(
 
 
 @_jit
+def _trial(
+    X: FloatArray,
+    y: FloatArray,
+    psi: FloatArray,
+    q: float,
+    caps: FloatArray,
+    mu: float,
+    lam: float,
+    const: float,
+    A: float,
+    s: float,
+    w: FloatArray,
+    step: FloatArray,
+    value: float,
+    pred: float,
+) -> tuple[
+    bool, float, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
+    FloatArray, FloatArray, float, float, float,
+]:  # fmt: skip
+    """The trial point ``w + step`` of :func:`_newton_kernel` (the a-step warm from
+    the current ``(A, s)``) and :func:`_ratio` of its actual to predicted decrease:
+    ``(ok, ρ, w, z, ℓ, ℓ', ℓ'', r, a, A, s, F)``; not ok where the a-step kernel
+    declines."""
+    wq = w + step
+    zq = np.dot(X, wq)
+    ok, lq, dlq, d2q, rq, aq, Aq, sq, vq = _logistic_point(
+        zq, y, q, psi, caps, mu, A, s, wq, lam, const
+    )
+    actual = vq - value
+    rho = actual / pred if pred < 0.0 and math.isfinite(actual) else -math.inf
+    return ok, rho, wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq
+
+
+@_jit
 def _newton_kernel(
     X: FloatArray,
     y: FloatArray,
@@ -765,18 +799,14 @@ def _newton_kernel(
                     H, g, radius, have_eig, e, V
                 )
             pred = _predicted(g, H, step)
-            wq = w + step
-            zq = np.dot(X, wq)
-            okq, lq, dlq, d2q, rq, aq, Aq, sq, vq = _logistic_point(
-                zq, y, q, psi, caps, mu, A, s, wq, lam, const
+            okq, rho, wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq = _trial(
+                X, y, psi, q, caps, mu, lam, const, A, s, w, step, value, pred
             )
             if not okq:
                 return (
                     NEWTON_HANDOFF, it, radius0, w, z, losses, dl, d2, r, a, A, s,
                     value, g,
                 )  # fmt: skip
-            actual = vq - value
-            rho = actual / pred if pred < 0.0 and math.isfinite(actual) else -math.inf
             snorm = math.sqrt(np.dot(step, step))
             if rho < 0.25:
                 radius = 0.25 * snorm
@@ -787,22 +817,15 @@ def _newton_kernel(
                         H, g, radius, have_eig, e, V
                     )
                     pred2 = _predicted(g, H, step2)
-                    w2 = w + step2
-                    z2 = np.dot(X, w2)
-                    ok2, l2, dl2, d22, r2, a2, A2, s2, v2 = _logistic_point(
-                        z2, y, q, psi, caps, mu, A, s, w2, lam, const
-                    )
+                    ok2, rho2, w2, z2, l2, dl2, d22, r2, a2, A2, s2, v2 = _trial(
+                        X, y, psi, q, caps, mu, lam, const, A, s, w, step2, value,
+                        pred2,
+                    )  # fmt: skip
                     if not ok2:
                         return (
                             NEWTON_HANDOFF, it, radius0, w, z, losses, dl, d2, r, a,
                             A, s, value, g,
                         )  # fmt: skip
-                    act2 = v2 - value
-                    rho2 = (
-                        act2 / pred2
-                        if pred2 < 0.0 and math.isfinite(act2)
-                        else -math.inf
-                    )
                     if not (v2 < vq and rho2 > 0.75):
                         break
                     wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq = (
