@@ -57,6 +57,7 @@ from mechanisms.allocation._range._certify import (
     AllocationCertificate,
     Node,
     StaleNodes,
+    _modulus,
     certify_range,
     effective_problem,
     node_of,
@@ -226,7 +227,7 @@ def grid_error(prob: Problem, lam_conv: float, value: float) -> float:
     outside the margin test's; the shortcut's own certificate and the sampled
     cross-check against full searches still apply.)"""
     cfg = prob.cfg
-    modulus = cfg.lam - lam_conv if cfg.mode != "strict" else 1.0
+    modulus = _modulus(prob, lam_conv)
     if not modulus > 0.0:
         return np.inf
     w_norm = np.sqrt(4.0 * (1.0 + abs(value)) / cfg.lam)
@@ -324,13 +325,17 @@ def stale_nodes(
     fine = [float(e) for e in np.geomspace(lo, hi, n_fine + 2)[1:-1]]
     for eta in sorted({*fine, float(base.eta)} - set(nodes)):
         sol = solve_at_eta(eff, eta, w0=base.w, a0=base.weights)
-        node = node_of(eff, sol, lam_conv)
-        nodes[eta] = Node(node.bound, sol.w, sol.a, state=sol.state)
+        nodes[eta] = node_of(eff, sol, lam_conv)
     # The base's own branch-and-bound from these nodes: its final partition is
     # graded around the optimum as finely as the profile's curvature and RANGE_RTOL
     # need, which is what a re-solve near the base needs too.
-    incumbent = solve_at_eta(eff, float(base.eta), w0=base.w, a0=base.weights)
-    fresh = {e: dataclasses.replace(nd, stale=False) for e, nd in nodes.items()}
+    incumbent = nodes[float(base.eta)].solution  # solved above, unless a grid point
+    if incumbent is None:
+        incumbent = solve_at_eta(eff, float(base.eta), w0=base.w, a0=base.weights)
+    fresh = {
+        e: dataclasses.replace(nd, stale=False, solution=None)
+        for e, nd in nodes.items()
+    }
     partition: dict[float, Node] = {}
     certify_range(
         eff, incumbent, float(grid[0]), float(grid[-1]), nodes=fresh,
