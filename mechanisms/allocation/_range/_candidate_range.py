@@ -238,9 +238,13 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
        basin than the one reached from ``w = 0``.
     3. For the first :data:`MIN_SCENARIOS` public scenarios ``Ψ^s`` (all of them
        beyond :data:`RICH_MAX_M` sellers), their KKT points at each level, solved
-       from the cost-free model (its ``w``, ``a`` and a-step multipliers): with many
-       sellers one seller moves the model little, the scenarios' models stay near
-       the cost-free one, and the warm start is several times cheaper. With many
+       at the top level from the cost-free model (its ``w``, ``a`` and a-step
+       multipliers) and at each lower one from the scenario's model at the level
+       above: with many sellers one seller moves the model little, the scenarios'
+       models stay near the cost-free one, and the warm start is several times
+       cheaper; a scenario's model moves little between levels where its costs
+       outweigh the losses (on Wisconsin at a small ``λ`` the cost-free start is
+       ``‖Δw‖ ≈ 140`` away at both levels, the level above none). With many
        records (:func:`._model_solves.screening_applies`) such a solve runs on the
        records cheap in the scenario only, confirmed on all rows
        (:func:`._model_solves.solve_screened`: the same KKT conditions).
@@ -310,27 +314,27 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
         return _collect(prob, W, L)
     for psi in prob.scenario_psi[:MIN_SCENARIOS]:
         sp = dataclasses.replace(prob, psi=np.asarray(psi, dtype=float))
+        prev = None
         for eta in levels[::-1]:
-            if screening_applies(sp) and free.losses is not None:
+            start = free if prev is None else prev
+            if screening_applies(sp) and start.losses is not None:
                 # the scenario's weights sit on the few records cheap in it: solve
                 # on those (an exact restriction, confirmed on all rows)
-                add(
-                    solve_screened(
-                        sp, float(eta), w0=free.w, a0=free.a, losses0=free.losses,
-                        state=free.state, max_iter=MODEL_MAX_ITER,
-                    )
+                prev = solve_screened(
+                    sp, float(eta), w0=start.w, a0=start.a, losses0=start.losses,
+                    state=start.state, max_iter=MODEL_MAX_ITER,
                 )  # fmt: skip
+                add(prev)
                 continue
-            add(
-                solve_at_eta(
-                    sp,
-                    float(eta),
-                    w0=free.w,
-                    a0=free.a,
-                    state=free.state,
-                    max_iter=MODEL_MAX_ITER,
-                )
+            prev = solve_at_eta(
+                sp,
+                float(eta),
+                w0=start.w,
+                a0=start.a,
+                state=start.state,
+                max_iter=MODEL_MAX_ITER,
             )
+            add(prev)
     if diverse:
         seen: list[tuple[float, FloatArray]] = []
         for psi in prob.scenario_psi:
