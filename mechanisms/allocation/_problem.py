@@ -163,8 +163,15 @@ def _privacy_cost(prob: Problem, a: FloatArray, eta: float) -> float:
 
 def objective(prob: Problem, w: FloatArray, a: FloatArray, eta: float) -> float:
     """``G(w, a, η)`` of spec §4.1 (never with the noise term)."""
+    return objective_from_losses(prob, w, a, eta, prob.loss.value(prob.X @ w, prob.y))
+
+
+def objective_from_losses(
+    prob: Problem, w: FloatArray, a: FloatArray, eta: float, losses: FloatArray
+) -> float:
+    """:func:`objective` given the per-record losses ``ℓ_i(w)`` (no pass over ``X``)."""
     cfg = prob.cfg
-    risk = float(a @ prob.loss.value(prob.X @ w, prob.y))
+    risk = float(a @ losses)
     return (
         risk
         + 0.5 * cfg.lam * float(w @ w)

@@ -76,8 +76,12 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
 from learners._newton import minimize_ridge_risk
-from mechanisms.allocation._block_solver import solve_at_eta
-from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._block_solver import (
+    BlockSolution,
+    solve_at_eta,
+    weights_step,
+)
+from mechanisms.allocation._problem import Problem, objective_from_losses
 from mechanisms.allocation._range._model_solves import (
     screening_applies,
     solve_screened,
@@ -239,12 +243,14 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
     3. For the first :data:`MIN_SCENARIOS` public scenarios ``Ψ^s`` (all of them
        beyond :data:`RICH_MAX_M` sellers), their KKT points at each level, solved
        at the top level from the cost-free model (its ``w``, ``a`` and a-step
-       multipliers) and at each lower one from the scenario's model at the level
-       above: with many sellers one seller moves the model little, the scenarios'
-       models stay near the cost-free one, and the warm start is several times
-       cheaper; a scenario's model moves little between levels where its costs
-       outweigh the losses (on Wisconsin at a small ``λ`` the cost-free start is
-       ``‖Δw‖ ≈ 140`` away at both levels, the level above none). With many
+       multipliers): with many sellers one seller moves the model little, the
+       scenarios' models stay near the cost-free one, and the warm start is several
+       times cheaper. At each lower level the solve starts from whichever of the
+       cost-free model and the scenario's model at the level above has the lower
+       ``G`` there (:func:`_lower_start`): where the scenario's costs outweigh the
+       losses its model barely moves between levels (on Wisconsin at a small ``λ``
+       the cost-free model is ``‖Δw‖ ≈ 140`` away, the level above none), elsewhere
+       the lower level returns near the cost-free model. With many
        records (:func:`._model_solves.screening_applies`) such a solve runs on the
        records cheap in the scenario only, confirmed on all rows
        (:func:`._model_solves.solve_screened`: the same KKT conditions).
@@ -326,13 +332,11 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
                 )  # fmt: skip
                 add(prev)
                 continue
+            w0, a0, st0 = start.w, start.a, start.state
+            if prev is not None:
+                w0, a0, st0 = _lower_start(sp, float(eta), (free, prev))
             prev = solve_at_eta(
-                sp,
-                float(eta),
-                w0=start.w,
-                a0=start.a,
-                state=start.state,
-                max_iter=MODEL_MAX_ITER,
+                sp, float(eta), w0=w0, a0=a0, state=st0, max_iter=MODEL_MAX_ITER
             )
             add(prev)
     if diverse:
@@ -349,6 +353,26 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
                 )
             )
     return _collect(prob, W, L)
+
+
+def _lower_start(
+    prob: Problem, eta: float, starts: tuple[BlockSolution, ...]
+) -> tuple[FloatArray, FloatArray, WeightsStepState | None]:
+    """``(w, a*(w), multipliers)`` of the start among ``starts`` (solved models) where
+    ``G(w, a*(w), η)`` is lowest, from each model's losses ``ℓ(Xw)`` (they do not
+    depend on ``η`` or ``Ψ``) and one exact a-step: no pass over ``X`` where the
+    solver kept them."""
+    best: tuple[float, FloatArray, FloatArray, WeightsStepState | None] | None = None
+    for s in starts:
+        losses = s.losses
+        if losses is None:
+            losses = prob.loss.value(prob.X @ s.w, prob.y)
+        a, state = weights_step(prob, losses, eta, s.state)
+        value = objective_from_losses(prob, s.w, a, eta, losses)
+        if best is None or value < best[0]:
+            best = (value, s.w, a, state)
+    assert best is not None
+    return best[1], best[2], best[3]
 
 
 def _collect(
