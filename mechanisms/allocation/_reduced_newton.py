@@ -180,15 +180,33 @@ def _logistic_point(
     where the kernel declines or does not apply (``μ = 0``, ``Σ h ≤ 1``): the caller
     solves the a-step with NumPy."""
     val, d1, d2, r = _logistic_pass(z, y, q, psi)
+    ok, a, A, s, value = _point_from_r(r, h, mu, A0, s0, w, lam, const)
+    return ok, val, d1, d2, r, a, A, s, value
+
+
+@_jit
+def _point_from_r(
+    r: FloatArray,
+    h: FloatArray,
+    mu: float,
+    A0: float,
+    s0: float,
+    w: FloatArray,
+    lam: float,
+    const: float,
+) -> tuple[bool, FloatArray, float, float, float]:
+    """The a-step and ``F`` of :func:`_logistic_point` from ``r = ℓ + qΨ``:
+    ``(ok, a, A, s, F)``; not ok (``a`` empty) where the kernel declines or does not
+    apply (``μ = 0``, ``Σ h ≤ 1``)."""
     empty = np.empty(0)
     total = 0.0
     for i in range(h.size):
         total += h[i]
     if not (mu > 0.0 and total > 1.0 + 1e-12):
-        return False, val, d1, d2, r, empty, 0.0, 0.0, 0.0
+        return False, empty, 0.0, 0.0, 0.0
     ok, A, s = weights_kernel(r, h, mu, A0, s0)
     if not ok:
-        return False, val, d1, d2, r, empty, 0.0, 0.0, 0.0
+        return False, empty, 0.0, 0.0, 0.0
     a = _clip_weights(A, s, r, h)
     lin = 0.0
     sq = 0.0
@@ -199,7 +217,7 @@ def _logistic_point(
     for j in range(w.size):
         ww += w[j] * w[j]
     value = lin + 0.5 * lam * ww + mu * math.sqrt(sq) + const
-    return True, val, d1, d2, r, a, A, s, value
+    return True, a, A, s, value
 
 
 def _gradient(prob: Problem, eta: float, p: _Point) -> FloatArray:
@@ -980,6 +998,40 @@ def value_and_gradient(
     ``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))`` at a given ``w`` needs."""
     p = _evaluate(prob, eta, np.asarray(w, dtype=float), state, prob.caps(eta))
     return p.value, _gradient(prob, eta, p), p.state
+
+
+def loss_pass(prob: Problem, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(ℓ(Xw), ℓ'(Xw))`` per record: what :func:`value_and_gradient` at ``w`` needs
+    besides the virtual costs, for :func:`value_and_gradient_from_losses`."""
+    z = prob.X @ np.asarray(w, dtype=float)
+    if prob.cfg.loss == "logistic":
+        losses, dl, _, _ = _logistic_pass(z, prob.y, 0.0, np.zeros(z.size))
+        return losses, dl
+    return prob.loss.value(z, prob.y), prob.loss.derivative(z, prob.y)
+
+
+def value_and_gradient_from_losses(
+    prob: Problem,
+    eta: float,
+    w: FloatArray,
+    state: WeightsStepState | None,
+    losses: FloatArray,
+    dl: FloatArray,
+) -> tuple[float, FloatArray, WeightsStepState | None]:
+    """:func:`value_and_gradient` at ``w`` given ``(ℓ(Xw), ℓ'(Xw))`` (:func:`loss_pass`):
+    the same operations without the product ``Xw`` and the loss pass, so the same
+    values to the bit (the a-step and ``F`` of :func:`_point_from_r`, the gradient of
+    :func:`_gradient`). Where the compiled a-step declines, the full evaluation."""
+    cfg = prob.cfg
+    if state is not None and cfg.loss == "logistic" and prob.linear_term(eta) is None:
+        r = losses + (cfg.gamma * eta) * prob.psi
+        ok, a, A, s, value = _point_from_r(
+            r, prob.caps(eta), cfg.mu, state.A, state.s, w, cfg.lam, cfg.sigma / eta
+        )
+        if ok:
+            g = _weighted_gradient(prob.X, a, dl, cfg.lam, w)
+            return value, g, WeightsStepState(A, s)
+    return value_and_gradient(prob, eta, w, state)
 
 
 MAX_DOUBLINGS = 30  # internal doublings of the radius per iteration

@@ -381,3 +381,36 @@ def test_compiled_newton_iterates_equal_the_python_loop(
         np.testing.assert_array_equal(c.a, p.a)
         np.testing.assert_array_equal(c.gradient, p.gradient)
     assert any(c.converged for c in compiled)
+
+
+@pytest.mark.parametrize("eta", [0.3, 20.0])
+def test_value_and_gradient_from_losses_equals_the_full_evaluation(eta: float) -> None:
+    """A renewal from stored losses (no ``Xw``, no loss pass) gives the value,
+    gradient and multipliers of a full evaluation to the bit, at other virtual costs
+    than the point was solved for (a payment re-solve's); with a state the compiled
+    a-step declines (forced caps) it falls back to the full evaluation."""
+    prob = _problem(60, 8, 3)
+    sol = rn.newton_reduced(prob, eta, w0=np.zeros(8), state=None, gtol=1e-9,
+                            max_iter=100, a0=np.full(60, 1.0 / 60))  # fmt: skip
+    losses, dl = rn.loss_pass(prob, sol.w)
+    raised = prob.with_seller_psi(int(np.argmax(sol.a)), 5e-3)
+    for p in (prob, raised):
+        full = rn.value_and_gradient(p, eta, sol.w, sol.state)
+        fast = rn.value_and_gradient_from_losses(p, eta, sol.w, sol.state, losses, dl)
+        assert fast[0] == full[0]
+        np.testing.assert_array_equal(fast[1], full[1])
+        assert fast[2] is not None
+        assert full[2] is not None
+        assert (fast[2].A, fast[2].s) == (full[2].A, full[2].s)
+    assert rn.value_and_gradient(raised, eta, sol.w, sol.state)[0] > sol.value
+    # other losses than the point's give another value: the losses are used
+    wrong = rn.value_and_gradient_from_losses(
+        raised, eta, sol.w, sol.state, losses + 1e-3, dl
+    )
+    assert wrong[0] != rn.value_and_gradient(raised, eta, sol.w, sol.state)[0]
+    # caps that force every weight (Σ h = 1): the kernel declines, the full path runs
+    forced = Problem(prob.X, prob.y, prob.psi, prob.eps_max, CFG.with_(k=1.0))
+    full = rn.value_and_gradient(forced, eta, sol.w, sol.state)
+    fast = rn.value_and_gradient_from_losses(forced, eta, sol.w, sol.state, losses, dl)
+    assert fast[0] == full[0]
+    np.testing.assert_array_equal(fast[1], full[1])

@@ -65,7 +65,11 @@ from numpy.typing import NDArray
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._two_point import two_point_bound
-from mechanisms.allocation._reduced_newton import value_and_gradient
+from mechanisms.allocation._reduced_newton import (
+    loss_pass,
+    value_and_gradient,
+    value_and_gradient_from_losses,
+)
 from mechanisms.allocation._weights_step import WeightsStepState, held_multipliers
 from mechanisms.config import MechanismConfig
 
@@ -321,13 +325,18 @@ class StaleNodes(dict[float, Node]):
     """Stale nodes (``η → Node``) for the re-solves of one payment job, with the
     bounds of the cells between consecutive nodes cached (:func:`stale_cell_bounds`:
     the same for every re-solve, since a cell's two-point bound is a function of its
-    ends' bounds)."""
+    ends' bounds), and the per-record losses ``(ℓ(Xw), ℓ'(Xw))`` at each stale point
+    once a re-solve renewed it (the same for every re-solve: ``w`` and the records
+    are fixed, only ``Ψ`` changes), so a renewal is one a-step and one gradient, no
+    product ``Xw`` or loss pass."""
 
     cells: dict[tuple[float, float, float, float], tuple[FloatArray, FloatArray]]
+    losses: dict[float, tuple[FloatArray, FloatArray]]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cells = {}
+        self.losses = {}
 
 
 def stale_cell_bounds(
@@ -431,7 +440,16 @@ def certify_range(
         if not renewable:
             return solve(eta, node)
         n += 1
-        value, g, state = value_and_gradient(prob, eta, node.w, node.state)
+        if isinstance(nodes, StaleNodes) and nodes.get(eta) is node:
+            # the stale point's losses are the same for every re-solve of the job
+            got = nodes.losses.get(eta)
+            if got is None:
+                got = nodes.losses[eta] = loss_pass(prob, node.w)
+            value, g, state = value_and_gradient_from_losses(
+                prob, eta, node.w, node.state, *got
+            )
+        else:
+            value, g, state = value_and_gradient(prob, eta, node.w, node.state)
         bound = max(value - float(g @ g) / (2.0 * modulus), node.bound)
         return Node(bound, node.w, node.a, False, None, state, renewed=True)
 
