@@ -49,8 +49,9 @@ needs hundreds of sweeps when the weights are selective.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -129,22 +130,35 @@ def _evaluate(
     (:func:`_logistic_point`: loss, a-step and ``F``); the a-step's NumPy solver
     finishes where the kernel declines (non-finite ``r``, forced caps, ``μ = 0``)."""
     cfg = prob.cfg
-    z = prob.X @ w
     q = cfg.gamma * eta
     c = prob.linear_term(eta)
     const = cfg.sigma / eta
+    known = _known_losses(prob, w) if cfg.loss == "logistic" else None
     if cfg.loss == "logistic" and (state is not None or a0 is None):
         A0, s0 = (state.A, state.s) if state is not None else (0.0, 0.0)
-        ok, losses, dl, d2, r, a, A, s, value = _logistic_point(
-            z, prob.y, q, prob.psi, caps, cfg.mu, A0, s0, w, cfg.lam, const
-        )
+        if known is not None:
+            z, losses, dl, d2 = known
+            r = losses + q * prob.psi
+            ok, a, A, s, value = _point_from_r(
+                r, caps, cfg.mu, A0, s0, w, cfg.lam, const
+            )
+        else:
+            z = prob.X @ w
+            ok, losses, dl, d2, r, a, A, s, value = _logistic_point(
+                z, prob.y, q, prob.psi, caps, cfg.mu, A0, s0, w, cfg.lam, const
+            )
         if ok:
             if c is not None:
                 value += float(c @ w)
             return _Point(w, z, losses, dl, d2, r, a, WeightsStepState(A, s), value)
+    elif known is not None:
+        z, losses, dl, d2 = known
+        r = losses + q * prob.psi
     elif cfg.loss == "logistic":
+        z = prob.X @ w
         losses, dl, d2, r = _logistic_pass(z, prob.y, q, prob.psi)
     else:
+        z = prob.X @ w
         loss = prob.loss
         losses, dl, d2 = loss.value(z, prob.y), loss.derivative(z, prob.y), None
         r = losses + q * prob.psi
@@ -155,6 +169,31 @@ def _evaluate(
     if c is not None:
         value += float(c @ w)
     return _Point(w, z, losses, dl, d2, r, a, new_state, value)
+
+
+_LAST_LOSSES: list[tuple[Any, Any, FloatArray, tuple[FloatArray, ...]] | None] = [None]
+"""The last solve's final point's ``(Xw, ℓ, ℓ', ℓ'')`` (logistic loss), by its
+records (weak references) and a copy of ``w``: the next solve from that ``w`` (the η
+polish's, at another ``η``; a payment re-solve's, at other virtual costs) skips the
+product ``Xw`` and the loss pass, which depend on neither. One entry, replaced
+whole, so threads at worst recompute."""
+
+
+def _known_losses(prob: Problem, w: FloatArray) -> tuple[FloatArray, ...] | None:
+    """``(Xw, ℓ, ℓ', ℓ'')`` of :data:`_LAST_LOSSES` if it holds these records and
+    ``w``, else ``None``."""
+    hit = _LAST_LOSSES[0]
+    if hit is None or hit[0]() is not prob.X or hit[1]() is not prob.y:
+        return None
+    if not np.array_equal(hit[2], w):
+        return None
+    return hit[3]
+
+
+def _remember_losses(prob: Problem, p: _Point) -> None:
+    if prob.cfg.loss == "logistic" and p.d2 is not None:
+        entry = (p.z, p.losses, p.dl, p.d2)
+        _LAST_LOSSES[0] = (weakref.ref(prob.X), weakref.ref(prob.y), p.w.copy(), entry)
 
 
 @_jit
@@ -942,6 +981,7 @@ def newton_reduced(
         code, it, radius = out[0], out[1], out[2]
         w, z, losses, dl, d2, r, a, A, s, value, g = out[3:]
         p = _Point(w, z, losses, dl, d2, r, a, WeightsStepState(A, s), value)
+        _remember_losses(prob, p)
         if code == NEWTON_CONVERGED:
             return NewtonSolution(p.w, p.a, p.state, it, True, p.value, p.losses, g)
         if code in (NEWTON_MAX_ITER, NEWTON_FLAT):
@@ -951,6 +991,7 @@ def newton_reduced(
         g = _gradient(prob, eta, p)
         gnorm = _norm(g)
         if gnorm <= gtol * (1.0 + _norm(p.w)):
+            _remember_losses(prob, p)
             return NewtonSolution(p.w, p.a, p.state, it, True, p.value, p.losses, g)
         if it == max_iter:
             break
@@ -987,6 +1028,7 @@ def newton_reduced(
                     p.w, p.a, p.state, it, False, p.value, p.losses, g
                 )
         p = q
+    _remember_losses(prob, p)
     return NewtonSolution(p.w, p.a, p.state, max_iter, False, p.value, p.losses, g)
 
 

@@ -414,3 +414,47 @@ def test_value_and_gradient_from_losses_equals_the_full_evaluation(eta: float) -
     fast = rn.value_and_gradient_from_losses(forced, eta, sol.w, sol.state, losses, dl)
     assert fast[0] == full[0]
     np.testing.assert_array_equal(fast[1], full[1])
+
+
+def test_a_solve_from_the_last_solution_reuses_its_losses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next solve from the point the last one returned (the η polish's, a
+    re-solve's at other virtual costs) takes ``Xw`` and the losses from it: no loss
+    pass at the start, and the same solution, to the bit, as with nothing kept. Other
+    labels or another ``w`` are not served from it."""
+    prob = _problem(80, 6, 5)
+    first = rn.newton_reduced(prob, 1.0, w0=np.zeros(6), state=None, gtol=1e-9,
+                              max_iter=100, a0=np.full(80, 1.0 / 80))  # fmt: skip
+    raised = prob.with_seller_psi(int(np.argmax(first.a)), 4e-3)
+    passes: list[int] = []
+    real = rn._logistic_point
+
+    def counted(*args: object) -> object:
+        passes.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(rn, "_logistic_point", counted)
+
+    def again() -> rn.NewtonSolution:
+        return rn.newton_reduced(
+            raised, 1.7, w0=first.w, state=first.state, gtol=1e-9, max_iter=100
+        )
+
+    rn._remember_losses(prob, rn._evaluate(prob, 1.0, first.w, first.state,
+                                           prob.caps(1.0)))  # fmt: skip
+    kept = again()
+    assert kept.iterations > 0
+    assert passes == []  # the start's (trial points run in the compiled loop)
+    rn._LAST_LOSSES[0] = None
+    passes.clear()
+    fresh = again()
+    assert len(passes) == 1
+    assert kept.value == fresh.value
+    np.testing.assert_array_equal(kept.w, fresh.w)
+    np.testing.assert_array_equal(kept.gradient, fresh.gradient)
+    # the memo holds the last solve's own point; other labels, another w: a miss
+    assert rn._known_losses(raised, fresh.w) is not None
+    flipped = Problem(prob.X, -prob.y, prob.psi, prob.eps_max, prob.cfg)
+    assert rn._known_losses(flipped, fresh.w) is None
+    assert rn._known_losses(raised, fresh.w + 1e-12) is None
