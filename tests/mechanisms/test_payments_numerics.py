@@ -375,3 +375,53 @@ def test_simpson_bisection_reuses_every_node() -> None:
         assert len(set(xs)) == len(xs)  # the memo: each node once
         gaps = np.diff(pts) / (b - a)
         assert gaps.min() > 1e-12  # and no node twice up to rounding
+
+
+class _StepCurve:
+    """A stand-in for :class:`SellerCurve`: ``ε`` flat at 1.5, then falling linearly
+    to 0 at ``s_star`` over ``width`` (a market where many sellers leave together)."""
+
+    def __init__(self, s_star: float, width: float) -> None:
+        self.report = 0.2
+        self.prior = UniformPrior(0.0, 1.0)
+        self.s_star, self.width = s_star, width
+        self.cache: dict[float, float] = {}
+
+    def epsilon(self, s: float) -> float:
+        s = float(s)
+        if s not in self.cache:
+            self.cache[s] = 1.5 * float(np.clip((self.s_star - s) / self.width, 0, 1))
+        return self.cache[s]
+
+    def u(self, s: float) -> float:
+        return self.epsilon(s)
+
+
+@pytest.mark.parametrize(
+    ("estimate", "width", "most"),
+    [
+        (0.59995, 1e-4, 8),  # the estimate on the steep part, just below s*
+        (0.5999, 1e-4, 8),  # (doubling past it, then bisecting back: 16-18)
+        (0.45, 1e-4, 20),  # on the flat part, far below: doubling and bisection
+        (0.5, 0.3, 9),  # a gentle, linear fall
+    ],
+)
+def test_critical_cost_from_an_estimate_on_a_steep_fall(
+    monkeypatch: pytest.MonkeyPatch, estimate: float, width: float, most: int
+) -> None:
+    """The bracket holds ``s*`` (``ε(lo) > 0 = ε(hi)``) and is tight enough for the
+    integral; from an estimate on the steep part, a local slope lands next to ``s*``
+    in a few re-solves (doubling the distance from the report past the estimate went
+    to the top of the support and bisected back: 17 re-solves on a Wisconsin
+    market)."""
+    import mechanisms.payments._critical_cost as cc
+
+    monkeypatch.setattr(cc, "first_order_estimate", lambda curve: estimate)
+    curve = _StepCurve(0.6, width)
+    crit = find_critical_cost(curve, rtol=2.5e-6)  # type: ignore[arg-type]
+    assert curve.epsilon(crit.lo) > 0.0
+    assert curve.epsilon(crit.hi) == 0.0
+    assert crit.lo < 0.6 <= crit.hi
+    integral = 1.5 * (0.6 - 0.2 - width / 2)
+    assert curve.u(crit.lo) * (crit.hi - crit.lo) <= 2.5e-6 * integral
+    assert len(curve.cache) <= most
