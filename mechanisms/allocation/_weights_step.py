@@ -228,11 +228,19 @@ def project_capped_simplex(v: FloatArray, caps: FloatArray) -> tuple[FloatArray,
     non-decreasing ``f(θ) = Σ clip(v_i + θ, 0, h_i)``, found exactly from the sorted
     breakpoints ``−v_i`` and ``h_i − v_i`` (O(m log m)).
 
+    Where ``v`` shifted by ``θ = (1 − Σ v)/m`` lies strictly inside every ``(0, h_i)``
+    (the uniform weights, for instance), that shift is the root (``f`` rises with
+    slope ``m`` there): O(m), no sort (at ``m = 10⁶`` the sorts took 90 ms).
+
     Returns
     -------
     a, theta
     """
     caps = np.minimum(caps, 1.0)  # exact (a_i ≤ Σ a = 1); keeps inf caps out of sums
+    shift = (1.0 - float(v.sum())) / v.size
+    inside = v + shift
+    if bool(np.all((inside > 0.0) & (inside < caps))):
+        return inside, shift
     low = np.sort(-v)
     high = np.sort(caps - v)
     pts = np.concatenate((low, high))

@@ -138,10 +138,15 @@ def test_vertex_solution_with_ties_and_large_gaps():
     assert capped_simplex_kkt(a, _grad(r, a, 0.1), caps) <= 1e-12
 
 
-def test_projection_matches_cvxpy(rng: np.random.Generator):
+@pytest.mark.parametrize("interior", [False, True])
+def test_projection_matches_cvxpy(rng: np.random.Generator, interior: bool):
+    """``interior``: ``v`` near the uniform weights, so the projection is a shift of
+    ``v`` strictly inside the caps (the O(m) path, no sort)."""
     for m in (1, 5, 60):
         v = rng.normal(size=m) * 2
         caps = np.maximum(rng.uniform(0, 3.0 / m, m), 1.2 / m)
+        if interior:
+            v = (1.0 + 0.1 * rng.uniform(-1, 1, m)) / m + 0.05 / m
         a, theta = project_capped_simplex(v, caps)
         x = cp.Variable(m)
         prob = cp.Problem(
