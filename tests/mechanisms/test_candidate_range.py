@@ -26,9 +26,11 @@ from mechanisms import (
     audit_monotonicity,
     myerson_payments,
 )
+from mechanisms.allocation._block_solver import solve_at_eta
 from mechanisms.allocation._eta_search import eta_bounds, solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._candidate_range import (
+    _lower_start,
     a_step,
     candidate_models,
     scenario_virtual_costs,
@@ -55,6 +57,37 @@ def _problem(X, y, c, cfg, prior=PRIOR) -> Problem:
 
 
 # ---------------------------------------------------------------- building blocks
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_scenario_lower_level_starts_from_the_lower_g(seed: int) -> None:
+    """``_lower_start`` returns, of two solved models, the ``w`` where ``G`` after the
+    exact a-step is lowest at the scenario's ``(Ψ, η)``, with that a-step's weights:
+    checked against ``G`` written out independently and the a-step solved by NumPy."""
+    X, y, c, cfg = default_instance(seed, m_range=(12, 16))
+    prob = _problem(X, y, c, cfg)
+    lo, hi = eta_bounds(prob)
+    eta_hi, eta_lo = float(hi), float(np.sqrt(lo * hi))
+    d = X.shape[1]
+    free = dataclasses.replace(prob, psi=np.zeros(prob.m))
+    a0 = np.full(prob.m, 1.0 / prob.m)
+    sp = dataclasses.replace(prob, psi=np.asarray(prob.scenario_psi[0], dtype=float))
+    starts = (
+        solve_at_eta(free, eta_hi, w0=np.zeros(d), a0=a0, max_iter=60),
+        solve_at_eta(sp, eta_hi, w0=np.zeros(d), a0=a0, max_iter=60),
+    )
+    w, a, _ = _lower_start(sp, eta_lo, starts)
+    caps = sp.caps(eta_lo)
+    values = []
+    for s in starts:
+        r = sp.loss.value(X @ s.w, y) + cfg.gamma * eta_lo * sp.psi
+        a_s, _ = solve_weights(r, caps, cfg.mu)
+        values.append(g_value(X, y, sp.psi, cfg, s.w, a_s, eta_lo))
+    k = int(np.argmin(values))
+    np.testing.assert_array_equal(w, starts[k].w)
+    assert g_value(X, y, sp.psi, cfg, w, a, eta_lo) == pytest.approx(
+        values[k], rel=1e-9
+    )
 
 
 def test_a_step_kernel_matches_the_numpy_solver() -> None:
