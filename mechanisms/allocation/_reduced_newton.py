@@ -56,6 +56,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pass
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_kernel import _clip_weights, _jit, weights_kernel
 from mechanisms.allocation._weights_step import (
@@ -86,33 +87,6 @@ class _Point:
     a: FloatArray
     state: WeightsStepState | None
     value: float
-
-
-@_jit
-def _logistic_pass(
-    z: FloatArray, y: FloatArray, q: float, psi: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """``(ℓ, ℓ', ℓ'', r = ℓ + qΨ)`` of the logistic loss in one pass (one ``exp``, one
-    ``log1p`` per record; :class:`learners.losses.LogisticLoss` takes five array passes).
-
-    With ``t = −yz`` and ``e = exp(−|t|)``: ``ℓ = max(t, 0) + log1p(e)``,
-    ``σ(t) = 1/(1 + e)`` (``t ≥ 0``) or ``e/(1 + e)``, ``ℓ' = −yσ(t)``,
-    ``ℓ'' = σ(t)(1 − σ(t)) = σ(z)σ(−z)`` for ``y = ±1``.
-    """
-    m = z.size
-    val = np.empty(m)
-    d1 = np.empty(m)
-    d2 = np.empty(m)
-    r = np.empty(m)
-    for i in range(m):
-        t = -y[i] * z[i]
-        e = math.exp(-abs(t))
-        val[i] = max(t, 0.0) + math.log1p(e)
-        sig = 1.0 / (1.0 + e) if t >= 0.0 else e / (1.0 + e)
-        d1[i] = -y[i] * sig
-        d2[i] = sig * (1.0 - sig)
-        r[i] = val[i] + q * psi[i]
-    return val, d1, d2, r
 
 
 def _evaluate(
