@@ -27,10 +27,8 @@ from mechanisms.allocation._block_solver import (
     fit_strict_w,
     solve_at_eta,
 )
-from mechanisms.allocation._kkt_kernel import (
-    a_block_conditions,
-    logistic_value_derivative,
-)
+from mechanisms.allocation._kkt_kernel import a_block_conditions
+from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem, utility_derivative
 from mechanisms.allocation._range._candidate_range import (
     CandidateModels,
@@ -590,7 +588,7 @@ def _block_conditions(
     else:
         z = prob.X @ w
         if cfg.loss == "logistic":
-            value, deriv = logistic_value_derivative(z, prob.y)
+            value, deriv = logistic_value_slope(z, prob.y)
         else:
             value, deriv = loss.value(z, prob.y), loss.derivative(z, prob.y)
         gw = prob.X.T @ (a * deriv) + cfg.lam * w

@@ -39,27 +39,6 @@ FloatArray = NDArray[np.float64]
 
 
 @_jit
-def logistic_value_derivative(
-    z: FloatArray, y: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """``(log(1 + e^{−y z}), −y/(1 + e^{y z}))`` elementwise (the logistic loss and
-    its derivative in ``z``; ``learners.losses.LogisticLoss``), one exponential each."""
-    m = z.size
-    value = np.empty(m)
-    deriv = np.empty(m)
-    for i in range(m):
-        t = -y[i] * z[i]
-        e = math.exp(-abs(t))
-        if t > 0.0:
-            value[i] = t + math.log1p(e)
-            deriv[i] = -y[i] / (1.0 + e)  # expit(t) = 1/(1 + e^{−t})
-        else:
-            value[i] = math.log1p(e)
-            deriv[i] = -y[i] * e / (1.0 + e)  # expit(t) = e^{t}/(1 + e^{t})
-    return value, deriv
-
-
-@_jit
 def a_block_conditions(
     losses: FloatArray,
     a: FloatArray,

@@ -182,3 +182,9 @@ def logistic_pass(
     for i in range(val.size):
         r[i] = val[i] + q * psi[i]
     return val, d1, d2, r
+
+
+def logistic_value_slope(z: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(ℓ, ℓ')`` at margins ``z`` (the loss and its slope in ``z``)."""
+    val, d1, _ = _loss_blocks(np.ascontiguousarray(z), np.ascontiguousarray(y))
+    return val, d1

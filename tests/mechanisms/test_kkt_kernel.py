@@ -24,7 +24,7 @@ from mechanisms.allocation._eta_search import (
     _block_conditions,
     profile_slope,
 )
-from mechanisms.allocation._kkt_kernel import logistic_value_derivative
+from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
 
 
@@ -136,7 +136,7 @@ def test_logistic_value_and_derivative_equal_the_loss() -> None:
     rng = np.random.default_rng(0)
     z = np.concatenate([rng.normal(scale=5.0, size=500), [0.0, 40.0, -40.0, 800.0]])
     y = np.where(rng.random(z.size) < 0.5, -1.0, 1.0)
-    value, deriv = logistic_value_derivative(z, y)
+    value, deriv = logistic_value_slope(z, y)
     loss = LogisticLoss()
     np.testing.assert_allclose(value, loss.value(z, y), rtol=1e-14, atol=1e-300)
     np.testing.assert_allclose(deriv, loss.derivative(z, y), rtol=1e-14, atol=1e-300)
