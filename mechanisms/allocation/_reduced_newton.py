@@ -57,6 +57,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pass
+from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_kernel import _clip_weights, _jit, weights_kernel
 from mechanisms.allocation._weights_step import (
@@ -1021,8 +1022,7 @@ def loss_pass(prob: Problem, w: FloatArray) -> tuple[FloatArray, FloatArray]:
     besides the virtual costs, for :func:`value_and_gradient_from_losses`."""
     z = prob.X @ np.asarray(w, dtype=float)
     if prob.cfg.loss == "logistic":
-        losses, dl, _, _ = _logistic_pass(z, prob.y, 0.0, np.zeros(z.size))
-        return losses, dl
+        return logistic_value_slope(z, prob.y)
     return prob.loss.value(z, prob.y), prob.loss.derivative(z, prob.y)
 
 
