@@ -207,17 +207,29 @@ def _bracket_step(curve: SellerCurve, c: float, lo: float) -> float:
     (the estimate far below ``s*_i``), the doubling bounds the step, as before.
     """
     far = c + 2.0 * (lo - c)
+    secant = _last_secant(curve, lo)
+    if secant is None:
+        return far
+    s0, s1, z = secant
+    # past the secant's zero, or where the curve is flat the last step grown
+    aim = s1 + FLAT_GROWTH * (s1 - s0) if z is None else lo + OVERSHOOT * (z - lo)
+    return float(aim) if lo < aim < far else far
+
+
+def _last_secant(
+    curve: SellerCurve, lo: float
+) -> tuple[float, float, float | None] | None:
+    """``(s₀, s₁, z)``: the two largest evaluated reports ``s₀ < s₁ ≤ lo`` with
+    ``ε > 0`` and the zero ``z`` of the secant through them (``None`` where ``ε`` does
+    not fall from ``s₀`` to ``s₁``); ``None`` with fewer than two such reports."""
     pos = sorted(s for s, e in curve.cache.items() if e > 0.0 and s <= lo)
     if len(pos) < 2:
-        return far
+        return None
     s0, s1 = pos[-2], pos[-1]
     e0, e1 = curve.cache[s0], curve.cache[s1]
-    if not e0 > e1:  # flat here: grow the last step
-        aim = s1 + FLAT_GROWTH * (s1 - s0)
-        return float(aim) if lo < aim < far else far
-    z = s1 + e1 * (s1 - s0) / (e0 - e1)
-    aim = lo + OVERSHOOT * (z - lo)
-    return float(aim) if lo < aim < far else far
+    if not e0 > e1:
+        return s0, s1, None
+    return s0, s1, s1 + e1 * (s1 - s0) / (e0 - e1)
 
 
 def _integral_lower_bound(curve: SellerCurve, lo: float) -> float:
@@ -238,16 +250,10 @@ def _next_point(curve: SellerCurve, lo: float, hi: float) -> float:
     ``[lo + 0.02 w, hi − 0.02 w]`` of the bracket width ``w``; bisection without a usable
     secant.
     """
-    pos = sorted(s for s, e in curve.cache.items() if e > 0.0 and s <= lo)
     mid = 0.5 * (lo + hi)
-    if len(pos) < 2:
-        return mid
-    s0, s1 = pos[-2], pos[-1]
-    e0, e1 = curve.cache[s0], curve.cache[s1]
-    if e0 <= e1:
-        return mid
-    z = s1 + e1 * (s1 - s0) / (e0 - e1)
-    if not z < hi:
+    secant = _last_secant(curve, lo)
+    z = None if secant is None else secant[2]
+    if z is None or not z < hi:
         return mid
     width = hi - lo
     aim = lo + 0.99 * (z - lo)
