@@ -129,7 +129,7 @@ def test_compiled_search_keeps_the_cache_limits(
     monkeypatch.setattr(_candidate_range, "MAX_SUMMARIES", 3)
     monkeypatch.setattr(_candidate_range, "MAX_VISITS", 40)
     prob, res = market(seed=6, m=200)
-    jobs = sweep(prob, 40, seed=2)
+    jobs = sweep(prob, 40, seed=3)
     fast, slow, cache = both(prob, res, jobs, summaries=3, visits=40)
     assert fast == slow
     assert cache.n_summaries == 3  # full

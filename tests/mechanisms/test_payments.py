@@ -350,3 +350,36 @@ def test_sampled_check_catches_a_wrong_shortcut(broad, monkeypatch) -> None:
 def test_verify_must_be_sample_or_all(instance: Instance) -> None:
     with pytest.raises(ValueError, match="verify"):
         _run(instance, verify="none")
+
+
+def test_a_payment_does_not_depend_on_the_sellers_paid_before() -> None:
+    """A worker pays many sellers with one per-process cache of summaries; which
+    sellers it paid before must not change a payment. On this Wisconsin market
+    seller 296's critical-cost bracket ends where ``ε_296`` falls steeply in ``η``
+    (``2·10⁻⁴`` for ``7·10⁻⁹`` relative); a polish answering the lowest rounded value
+    there gave it ``ε`` off its full solve by ``2·10⁻⁴`` after seller 2 (the check
+    then re-paid it with full solves) and ``4·10⁻⁷`` alone."""
+    from market.datasets import load_wisconsin, train_val_test_split
+    from mechanisms import UniformPrior
+
+    X, y = load_wisconsin()
+    split = train_val_test_split(X, y, random_state=0)
+    X, y = split.X_train, split.y_train
+    c = np.random.default_rng(0).uniform(1e-4, 5e-4, size=y.size)
+    cfg = MechanismConfig(
+        gamma=29.210710572127486, lam=1.5902856754404328e-06,
+        mu=0.013451039180681133, sigma=17.260720979616554, k=3.262135872650737,
+        eps_avg_max=657.4903879382541,
+    )  # fmt: skip
+    prior = UniformPrior(1e-4, 5e-4)
+    after = payment_job(X, y, c, prior, cfg)
+    payments_module._chunk(after, [2])
+    (late,) = payments_module._chunk(after, [296])
+    (alone,) = payments_module._chunk(payment_job(X, y, c, prior, cfg), [296])
+    for sp in (late, alone):
+        assert sp.verified
+        assert not sp.fell_back
+        assert sp.fast_mismatch < 1e-8 * sp.epsilon
+        assert sp.epsilon > 1.0  # a winner, paid over a non-empty interval
+    assert late.critical_cost == pytest.approx(alone.critical_cost, rel=1e-12)
+    assert late.payment == pytest.approx(alone.payment, rel=1e-12)

@@ -91,6 +91,7 @@ from mechanisms.allocation._range._model_solves import (
 from mechanisms.allocation._range._one_seller_search import (
     HAVE_NUMBA,
     OK,
+    STATIONARY_SLACK,
     CompiledCache,
     SeedArrays,
     one_seller_search,
@@ -1061,11 +1062,14 @@ def _coarse_cells(
 
 
 def _polish(search: _Search, best: RangePoint, etas: list[float]) -> RangePoint:
-    """Minimise ``p_j`` for the best model between the partition points around it.
+    """Minimise ``p_j`` for the best model near the best point.
 
     Where the caps do not move, ``p_j'(η) = γΨᵀa*(η) − σ/η²`` (envelope theorem); a
     safeguarded secant (Illinois) on it in ``log η`` finds the stationary point to
-    ``1e-13`` relative. Otherwise a bounded Brent search on ``p_j``.
+    ``1e-13`` relative, in the bracket from the best point to the first partition
+    point downhill where the slope changes sign, and answers the point of least slope
+    (:func:`_stationary_point`). Otherwise a bounded Brent search on ``p_j`` between
+    the partition points around the best point.
     """
     below = [e for e in etas if e < best.eta]
     above = [e for e in etas if e > best.eta]
@@ -1089,20 +1093,27 @@ def _polish(search: _Search, best: RangePoint, etas: list[float]) -> RangePoint:
         )  # fmt: skip
         assert search.best is not None
         return search.best
-    # Bracket a sign change of the slope around the best point.
-    if best.slope < 0.0:
-        if hi == best.eta:
-            return best  # at the top of the range, still descending
-        left, right = best, search.evaluate(j, hi, best.state)
-    elif best.slope > 0.0:
-        if lo == best.eta:
-            return best
-        left, right = search.evaluate(j, lo, best.state), best
-    else:
+    # Bracket a sign change of the slope: from the best point towards descent,
+    # through the partition points (a neighbour can sit within rounding of the best
+    # point, its slope of the same sign), while the caps stay fixed.
+    if best.slope == 0.0:
         return best
-    if not (left.slope < 0.0 < right.slope):
+    ends = above if best.slope < 0.0 else below[::-1]
+    tried = [best]
+    near, far = best, None
+    for e in ends:
+        if not search.same_caps(min(lo, e), max(hi, e)):
+            break
+        pt = search.evaluate(j, e, near.state)
+        tried.append(pt)
+        if (pt.slope > 0.0) if best.slope < 0.0 else (pt.slope < 0.0):
+            far = pt
+            break
+        near = pt
+    if far is None:
         assert search.best is not None
-        return search.best
+        return search.best  # descending up to the range's end or a cap change
+    left, right = (near, far) if best.slope < 0.0 else (far, near)
     x0, f0 = math.log(left.eta), left.slope
     x1, f1 = math.log(right.eta), right.slope
     side = 0
@@ -1112,6 +1123,7 @@ def _polish(search: _Search, best: RangePoint, etas: list[float]) -> RangePoint:
         if not (min(x0, x1) < x < max(x0, x1)):
             x = 0.5 * (x0 + x1)
         pt = search.evaluate(j, math.exp(x), state)
+        tried.append(pt)
         state = pt.state
         if pt.slope == 0.0 or abs(x1 - x0) <= 1e-13:
             break
@@ -1127,5 +1139,28 @@ def _polish(search: _Search, best: RangePoint, etas: list[float]) -> RangePoint:
             side = 1
         if abs(x1 - x0) <= 1e-13 * max(1.0, abs(x)):
             break
-    assert search.best is not None
-    return search.best
+    return _stationary_point(search, tried)
+
+
+def _stationary_point(search: _Search, tried: list[RangePoint]) -> RangePoint:
+    """The polish's answer: of the points ``tried`` by the secant (the bracket's ends,
+    then its iterates), the first with the least ``|p_j'(η)|``, unless the search
+    holds a point lower by more than ``STATIONARY_SLACK·(1 + |G|)``.
+
+    Near the stationary point ``p_j(η) − p_j(η*) ≈ ½ p_j''(η*)(η − η*)²`` is below the
+    rounding of ``G`` for ``|η − η*|/η*`` up to about ``10⁻⁷``, so the lowest value
+    there names an ``η`` by rounding noise alone: an ``O(m)`` pass, a cached summary's
+    one-seller update and a shifted one round differently, and a seller's ``ε_i`` can
+    be steep in ``η`` (near its exclusion: ``2·10⁻⁴`` in ``ε_i`` for ``7·10⁻⁹``
+    relative in ``η``). The slope's root is well conditioned, so the same ``(j, η)``
+    comes out whichever way the points were evaluated.
+    """
+    root = tried[0]
+    for pt in tried[1:]:
+        if abs(pt.slope) < abs(root.slope):
+            root = pt
+    best = search.best
+    assert best is not None
+    if best.value < root.value - STATIONARY_SLACK * (1.0 + abs(root.value)):
+        return best
+    return root

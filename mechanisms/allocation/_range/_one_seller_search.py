@@ -63,6 +63,9 @@ _J, _ETA, _VAL, _A, _S, _SLOPE, _FRESH = range(7)
 _LB, _CNT, _CJ, _P1, _P2 = range(5)
 # counters: one-seller updates, shifted updates, summaries built, O(m) kernels
 N_STATS = 4
+# The polish answers the secant's point of least |p_j'| unless the search holds a
+# point lower by more than this, relative to 1 + |G| (``_stationary_point``).
+STATIONARY_SLACK = 1e-12
 
 try:
     from numba import njit
@@ -493,41 +496,47 @@ if HAVE_NUMBA:
         lower = min(pts[best, _VAL], dropped)
         j_best = int(pts[best, _J])
         e_best = pts[best, _ETA]
-        lo = -np.inf  # the best model's partition points next to the best η
-        hi = np.inf
+        part = np.empty(2 * n_heap)  # the best model's partition points, sorted
+        n_part = 0
         for c in range(n_heap):
             lower = min(lower, heap[c, _LB])
             if int(heap[c, _CJ]) != j_best:
                 continue
             for col in (_P1, _P2):
-                e = pts[int(heap[c, col]), _ETA]
-                if lo < e < e_best:
-                    lo = e
-                if e_best < e < hi:
-                    hi = e
-        if lo == -np.inf:
-            lo = e_best
-        if hi == np.inf:
-            hi = e_best
+                part[n_part] = pts[int(heap[c, col]), _ETA]
+                n_part += 1
+        part = np.sort(part[:n_part])
 
-        # ``_polish`` where the caps do not move: Illinois secant on p_j' in log η
+        # ``_polish`` where the caps do not move: Illinois secant on p_j' in log η,
+        # bracketed from the best point through the partition points downhill
         bp = best
         slope_b = pts[bp, _SLOPE]
-        polish = lo != hi and slope_b != 0.0
-        if polish and slope_b < 0.0 and hi == e_best:
-            polish = False  # at the top of the range, still descending
-        if polish and slope_b > 0.0 and lo == e_best:
-            polish = False
-        if polish:
-            end = hi if slope_b < 0.0 else lo
-            ok, pts, n_pts, best = _point(
-                j_best, end, pts[bp, _A], pts[bp, _S], pts, n_pts, best,
-                prob, par, cache,
-            )  # fmt: skip
-            if not ok:
-                return fail
-            left, right = (bp, n_pts - 1) if slope_b < 0.0 else (n_pts - 1, bp)
-            if pts[left, _SLOPE] < 0.0 < pts[right, _SLOPE]:
+        if slope_b != 0.0:
+            root = bp  # ``_stationary_point``: the first least |slope| tried
+            near = bp
+            far = -1
+            prev_e = e_best
+            for t in range(n_part):
+                k = t if slope_b < 0.0 else n_part - 1 - t
+                e = part[k]
+                if (e <= e_best if slope_b < 0.0 else e >= e_best) or e == prev_e:
+                    continue
+                prev_e = e
+                ok, pts, n_pts, best = _point(
+                    j_best, e, pts[near, _A], pts[near, _S], pts, n_pts, best,
+                    prob, par, cache,
+                )  # fmt: skip
+                if not ok:
+                    return fail
+                q = n_pts - 1
+                if abs(pts[q, _SLOPE]) < abs(pts[root, _SLOPE]):
+                    root = q
+                if pts[q, _SLOPE] > 0.0 if slope_b < 0.0 else pts[q, _SLOPE] < 0.0:
+                    far = q
+                    break
+                near = q
+            if far >= 0:
+                left, right = (near, far) if slope_b < 0.0 else (far, near)
                 x0, f0 = math.log(pts[left, _ETA]), pts[left, _SLOPE]
                 x1, f1 = math.log(pts[right, _ETA]), pts[right, _SLOPE]
                 side = 0
@@ -544,6 +553,8 @@ if HAVE_NUMBA:
                         return fail
                     A0, s0 = pts[n_pts - 1, _A], pts[n_pts - 1, _S]
                     slope = pts[n_pts - 1, _SLOPE]
+                    if abs(slope) < abs(pts[root, _SLOPE]):
+                        root = n_pts - 1
                     if slope == 0.0 or abs(x1 - x0) <= 1e-13:
                         break
                     if (slope < 0.0) == (f0 < 0.0):
@@ -558,5 +569,8 @@ if HAVE_NUMBA:
                         side = 1
                     if abs(x1 - x0) <= 1e-13 * max(1.0, abs(x)):
                         break
+                v = pts[root, _VAL]
+                if not pts[best, _VAL] < v - STATIONARY_SLACK * (1.0 + abs(v)):
+                    best = root
         out = pts[best, :6].copy()
         return OK, out, lower, n_pts - n_seed
