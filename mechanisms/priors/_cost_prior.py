@@ -109,6 +109,8 @@ def high_or_none(high: float) -> float | None:
 
 def evaluate(fn: Callable[[FloatArray], FloatArray], x: ArrayLike) -> Any:
     """Apply a 1-D vectorised ``fn``: float for scalar input, float ndarray otherwise."""
+    if type(x) is float:  # one value (a payment re-solve's report): no reshaping
+        return float(np.asarray(fn(np.array([x])), dtype=float)[0])
     arr = np.asarray(x, dtype=float)
     out = np.asarray(fn(np.atleast_1d(arr).ravel()), dtype=float).reshape(arr.shape)
     return float(out) if arr.ndim == 0 else out

@@ -122,6 +122,29 @@ def test_kink_guess_finds_where_the_status_changes() -> None:
     assert (False, True, True) in other  # ... its ε^max cap
 
 
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_signature_is_the_bound_status_of_the_weights(setting: Setting) -> None:
+    """The compiled one-pass signature is, byte for byte, ``bound_status`` of the
+    re-solve's whole ``a`` under ``Problem.caps`` (the definition), at re-solves
+    whose statuses differ (zero, free and capped sellers, caps moving with ``η``)."""
+    from mechanisms.payments._resolve._range_resolve import bound_status
+
+    job, costs = _job(setting)
+    res = range_resolver(job.prob, job.base)
+    assert res is not None
+    kinds: set[int] = set()
+    n = 0
+    for i in (0, 5, 17):
+        curve = _scanned(job, i, float(costs[i]), n=12)
+        for lean in curve.lean.values():
+            want = bound_status(res.weights(lean), job.prob.caps(lean.eta))
+            assert res.signature(lean) == want
+            kinds |= set(want)
+            n += 1
+    assert n > 20
+    assert kinds == {0, 1, 2}
+
+
 def test_base_lean_is_the_re_solve_at_the_report() -> None:
     """The base's optimum read as a re-solve at the seller's own report (no re-solve)
     is the lean re-solve there: same model, ``η``, multipliers and own weight."""

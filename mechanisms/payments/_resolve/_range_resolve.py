@@ -70,6 +70,7 @@ from mechanisms.allocation._range._candidate_range import (
     resolve_one_seller,
     search_consts,
 )
+from mechanisms.allocation._weights_kernel import _jit
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -169,6 +170,15 @@ class RangeResolver(ActiveSignatures):
             self._local.psi = buf
         return buf
 
+    @property
+    def prob_work(self) -> Problem:
+        """``prob`` with :attr:`psi_work` for ``Ψ`` (per thread, built once)."""
+        prob: Problem | None = getattr(self._local, "prob", None)
+        if prob is None:
+            prob = dataclasses.replace(self.prob, psi=self.psi_work)
+            self._local.prob = prob
+        return prob
+
     @single_blas_thread
     def solve(self, i: int, psi_i: float) -> LeanSolve | None:
         """Seller ``i`` re-solved at ``Ψ_i = psi_i ≥`` its base value; ``None`` when
@@ -179,7 +189,7 @@ class RangeResolver(ActiveSignatures):
         work = self.psi_work
         work[i] = psi_i
         try:
-            prob = dataclasses.replace(self.prob, psi=work)
+            prob = self.prob_work  # its Ψ is ``work``
             lo, hi = self.bounds
             out = resolve_one_seller(
                 prob, self.models, lo, hi, self.seed, i, self.consts,
@@ -214,9 +224,8 @@ class RangeResolver(ActiveSignatures):
         if pt.a is not None:
             return float(pt.a[i]), h_i
         assert pt.state is not None
-        r_i = self.models.losses[pt.j][i] + (cfg.gamma * pt.eta) * np.float64(psi_i)
-        a_i = float(np.clip(pt.state.A - pt.state.s * r_i, 0.0, h_i))
-        return a_i, h_i
+        r_i = float(self.models.losses[pt.j][i]) + (cfg.gamma * pt.eta) * psi_i
+        return min(max(pt.state.A - pt.state.s * r_i, 0.0), h_i), h_i
 
     def _kkt(
         self,
@@ -249,6 +258,17 @@ class RangeResolver(ActiveSignatures):
         sol = BlockSolution(eta, w, a, pt.value, pt.value, 1, True, pt.state)
         k = kkt_residuals(prob, sol, lo, hi, model_losses=self.models.losses[pt.j])
         return max(k.a, k.eta)
+
+    def signature(self, lean: LeanSolve) -> bytes:
+        """``bound_status`` of the whole ``a`` of a re-solve, in one compiled O(m) pass
+        (:func:`range_signature`; the same floating-point operations as
+        :meth:`weights`, ``Problem.caps`` and :func:`bound_status`)."""
+        cfg = self.prob.cfg
+        return range_signature(
+            self.models.losses[lean.j], self.prob.psi, lean.index, lean.psi_i,
+            cfg.gamma * lean.eta, lean.A, lean.s, cfg.k / self.prob.m,
+            self.prob.eps_max, lean.eta,
+        ).tobytes()  # fmt: skip
 
     def weights(self, lean: LeanSolve) -> FloatArray:
         """The whole ``a`` of a re-solve (O(m)): ``clip(A − s r_j, 0, h)``."""
@@ -345,6 +365,42 @@ def bound_status(a: FloatArray, caps: FloatArray) -> bytes:
     one byte per seller: the active signature of a payment sweep."""
     status = np.where(a <= 1e-12, 0, np.where(a >= caps * (1 - 1e-9), 2, 1))
     return bytes(status.astype(np.uint8).tobytes())
+
+
+@_jit
+def range_signature(
+    losses: FloatArray,
+    psi: FloatArray,
+    i: int,
+    psi_i: float,
+    q: float,
+    A: float,
+    s: float,
+    kcap: float,
+    eps_max: FloatArray,
+    eta: float,
+) -> NDArray[np.uint8]:
+    """:func:`bound_status` of ``a = clip(A − s r, 0, h)`` with ``r_k = ℓ_k + qΨ_k``
+    (``Ψ_i = psi_i``) and ``h_k = min(k/m, ε_k^max/η)``, without the temporaries:
+    the same operations per seller as :meth:`RangeResolver.weights` and
+    ``Problem.caps`` (a NaN weight reads as free, as there)."""
+    m = losses.size
+    out = np.empty(m, dtype=np.uint8)
+    for k in range(m):
+        p = psi_i if k == i else psi[k]
+        a = A - s * (losses[k] + q * p)
+        h = min(kcap, eps_max[k] / eta)
+        if a < 0.0:
+            a = 0.0
+        if a > h:
+            a = h
+        if a <= 1e-12:
+            out[k] = 0
+        elif a >= h * (1 - 1e-9):
+            out[k] = 2
+        else:
+            out[k] = 1
+    return out
 
 
 def range_resolver(prob: Problem, base: Allocation) -> RangeResolver | None:

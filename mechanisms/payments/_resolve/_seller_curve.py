@@ -384,7 +384,10 @@ class SellerCurve:
 
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""
-        return float(utility(np.array([self.epsilon(s)]), self.prob.cfg)[0])
+        eps = self.epsilon(s)
+        if self.prob.cfg.u == "linear":
+            return eps
+        return float(utility(np.array([eps]), self.prob.cfg)[0])
 
     @property
     def n_solves(self) -> int:
