@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -27,7 +28,7 @@ from mechanisms.allocation._block_solver import (
     fit_strict_w,
     solve_at_eta,
 )
-from mechanisms.allocation._kkt_kernel import a_block_conditions
+from mechanisms.allocation._kkt_kernel import a_block_conditions, eta_cap_limit
 from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem, utility_derivative
 from mechanisms.allocation._range._candidate_range import (
@@ -386,9 +387,7 @@ def eta_step(prob: Problem, sol: BlockSolution, lo: float, hi: float) -> float:
     and to the per-seller caps ``η ≤ ε_i^max / a_i``.
     """
     cfg = prob.cfg
-    pos = sol.a > 0
-    if pos.any():
-        hi = min(hi, float((prob.eps_max[pos] / sol.a[pos]).min()))
+    hi = min(hi, eta_cap_limit(prob.eps_max, np.asarray(sol.a, dtype=np.float64)))
     num = cfg.sigma
     c = prob.linear_term(1.0)
     if c is not None:
@@ -398,7 +397,7 @@ def eta_step(prob: Problem, sol: BlockSolution, lo: float, hi: float) -> float:
         return lo
     if slope <= 0.0:
         return hi
-    return float(np.clip(np.sqrt(num / slope), lo, hi))
+    return min(max(math.sqrt(num / slope), lo), hi)
 
 
 def _polish(
@@ -437,8 +436,9 @@ def _polish(
         new = None
         if prev is not None and gx != prev[1]:
             x_sec = x - gx * (x - prev[0]) / (gx - prev[1])
-            with np.errstate(over="ignore"):  # a far secant step: e^x = inf, clipped
-                eta_sec = float(np.clip(np.exp(x_sec), lo, hi))
+            # a far secant step is clipped to hi (e^700 overflows no float, is above
+            # any η range, and np.exp above ~709.8 would warn)
+            eta_sec = hi if x_sec > 700.0 else min(max(float(np.exp(x_sec)), lo), hi)
             cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
             if cand.search_value <= sol.search_value + noise:
                 new = cand
@@ -617,7 +617,7 @@ def _block_conditions(
             A_ZERO, EPS_CAP_RTOL,
         )  # fmt: skip
         _LAST_CONDITIONS[0] = (prob, sol, losses, r_a, dG)
-    return float(np.linalg.norm(gw)), float(r_a), float(dG)
+    return math.sqrt(float(gw.dot(gw))), float(r_a), float(dG)  # np.linalg.norm's
 
 
 _LAST_CONDITIONS: list[tuple[Problem, BlockSolution, FloatArray, float, float] | None]

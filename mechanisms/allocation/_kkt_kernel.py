@@ -152,3 +152,28 @@ def a_block_conditions(
 def _kink(eps_cap_i: float, kcap: float) -> bool:
     """Both caps bind: ``|ε_i^max/η − k/m| ≤ 1e-9·k/m``."""
     return abs(eps_cap_i - kcap) <= 1e-9 * kcap
+
+
+@_jit
+def eta_cap_limit(eps_max: FloatArray, a: FloatArray) -> float:
+    """``min_{a_i > 0} ε_i^max / a_i`` (``∞`` when no weight is positive): the largest
+    ``η`` the caps ``η a_i ≤ ε_i^max`` allow at fixed ``a``, in one pass (the
+    minimum of the same quotients as the masked NumPy form, so the same number)."""
+    out = math.inf
+    for i in range(a.size):
+        if a[i] > 0.0:
+            v = eps_max[i] / a[i]
+            if v < out:
+                out = v
+    return out
+
+
+@_jit
+def caps_fixed_above(eps_max: FloatArray, bound: float) -> bool:
+    """Whether every ``ε_i^max`` is at least ``bound`` or exactly 0 (one pass, no
+    temporaries): then no cap ``min(k/m, ε_i^max/η)`` moves for ``η ≤ bound·m/k``."""
+    for i in range(eps_max.size):
+        e = eps_max[i]
+        if not (e >= bound or e == 0.0):
+            return False
+    return True

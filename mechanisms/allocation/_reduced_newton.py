@@ -77,7 +77,7 @@ def _norm(v: FloatArray) -> float:
     return math.sqrt(float(v @ v))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)  # not frozen: built per evaluation (~1 µs less)
 class _Point:
     w: FloatArray
     z: FloatArray
@@ -160,7 +160,7 @@ def _known_losses(prob: Problem, w: FloatArray) -> tuple[FloatArray, ...] | None
     hit = _LAST_LOSSES[0]
     if hit is None or hit[0]() is not prob.X or hit[1]() is not prob.y:
         return None
-    if not np.array_equal(hit[2], w):
+    if hit[2].tobytes() != w.tobytes():  # the same bits (a -0.0 only recomputes)
         return None
     return hit[3]
 

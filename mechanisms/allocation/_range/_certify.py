@@ -63,6 +63,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._kkt_kernel import caps_fixed_above
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._two_point import two_point_bound
 from mechanisms.allocation._reduced_newton import (
@@ -409,8 +410,8 @@ def certify_range(
     modulus = _modulus(prob, lam_conv)
     # A zero ε^max is a zero cap at every η (a report at the top of a support with
     # an infinite virtual cost): it does not make the feasible set depend on η.
-    fixed_set = cfg.gamma > 0.0 and bool(
-        np.all((prob.eps_max >= (cfg.k / prob.m) * eta_hi) | (prob.eps_max == 0.0))
+    fixed_set = cfg.gamma > 0.0 and caps_fixed_above(
+        prob.eps_max, (cfg.k / prob.m) * eta_hi
     )
     best = incumbent
     n = 0

@@ -137,8 +137,7 @@ def local_resolve(
     lb = prof.grid_values if lower_bounds is None else lower_bounds
     j = int(np.argmin(lb))
     w_j, a_j = prof.starts[j]
-    others = np.delete(lb, j)
-    floor = float(others.min()) if others.size else np.inf
+    floor = float(min(lb[:j].min(initial=np.inf), lb[j + 1 :].min(initial=np.inf)))
     # Upper bound on P_j*: G at the base's grid solution with the new Ψ; re-solve
     # at η_j* only when that bound is not already below every other cell's floor.
     # G is affine in Ψ (linear u: the privacy term is γηΨᵀa), so from the base's
