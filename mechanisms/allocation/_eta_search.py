@@ -436,8 +436,8 @@ def _polish(
         new = None
         if prev is not None and gx != prev[1]:
             x_sec = x - gx * (x - prev[0]) / (gx - prev[1])
-            # a far secant step is clipped to hi (e^700 overflows no float, is above
-            # any η range, and np.exp above ~709.8 would warn)
+            # a far secant step is clipped to hi: past e^700 (above any η range;
+            # np.exp overflows, with a warning, near 709.8) take hi directly
             eta_sec = hi if x_sec > 700.0 else min(max(float(np.exp(x_sec)), lo), hi)
             cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
             if cand.search_value <= sol.search_value + noise:
@@ -617,7 +617,8 @@ def _block_conditions(
             A_ZERO, EPS_CAP_RTOL,
         )  # fmt: skip
         _LAST_CONDITIONS[0] = (prob, sol, losses, r_a, dG)
-    return math.sqrt(float(gw.dot(gw))), float(r_a), float(dG)  # np.linalg.norm's
+    # ‖∇_w G‖ as np.linalg.norm computes it for a 1-D array: sqrt(x·x)
+    return math.sqrt(float(gw.dot(gw))), float(r_a), float(dG)
 
 
 _LAST_CONDITIONS: list[tuple[Problem, BlockSolution, FloatArray, float, float] | None]
