@@ -103,20 +103,22 @@ class LeanSolve:
 
 
 class ActiveSignatures:
-    """Active signatures of a lean re-solver's results: a re-solve's from its whole
-    ``a`` (:meth:`weights`, O(m); only the kink locators ask) and the base's, computed
-    once per job and process."""
+    """Active signatures of a lean re-solver's results: a re-solve's, in the
+    resolver's own form (:meth:`signature`; only the kink locators ask), and the
+    base's, computed once per job and process."""
 
     prob: Problem
     base: Allocation
     _signature: bytes | None
 
     def weights(self, lean: LeanSolve) -> FloatArray:
+        """The whole ``a`` of a re-solve (O(m))."""
         raise NotImplementedError
 
     def signature(self, lean: LeanSolve) -> bytes:
-        """``active_signature`` of a re-solve (O(m); only the kink locators ask)."""
-        return bound_status(self.weights(lean), self.prob.caps(lean.eta))
+        """The active signature of a re-solve, comparable with
+        :meth:`allocation_signature` and :meth:`base_signature`."""
+        raise NotImplementedError
 
     def allocation_signature(self, alloc: Allocation, i: int) -> bytes:
         """The signature of a full re-solve of seller ``i``, comparable with
