@@ -65,6 +65,11 @@ from numpy.typing import NDArray
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._kkt_kernel import caps_fixed_above
 from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._stale_search import (
+    STALE_DONE,
+    renewal_bound,
+    stale_search,
+)
 from mechanisms.allocation._range._two_point import two_point_bound
 from mechanisms.allocation._reduced_newton import (
     loss_pass,
@@ -329,15 +334,57 @@ class StaleNodes(dict[float, Node]):
     ends' bounds), and the per-record losses ``(ℓ(Xw), ℓ'(Xw))`` at each stale point
     once a re-solve renewed it (the same for every re-solve: ``w`` and the records
     are fixed, only ``Ψ`` changes), so a renewal is one a-step and one gradient, no
-    product ``Xw`` or loss pass."""
+    product ``Xw`` or loss pass; and, for the compiled branch-and-bound, those
+    losses with every node's point and multipliers stacked in arrays
+    (:meth:`renewal_arrays`)."""
 
     cells: dict[tuple[float, float, float, float], tuple[FloatArray, FloatArray]]
     losses: dict[float, tuple[FloatArray, FloatArray]]
+    renewal: dict[tuple[float, float, int], tuple[FloatArray, ...] | None]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cells = {}
         self.losses = {}
+        self.renewal = {}
+
+    def renewal_arrays(
+        self, prob: Problem, keys: FloatArray
+    ) -> tuple[FloatArray, ...] | None:
+        """``(B, W, A0, S0, L, DL)``: entry ``j`` the bound of node ``keys[j]``, its
+        stale point ``w``, a-step multipliers (:func:`_multipliers`) and
+        ``(ℓ(Xw), ℓ'(Xw))`` (one loss pass each, once per job; :attr:`losses` then
+        holds views of these rows), for :func:`._stale_search.stale_search`. ``None``
+        where the rows would exceed :data:`RENEWAL_FLOATS_MAX` floats."""
+        key = (float(keys[0]), float(keys[-1]), int(keys.size))
+        if key in self.renewal:
+            return self.renewal[key]
+        nds = [self[float(e)] for e in keys]
+        out: tuple[FloatArray, ...] | None = None
+        if 2 * keys.size * prob.m <= RENEWAL_FLOATS_MAX:
+            L = np.empty((keys.size, prob.m))
+            DL = np.empty((keys.size, prob.m))
+            for j, e in enumerate(keys.tolist()):
+                got = self.losses.get(e)
+                L[j], DL[j] = loss_pass(prob, nds[j].w) if got is None else got
+                self.losses[e] = (L[j], DL[j])
+            W = np.ascontiguousarray([nd.w for nd in nds], dtype=np.float64)
+            A0 = np.array([_multipliers(nd)[0] for nd in nds])
+            S0 = np.array([_multipliers(nd)[1] for nd in nds])
+            B = np.array([nd.bound for nd in nds])
+            out = (B, W, A0, S0, L, DL)
+        self.renewal[key] = out
+        return out
+
+
+def _multipliers(node: Node) -> tuple[float, float]:
+    """The node's a-step multipliers ``(A, s)`` as the compiled a-step's warm start;
+    ``(0, 0)`` (a cold start) where it has none, as :func:`value_and_gradient` then
+    starts."""
+    return (0.0, 0.0) if node.state is None else (node.state.A, node.state.s)
+
+
+RENEWAL_FLOATS_MAX = 8_000_000  # 64 MB of stale-point losses per payment job (m ≤ 10⁵)
 
 
 def stale_cell_bounds(
@@ -386,6 +433,7 @@ def certify_range(
     rtol: float = RANGE_RTOL,
     max_cells: int = MAX_CELLS,
     partition: dict[float, Node] | None = None,
+    compiled: bool = True,
 ) -> tuple[BlockSolution, float, int]:
     """Branch-and-bound over ``log η`` cells; return ``(best, lower_bound, n_solves)``.
 
@@ -402,9 +450,12 @@ def certify_range(
     cell's bound is within ``rtol·(1 + |G|)`` of the best value. ``best`` may
     improve on ``incumbent``. Over a :class:`StaleNodes` set (a payment job's), the
     cells between untouched stale nodes take their bounds from the set's cache, and
-    only those below the target enter the heap. ``partition`` (optional) receives
-    the final nodes: bisected where the profile needed it, around the optimum, and so
-    a graded set of stale nodes for problems near this one.
+    only those below the target enter the heap, and (logistic loss, ``μ > 0``,
+    caps that do not move with ``η``) the loop runs compiled
+    (:func:`._stale_search.stale_search`) until a cell needs a solve; ``compiled=False``
+    runs this Python loop only (the reference it is tested against). ``partition``
+    (optional) receives the final nodes: bisected where the profile needed it, around
+    the optimum, and so a graded set of stale nodes for problems near this one.
     """
     cfg = prob.cfg
     modulus = _modulus(prob, lam_conv)
@@ -413,6 +464,39 @@ def certify_range(
     fixed_set = cfg.gamma > 0.0 and caps_fixed_above(
         prob.eps_max, (cfg.k / prob.m) * eta_hi
     )
+    # the reduced Newton method's F (default mode, linear u), no paper noise term
+    renewable = cfg.mode == "default" and cfg.u == "linear" and prob.noise is None
+    # the compiled renewal (_stale_search.renewal_bound): the logistic loss with the
+    # compiled a-step, on contiguous arrays
+    compiled_renewal = (
+        renewable
+        and cfg.loss == "logistic"
+        and cfg.mu > 0.0
+        and prob.X.flags.c_contiguous
+        and prob.psi.flags.c_contiguous
+        and prob.eps_max.flags.c_contiguous
+    )
+    if (
+        compiled
+        and fixed_set
+        and compiled_renewal
+        and partition is None
+        and isinstance(nodes, StaleNodes)
+        and eta_lo <= incumbent.eta <= eta_hi
+    ):
+        # the same branch-and-bound compiled, over the stale set and the incumbent
+        # (the loop below from the start where it hands back)
+        cells = stale_cell_bounds(nodes, cfg, eta_lo, eta_hi)
+        data = None if cells is None else nodes.renewal_arrays(prob, cells[0])
+        if cells is not None and data is not None:
+            code, lower, n_renewed = stale_search(
+                cells[0], data[0], cells[1], float(incumbent.eta),
+                node_of(prob, incumbent, lam_conv).bound, incumbent.search_value, rtol,
+                max_cells, cfg.sigma, cfg.gamma, modulus, prob.X, prob.psi,
+                prob.eps_max, cfg.k / prob.m, cfg.mu, cfg.lam, *data[1:],
+            )  # fmt: skip
+            if code == STALE_DONE:
+                return incumbent, lower, n_renewed
     best = incumbent
     n = 0
     pts: dict[float, Node] = {
@@ -429,9 +513,6 @@ def certify_range(
         bound = _rigorous_value(prob, sol, modulus)
         return Node(bound, sol.w, sol.a, False, sol, sol.state)
 
-    # the reduced Newton method's F (default mode, linear u), no paper noise term
-    renewable = cfg.mode == "default" and cfg.u == "linear" and prob.noise is None
-
     def renew(eta: float, node: Node) -> Node:
         """A stale node's bound at this problem from one evaluation of ``F`` and its
         gradient at the stale ``w`` (no Newton step): ``F(w) − ‖∇F(w)‖²/(2·modulus)``,
@@ -446,6 +527,15 @@ def certify_range(
             got = nodes.losses.get(eta)
             if got is None:
                 got = nodes.losses[eta] = loss_pass(prob, node.w)
+            if compiled_renewal:
+                ok, lb, A, s = renewal_bound(
+                    prob.X, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma * eta,
+                    eta, cfg.mu, cfg.lam, cfg.sigma, node.w, *_multipliers(node),
+                    got[0], got[1], modulus, node.bound,
+                )  # fmt: skip
+                if ok:
+                    renewed = WeightsStepState(A, s)
+                    return Node(lb, node.w, node.a, False, None, renewed, renewed=True)
             value, g, state = value_and_gradient_from_losses(
                 prob, eta, node.w, node.state, *got
             )

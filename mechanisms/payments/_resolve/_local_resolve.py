@@ -62,6 +62,7 @@ from mechanisms.allocation._range._certify import (
     effective_problem,
     node_of,
 )
+from mechanisms.allocation._reduced_newton import value_and_gradient
 from mechanisms.allocation._weights_step import WeightsStepState
 from mechanisms.result import Allocation
 
@@ -340,9 +341,17 @@ def stale_nodes(
         eff, incumbent, float(grid[0]), float(grid[-1]), nodes=fresh,
         lam_conv=lam_conv, partition=partition,
     )  # fmt: skip
+    # Every node keeps its a-step multipliers at the base costs: a renewal's a-step
+    # starts from them (7.5 µs on Wisconsin) instead of cold (32 µs); the coarse
+    # grid's nodes come without them.
     return StaleNodes(
         {
-            e: dataclasses.replace(nd, stale=True, solution=None)
+            e: dataclasses.replace(
+                nd,
+                stale=True,
+                solution=None,
+                state=nd.state or value_and_gradient(eff, e, nd.w, None)[2],
+            )
             for e, nd in partition.items()
         }
     )

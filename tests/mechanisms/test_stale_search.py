@@ -1,0 +1,167 @@
+"""The compiled branch-and-bound over a payment job's stale nodes is the Python loop.
+
+:func:`mechanisms.allocation._range._certify.certify_range` over a
+:class:`StaleNodes` set runs :func:`._stale_search.stale_search` first and falls back
+to its own loop where that hands back. Both must give the same certificate to the
+bit (the same lower bound, the same count of renewals, the incumbent kept), and a
+renewal's bound must be what a full evaluation at the stale point gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from mechanisms import MechanismConfig
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range import _certify, _stale_search
+from mechanisms.allocation._range._certify import (
+    StaleNodes,
+    certify_range,
+    effective_problem,
+)
+from mechanisms.allocation._reduced_newton import value_and_gradient
+from mechanisms.payments._resolve._local_resolve import stale_nodes
+
+CFG = MechanismConfig(
+    gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12, certify="raise_lambda"
+)
+
+
+def instance(seed: int, m: int, d: int = 2, cfg: MechanismConfig = CFG) -> Problem:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    X /= 1.2 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = np.where(X @ np.ones(d) + 0.3 * rng.normal(size=m) >= 0, 1.0, -1.0)
+    psi = 2.0 * rng.uniform(0.02, 0.6, size=m)  # U[0, 1] prior: Ψ(c) = 2c
+    return Problem(X, y, psi, np.full(m, np.inf), cfg)
+
+
+def raised_case(
+    prob: Problem, i: int, factor: float
+) -> tuple[Problem, BlockSolution, StaleNodes, float, float, float]:
+    """``Ψ_i`` scaled by ``factor``; the re-solve's incumbent (a fixed-``η`` solve at
+    the cold optimum's ``η``), the base's stale nodes and the range."""
+    base = solve_allocation(prob)
+    assert base.certified
+    stale = stale_nodes(prob, base)
+    assert isinstance(stale, StaleNodes)
+    psi = prob.psi.copy()
+    psi[i] *= factor
+    raised = dataclasses.replace(prob, psi=psi)
+    eff, lam_conv = effective_problem(raised)
+    assert lam_conv is not None
+    cold = solve_allocation(raised)
+    best = solve_at_eta(eff, cold.eta, w0=cold.w, a0=cold.weights)
+    grid = base.profile.grid
+    return eff, best, stale, lam_conv, float(grid[0]), float(grid[-1])
+
+
+CFG5 = CFG.with_(gamma=5.0, lam=0.1, mu=5.0, sigma=5.0, k=5.0, n_grid=24)
+CASES = [  # (seed, m, seller, factor, config)
+    (0, 12, 3, 4.0, CFG),
+    (1, 12, 5, 1.01, CFG),
+    (3, 12, 7, 8.0, CFG),
+    (0, 40, 3, 1.02, CFG),
+    (1, 40, 5, 1.1, CFG),
+    (2, 80, 7, 1.3, CFG),
+    (0, 40, 3, 1.02, CFG5),
+    (1, 40, 5, 1.1, CFG5),
+]
+
+
+def test_compiled_stale_search_is_the_python_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same ``(best, lower, n)`` to the bit, compiled or not, over raises from
+    1 % to 8×; the compiled search finishes some of them itself, renewing stale
+    nodes, and hands back the others (a renewed end that needs a solve, a
+    bisection)."""
+    codes: list[int] = []
+    real = _stale_search.stale_search
+
+    def spy(*args: object) -> tuple[int, float, int]:
+        out = real(*args)  # type: ignore[arg-type]
+        codes.append(out[0])
+        return out
+
+    monkeypatch.setattr(_certify, "stale_search", spy)
+    renewed_done = 0
+    for seed, m, i, factor, cfg in CASES:
+        prob = instance(seed, m, cfg=cfg)
+        eff, best, stale, lam_conv, lo, hi = raised_case(prob, i, factor)
+        for rtol in (_certify.RANGE_RTOL, 1e-4):  # the default target, a loose one
+            out = {}
+            for compiled in (True, False):
+                found, lower, n = certify_range(
+                    eff, best, lo, hi, nodes=stale, lam_conv=lam_conv, rtol=rtol,
+                    compiled=compiled,
+                )  # fmt: skip
+                out[compiled] = (found.search_value, found.eta, lower, n)
+            assert out[True] == out[False], (seed, m, i, factor, rtol)
+            if codes[-1] == _stale_search.STALE_DONE:
+                renewed_done += out[True][3]
+    assert len(codes) == 2 * len(CASES)  # the compiled search ran for every case
+    assert set(codes) == {_stale_search.STALE_DONE, _stale_search.STALE_HANDBACK}
+    assert renewed_done >= 10  # finished by the kernel, renewals included
+
+
+def test_a_hand_back_runs_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the compiled search hands back, the certificate is the Python loop's."""
+    eff, best, stale, lam_conv, lo, hi = raised_case(instance(3, 12), 7, 8.0)
+    ref = certify_range(
+        eff, best, lo, hi, nodes=stale, lam_conv=lam_conv, compiled=False
+    )
+    monkeypatch.setattr(
+        _certify,
+        "stale_search",
+        lambda *a: (_stale_search.STALE_HANDBACK, -math.inf, 0),
+    )
+    got = certify_range(eff, best, lo, hi, nodes=stale, lam_conv=lam_conv)
+    assert (got[0].search_value, got[1], got[2]) == (ref[0].search_value, *ref[1:])
+
+
+def test_renewal_bound_is_the_strong_convexity_bound_at_the_stale_point() -> None:
+    """``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))`` at a stale ``w`` with the raised costs, from
+    a full evaluation there (product ``Xw``, loss pass, cold a-step), and never below
+    the stale bound."""
+    eff, _, stale, lam_conv, lo, hi = raised_case(instance(5, 30), 2, 3.0)
+    modulus = eff.cfg.lam - lam_conv
+    cfg = eff.cfg
+    keys = np.array(sorted(e for e in stale if lo <= e <= hi))
+    data = stale.renewal_arrays(eff, keys)
+    assert data is not None
+    B, W, A0, S0, L, DL = data
+    raised_some = 0
+    for j, e in enumerate(keys.tolist()):
+        ok, bound, _, _ = _stale_search.renewal_bound(
+            eff.X, eff.psi, eff.eps_max, cfg.k / eff.m, cfg.gamma * e, e, cfg.mu,
+            cfg.lam, cfg.sigma, W[j], A0[j], S0[j], L[j], DL[j], modulus, B[j],
+        )  # fmt: skip
+        assert ok
+        value, g, _ = value_and_gradient(eff, e, W[j], None)
+        expect = value - float(g @ g) / (2.0 * modulus)
+        assert bound >= B[j]
+        if expect > B[j]:
+            raised_some += 1
+            assert bound == pytest.approx(expect, rel=1e-12, abs=1e-14)
+        else:
+            assert bound == B[j]
+    assert raised_some >= 1
+    # a renewal never lowers a node's bound: a stale bound above the evaluation's
+    # stands
+    j = 0
+    e = float(keys[j])
+    value, g, _ = value_and_gradient(eff, e, W[j], None)
+    above = value - float(g @ g) / (2.0 * modulus) + 1.0
+    ok, bound, _, _ = _stale_search.renewal_bound(
+        eff.X, eff.psi, eff.eps_max, cfg.k / eff.m, cfg.gamma * e, e, cfg.mu,
+        cfg.lam, cfg.sigma, W[j], A0[j], S0[j], L[j], DL[j], modulus, above,
+    )  # fmt: skip
+    assert ok
+    assert bound == above
