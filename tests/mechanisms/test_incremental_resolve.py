@@ -14,13 +14,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mechanisms import MechanismConfig, UniformPrior
+from market.datasets import load_wisconsin, train_val_test_split
+from mechanisms import MechanismConfig, UniformPrior, allocate
 from mechanisms.allocation._block_solver import solve_at_eta
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
@@ -38,7 +40,8 @@ from mechanisms.allocation._weights_kernel import (
     range_value_kernel,
     shifted_value,
 )
-from mechanisms.payments._resolve import _range_resolve
+from mechanisms.payments._payments import payment_job, seller_payment
+from mechanisms.payments._resolve import _range_resolve, _seller_curve
 from mechanisms.payments._resolve._local_resolve import local_resolve, stale_nodes
 from mechanisms.payments._resolve._range_resolve import range_resolver
 from mechanisms.payments._resolve._seller_curve import active_signature
@@ -697,3 +700,43 @@ def test_lean_resolves_in_threads_equal_serial_ones() -> None:
             )
             assert b.eta == pytest.approx(a.eta, rel=1e-9)
     assert sum(a is not None for a in serial) >= 40
+
+
+def test_a_polish_ending_at_the_range_end_keeps_the_shortcut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the optimum sits at ``η_hi`` (a tiny ``L``), the polished point is the
+    base's grid point itself, and its value and the upper bound from the base's grid
+    value are the same ``G`` by two roundings (1.9e-9 apart at ``|G| ≈ 10⁷``). The
+    shortcut must not decline on that rounding (it did for 21 of 591 re-solves of
+    this market, each then a cold full solve), and its values must match the cold
+    solves of the seller's checks."""
+    X, y = load_wisconsin()
+    split = train_val_test_split(X, y, random_state=0)
+    Xt, yt = split.X_train, split.y_train
+    costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
+    prior = UniformPrior(1e-4, 5e-4)
+    cfg = MechanismConfig(
+        gamma=172.04692539096837, lam=5.14553497077016, mu=8323.734846786823,
+        sigma=75749.38708654502, k=4.159932073031441, eps_avg_max=1.857773080166169e-05,
+    )  # fmt: skip
+    base = allocate(Xt, yt, costs, prior, cfg)
+    assert base.certified
+    assert base.eta == base.profile.grid[-1]
+    job = payment_job(Xt, yt, costs, prior, cfg, base=base)
+    declined = []
+    shortcut = _seller_curve.local_resolve
+
+    def spy(*args: Any, **kwargs: Any) -> Allocation | None:
+        out = shortcut(*args, **kwargs)
+        declined.append(out is None)
+        return out
+
+    monkeypatch.setattr(_seller_curve, "local_resolve", spy)
+    for i in (17, 55, 67, 181):
+        sp = seller_payment(job, i)
+        assert sp.verified  # its shortcut values checked against cold solves
+        assert not sp.fell_back
+        assert sp.fast_mismatch <= 1e-6 * sp.epsilon
+    assert len(declined) >= 4
+    assert not any(declined)

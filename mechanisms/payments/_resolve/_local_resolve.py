@@ -74,6 +74,7 @@ MARGIN = 1e-5  # relative; well above the grid solves' tolerance GRID_TOL
 # of a sweep mixing shortcut and full evaluations.
 ETA_RTOL = 1e-13
 FINE_NODES = 16  # extra stale nodes around the base optimum (see stale_nodes)
+ROUNDING = 1e-12  # relative allowance for the rounding of G and of its bounds
 
 
 @single_blas_thread
@@ -167,7 +168,11 @@ def local_resolve(
     )
     best = _polish(prob, first, float(grid[0]), float(grid[-1]), eta_rtol=ETA_RTOL)
     cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
-    if not cell_lo <= best.eta <= cell_hi or best.search_value > upper:
+    # the upper bound and the polished value are the same G by two roundings where
+    # the polish ends at the grid point itself (an end of the range): compare them
+    # with the rounding allowance of grid_error
+    slack = ROUNDING * (1.0 + abs(upper))
+    if not cell_lo <= best.eta <= cell_hi or best.search_value > upper + slack:
         return None
     if nodes is None:
         nodes = grid_nodes(base)
@@ -232,7 +237,7 @@ def grid_error(prob: Problem, lam_conv: float, value: float) -> float:
         return np.inf
     w_norm = np.sqrt(4.0 * (1.0 + abs(value)) / cfg.lam)
     grad = GRID_TOL * (1.0 + w_norm)
-    return float(grad * grad / (2.0 * modulus) + 1e-12 * (1.0 + abs(value)))
+    return float(grad * grad / (2.0 * modulus) + ROUNDING * (1.0 + abs(value)))
 
 
 def rises_with_eta(prob: Problem) -> bool:
