@@ -135,7 +135,10 @@ def local_resolve(
     if not (grid.size == cfg.n_grid and grid[0] == bounds[0] and grid[-1] == bounds[1]):
         return None
     if rises_with_eta(prob):
-        return _at_lowest_eta(prob, base, float(grid[0]), lam_conv, start, fit_w, t0)
+        state = _nearest_state(nodes, float(grid[0]))
+        return _at_lowest_eta(
+            prob, base, float(grid[0]), lam_conv, start, fit_w, t0, state
+        )
     lb = prof.grid_values if lower_bounds is None else lower_bounds
     j = int(np.argmin(lb))
     w_j, a_j = prof.starts[j]
@@ -264,14 +267,16 @@ def _at_lowest_eta(
     start: tuple[FloatArray, FloatArray, float] | None,
     fit_w: bool,
     t0: float,
+    state: WeightsStepState | None = None,
 ) -> Allocation | None:
     """The re-solve where ``P`` rises with ``η`` (:func:`rises_with_eta`): one
     fixed-``η`` solve at ``η_lo``, where the full search also ends (its ``η``-step is
     ``clip(√(σ/(γΨᵀa)), η_lo, η_hi) = η_lo``), certified by that solve's rigorous
     bound ``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))`` (:func:`node_of`), a lower bound on
-    ``P(η_lo) ≤ P(η)`` for every ``η`` of the range."""
+    ``P(η_lo) ≤ P(η)`` for every ``η`` of the range. ``state``: a-step multipliers to
+    start from (a stale node's at ``η_lo``; else guessed from the start's weights)."""
     w0, a0 = (base.w, base.weights) if start is None else (start[0], start[1])
-    best = solve_at_eta(prob, eta_lo, w0=w0, a0=a0)
+    best = solve_at_eta(prob, eta_lo, w0=w0, a0=a0, state=state)
     lower = min(node_of(prob, best, lam_conv).bound, best.search_value)
     gap = max(best.search_value - lower, 0.0)
     if not gap <= RANGE_RTOL * (1.0 + abs(best.search_value)):
