@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,13 @@ class Problem:
         assert self.given_eps_max is not None
         psi = self.given_psi.copy()
         psi[i] = psi_i
+        # Without stand-ins here and with a finite psi_i there are none to derive:
+        # the arrays as given are the problem's (no validation pass over m).
+        clean = (
+            self.psi is self.given_psi
+            and self.eps_max is self.given_eps_max
+            and math.isfinite(psi_i)
+        )
         return Problem(
             self.X,
             self.y,
@@ -102,6 +110,8 @@ class Problem:
             self.cfg,
             self.noise,
             scenario_psi=self.scenario_psi,
+            given_psi=psi if clean else None,
+            given_eps_max=self.given_eps_max if clean else None,
             records_memo=self.records_memo,
         )
 

@@ -129,6 +129,26 @@ def test_problem_keeps_the_given_virtual_costs_for_resolves() -> None:
     assert out.eps_max[1] == 0.0
 
 
+def test_a_resolve_problem_is_the_problem_of_its_virtual_costs() -> None:
+    """``with_seller_psi`` skips the validation pass where nothing needs deriving
+    (finite virtual costs before and after); it gives the problem a fresh
+    construction gives, and still derives (or refuses) where something does."""
+    cfg = MechanismConfig()
+    X, y = np.eye(3), np.array([1.0, -1.0, 1.0])
+    eps_max = np.array([np.inf, 2.0, np.inf])
+    prob = Problem(X, y, np.array([0.5, 0.2, 1.0]), eps_max, cfg)
+    for i, psi_i in ((1, 0.7), (0, 3.0), (2, math.inf)):
+        got = prob.with_seller_psi(i, psi_i)
+        psi = np.array([0.5, 0.2, 1.0])
+        psi[i] = psi_i
+        fresh = Problem(X, y, psi, eps_max, cfg)
+        for name in ("psi", "eps_max", "given_psi", "given_eps_max"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(fresh, name))
+    assert prob.with_seller_psi(2, math.inf).eps_max[2] == 0.0
+    with pytest.raises(ValueError, match="seller 1"):
+        prob.with_seller_psi(1, math.nan)
+
+
 # --- 3. settings: the ranges the numerics can run -----------------------------------
 
 
