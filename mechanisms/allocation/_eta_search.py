@@ -20,7 +20,6 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq, minimize_scalar
 
 from learners._noise import sample_gamma_direction_noise
-from learners.privacy import curvature_slack
 from mechanisms._inputs import check_problem
 from mechanisms.allocation._blas import single_blas_thread
 from mechanisms.allocation._block_solver import (
@@ -670,8 +669,11 @@ def _result(
     else:
         kkt = kkt_residuals(prob, best, *lo_hi)
     eps = best.a * best.eta
+    # Δ_i = 2 ln(1 + a_i/(4λ)) (spec §3 Correction): learners.privacy.curvature_slack
+    # without its input checks (a solver's weights are finite and ≥ 0; λ > 0 is
+    # validated with the configuration), which cost a scan of m per re-solve
     eps_total = (
-        eps + curvature_slack(best.a, cfg.lam) if cfg.curvature_overhead else eps
+        eps + 2.0 * np.log1p(best.a / (4.0 * cfg.lam)) if cfg.curvature_overhead else eps
     )
     ok = best.converged and kkt.max() <= KKT_TOL
     if not ok:

@@ -231,3 +231,37 @@ def test_payments_with_located_kinks_agree_with_bisection(
         assert got.converged
         assert got.payment == pytest.approx(ref.payment, rel=job.rtol)
     assert sum(p.n_solves for p in located) < sum(p.n_solves for p in bisected)
+
+
+def test_weights_signature_is_the_bound_status_under_the_caps() -> None:
+    """The compiled signature of a solve's weights is, byte for byte,
+    ``bound_status(a, Problem.caps(η))``, at the edges of each status: exact zeros,
+    ``1e-12`` and its neighbours, weights at and just below ``h(1 − 10⁻⁹)`` for the
+    ``k/m`` cap and for binding ``ε^max`` caps (and zero caps), NaN."""
+    from mechanisms.allocation._problem import Problem
+    from mechanisms.payments._resolve._range_resolve import (
+        bound_status,
+        weights_signature,
+    )
+
+    rng = np.random.default_rng(4)
+    m = 400
+    eps_max = np.where(rng.random(m) < 0.3, rng.uniform(0.0, 2.0, m), np.inf)
+    eps_max[:5] = 0.0
+    prob = Problem(
+        rng.normal(size=(m, 2)), np.ones(m), np.ones(m), eps_max,
+        MechanismConfig(k=3.0),
+    )  # fmt: skip
+    for eta in (0.5, 7.0, 300.0):
+        h = prob.caps(eta)
+        edges = [0.0, 1e-12, np.nextafter(1e-12, 1), np.nextafter(1e-12, 0), np.nan]
+        a = rng.uniform(0.0, 1.0, m) * h
+        a[: len(edges)] = edges
+        near = rng.choice(np.arange(len(edges), m), size=120, replace=False)
+        a[near[:40]] = h[near[:40]]
+        a[near[40:80]] = h[near[40:80]] * (1 - 1e-9)
+        a[near[80:]] = np.nextafter(h[near[80:]] * (1 - 1e-9), 0)
+        want = bound_status(a, h)
+        got = weights_signature(a, prob.cfg.k / m, prob.eps_max, eta).tobytes()
+        assert got == want
+        assert set(want) == {0, 1, 2}

@@ -370,6 +370,26 @@ def bound_status(a: FloatArray, caps: FloatArray) -> bytes:
 
 
 @_jit
+def weights_signature(
+    a: FloatArray, kcap: float, eps_max: FloatArray, eta: float
+) -> NDArray[np.uint8]:
+    """:func:`bound_status` of ``a`` under the caps ``h_k = min(k/m, ε_k^max/η)``
+    (``Problem.caps``) in one compiled pass: the same comparisons per seller (a NaN
+    weight reads as free)."""
+    m = a.size
+    out = np.empty(m, dtype=np.uint8)
+    for k in range(m):
+        h = min(kcap, eps_max[k] / eta)
+        if a[k] <= 1e-12:
+            out[k] = 0
+        elif a[k] >= h * (1 - 1e-9):
+            out[k] = 2
+        else:
+            out[k] = 1
+    return out
+
+
+@_jit
 def range_signature(
     losses: FloatArray,
     psi: FloatArray,

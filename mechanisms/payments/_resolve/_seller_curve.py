@@ -25,8 +25,8 @@ from mechanisms.payments._resolve._local_resolve import local_resolve
 from mechanisms.payments._resolve._range_resolve import (
     LeanSolve,
     RangeResolver,
-    bound_status,
     range_resolver,
+    weights_signature,
 )
 from mechanisms.payments._resolve._strict_resolve import (
     StrictResolver,
@@ -417,7 +417,8 @@ def allocation_check(alloc: Allocation) -> tuple[str, float, float | None]:
 def active_signature(prob: Problem, alloc: Allocation) -> bytes:
     """Which bound each ``a_j`` sits at. Between changes of this signature the KKT
     system is smooth in ``s``, so ``ε_i(s)`` is smooth; its kinks sit at changes."""
-    a = np.asarray(alloc.weights)
+    a = np.asarray(alloc.weights, dtype=np.float64)
     if alloc.eta <= 0:
         return bytes(a.size)
-    return bound_status(a, prob.caps(alloc.eta))
+    kcap = prob.cfg.k / prob.m
+    return weights_signature(a, kcap, prob.eps_max, float(alloc.eta)).tobytes()
