@@ -211,13 +211,14 @@ WARM_ROWS = 50_000  # beyond the row-screening threshold, so those kernels load 
 
 
 def warm_pool(pool: ProcessPoolExecutor) -> None:
-    """One small payment job per mode through ``pool``, before any measured row: a
+    """One small payment job per rule through ``pool``, before any measured row: a
     worker loads the compiled payment kernels (numba's on-disk cache) the first time it
-    uses them, which would otherwise fall on the first row (a service's pool persists
-    across orders and pays this once)."""
+    uses them, which would otherwise fall on the first row of that rule (a service's
+    pool persists across orders and pays this once). The rules: the default mode's
+    candidate models (``WBC_CFG``), its ``η`` search over the full range (``λ = 1``,
+    above ``λ_conv``; about 60 ms a worker otherwise), and strict mode."""
     data = make_synthetic(80, 5, label_noise=0.05, random_state=3)
-    for mode in ("default", "strict"):
-        cfg = WBC_CFG.with_(mode=mode)
+    for cfg in (WBC_CFG, WBC_CFG.with_(lam=1.0), WBC_CFG.with_(mode="strict")):
         myerson_payments(data.X, data.y, data.costs, PRIOR, cfg, executor=pool)
 
 
