@@ -27,8 +27,14 @@ from mechanisms.allocation._block_solver import (
     fit_strict_w,
     solve_at_eta,
 )
+from mechanisms.allocation._eta_polish import (
+    POLISH_DONE,
+    POLISH_MAX_STEPS,
+    polish_kernel,
+    psi_dot,
+)
 from mechanisms.allocation._kkt_kernel import a_block_conditions, eta_cap_limit
-from mechanisms.allocation._logistic_kernel import logistic_value_slope
+from mechanisms.allocation._logistic_kernel import logistic_pass, logistic_value_slope
 from mechanisms.allocation._problem import Problem, utility_derivative
 from mechanisms.allocation._range._candidate_range import (
     CandidateModels,
@@ -43,7 +49,8 @@ from mechanisms.allocation._range._certify import (
     effective_problem,
     node_of,
 )
-from mechanisms.allocation._weights_step import project_capped_simplex
+from mechanisms.allocation._reduced_newton import _known_losses
+from mechanisms.allocation._weights_step import WeightsStepState, project_capped_simplex
 from mechanisms.config import MechanismConfig
 from mechanisms.priors import CostPrior, ensure_regular
 from mechanisms.result import Allocation, EtaProfile, KKTResiduals, SolveStatus
@@ -391,7 +398,7 @@ def eta_step(prob: Problem, sol: BlockSolution, lo: float, hi: float) -> float:
     c = prob.linear_term(1.0)
     if c is not None:
         num += float(c @ sol.w)
-    slope = cfg.gamma * float(prob.psi @ sol.a)
+    slope = cfg.gamma * psi_dot(prob.psi, np.asarray(sol.a, dtype=np.float64))
     if num <= 0.0:
         return lo
     if slope <= 0.0:
@@ -415,19 +422,26 @@ def _polish(
     keeps ``s ↦ ε_i(s)`` smooth for the payment sweeps. The fixed-point iteration is
     only linearly convergent, so each step first tries the secant step on
     ``g(η) = T(η) − η`` (in ``log η``) and keeps it only if ``G`` does not increase.
-    Stops when ``|T(η) − η| ≤ eta_rtol·η``.
+    Stops when ``|T(η) − η| ≤ eta_rtol·η``. For the logistic loss with ``μ > 0`` (no
+    noise term) the loop runs compiled (:mod:`._eta_polish`, the same steps to the
+    bit; this loop from the start where it hands back).
     """
     if prob.cfg.u != "linear":
         return best
+    compiled = _compiled_polish(prob, best, lo, hi, eta_rtol)
+    if compiled is not None:
+        return _profile_root(prob, compiled, lo, hi)
     sol = best
     prev: tuple[float, float] | None = (
         None  # (log η, log T(η) − log η) of the last step
     )
-    for _ in range(200):
+    for _ in range(POLISH_MAX_STEPS):
         target = eta_step(prob, sol, lo, hi)
         if abs(target - sol.eta) <= eta_rtol * sol.eta:
             break
-        x, gx = float(np.log(sol.eta)), float(np.log(target) - np.log(sol.eta))
+        # math's log and exp, as the compiled loop takes them (NumPy's scalar ones
+        # round differently in a few cases in 10⁴)
+        x, gx = math.log(sol.eta), math.log(target) - math.log(sol.eta)
         # G's own rounding: where G is flat in η (small σ and γ) the steps change it
         # by less than this, and comparing rounded values stopped the iteration far
         # from the root (ε 1e-5 off where the exact root is a few steps away).
@@ -437,7 +451,7 @@ def _polish(
             x_sec = x - gx * (x - prev[0]) / (gx - prev[1])
             # a far secant step is clipped to hi: past e^700 (above any η range;
             # np.exp overflows, with a warning, near 709.8) take hi directly
-            eta_sec = hi if x_sec > 700.0 else min(max(float(np.exp(x_sec)), lo), hi)
+            eta_sec = hi if x_sec > 700.0 else min(max(math.exp(x_sec), lo), hi)
             cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
             if cand.search_value <= sol.search_value + noise:
                 new = cand
@@ -448,6 +462,48 @@ def _polish(
         prev = (x, gx)
         sol = new
     return _profile_root(prob, sol, lo, hi)
+
+
+def _compiled_polish(
+    prob: Problem, best: BlockSolution, lo: float, hi: float, eta_rtol: float
+) -> BlockSolution | None:
+    """:func:`_polish`'s loop in one compiled call (:mod:`._eta_polish`: the logistic
+    loss, ``μ > 0``, the default mode without a noise term, a row-major ``X``), the
+    same steps to the bit; ``None`` where it does not apply or hands back."""
+    cfg = prob.cfg
+    if not (
+        cfg.mode == "default"
+        and cfg.loss == "logistic"
+        and cfg.mu > 0.0
+        and prob.noise is None
+        and prob.X.flags.c_contiguous
+        and best.state is not None
+        and prob.psi.flags.c_contiguous
+        and prob.eps_max.flags.c_contiguous
+    ):
+        return None
+    w = np.ascontiguousarray(best.w, dtype=np.float64)
+    known = _known_losses(prob, w)
+    if known is None:  # the first solve's evaluation from the start's margins
+        z = prob.X @ w
+        losses, dl, d2, _ = logistic_pass(z, prob.y, 0.0, prob.psi)
+    else:
+        z, losses, dl, d2 = known
+    out = polish_kernel(
+        prob.X, prob.y, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma, cfg.mu,
+        cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol, POLISH_ROUNDING,
+        float(best.eta), w, z, losses, dl, d2,
+        np.ascontiguousarray(best.a, dtype=np.float64), best.state.A, best.state.s,
+        best.search_value,
+    )  # fmt: skip
+    code, steps, eta, w1, a1, l1, _, A1, s1, value, g, it, converged = out
+    if code != POLISH_DONE:
+        return None
+    if steps == 0:
+        return best
+    return BlockSolution(
+        eta, w1, a1, value, value, it, converged, WeightsStepState(A1, s1), l1, g
+    )
 
 
 POLISH_ROUNDING = 8.0 * np.finfo(float).eps

@@ -1,0 +1,210 @@
+"""The exact ``η`` polish of the search's best point, compiled (spec ``mechanism.md`` §4.2).
+
+:func:`mechanisms.allocation._eta_search._polish` finishes the search with block
+sweeps: the closed-form ``η``-step ``T(η) = clip(√(σ/(γΨᵀa)), η_lo, min(η_hi,
+min_i ε_i^max/a_i))`` at the current ``(w, a)``, tried first as the secant step on
+``g(η) = log T(η) − log η`` (in ``log η``, kept only if ``G`` does not rise beyond its
+rounding), then as the plain step; each step a fixed-``η`` solve of the reduced
+Newton method from the current point. It stops where ``|T(η) − η| ≤ rtol·η``.
+
+:func:`polish_kernel` runs that loop in one call for the logistic loss with
+``μ > 0`` and linear ``u`` (no noise term): each fixed-``η`` solve is the compiled
+a-step at the current point's losses (:func:`._reduced_newton._point_from_r`) and
+then the compiled Newton iterations (:func:`._reduced_newton._newton_kernel`), the
+same operations as ``solve_at_eta`` takes there, so the same iterates to the bit.
+It hands back (:data:`POLISH_HANDBACK`) where either kernel declines; the caller then
+runs the Python loop from the start.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from mechanisms.allocation._kkt_kernel import eta_cap_limit
+from mechanisms.allocation._reduced_newton import (
+    NEWTON_CONVERGED,
+    NEWTON_FLAT,
+    NEWTON_MAX_ITER,
+    _newton_kernel,
+    _point_from_r,
+)
+from mechanisms.allocation._weights_kernel import _jit
+
+FloatArray = NDArray[np.float64]
+
+POLISH_DONE = 0
+POLISH_HANDBACK = 1
+POLISH_MAX_STEPS = 200  # as the Python loop
+
+
+@_jit
+def psi_dot(psi: FloatArray, a: FloatArray) -> float:
+    """``Ψᵀa`` as the ``η``-step forms it (NumPy's ``psi @ a``: the same BLAS
+    product)."""
+    return float(np.dot(psi, a))
+
+
+@_jit
+def _solve_at(
+    X: FloatArray,
+    y: FloatArray,
+    psi: FloatArray,
+    eps_max: FloatArray,
+    kcap: float,
+    gamma: float,
+    mu: float,
+    lam: float,
+    sigma: float,
+    gtol: float,
+    max_iter: int,
+    eta: float,
+    w: FloatArray,
+    z: FloatArray,
+    losses: FloatArray,
+    dl: FloatArray,
+    d2: FloatArray,
+    A: float,
+    s: float,
+) -> tuple[
+    int, int, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
+    FloatArray, FloatArray, float, float, float, FloatArray,
+]:  # fmt: skip
+    """``solve_at_eta`` at ``eta`` from ``w`` with its losses known: the caps
+    ``min(k/m, ε^max/η)``, ``r = ℓ + γηΨ``, the a-step warm from ``(A, s)``, then the
+    Newton iterations. ``code`` is the Newton kernel's, or ``-1`` where the a-step
+    declines."""
+    m = losses.size
+    q = gamma * eta
+    const = sigma / eta
+    caps = np.empty(m)
+    r = np.empty(m)
+    for i in range(m):
+        caps[i] = min(kcap, eps_max[i] / eta)
+        r[i] = losses[i] + q * psi[i]
+    ok, a, A1, s1, value = _point_from_r(r, caps, mu, A, s, w, lam, const)
+    if not ok:
+        return -1, 0, w, z, losses, dl, d2, r, a, A, s, 0.0, w
+    out = _newton_kernel(
+        X, y, psi, q, caps, mu, lam, const, gtol, max_iter, w, z, losses, dl, d2, r,
+        a, A1, s1, value,
+    )  # fmt: skip
+    return (
+        out[0], out[1], out[3], out[4], out[5], out[6], out[7], out[8], out[9],
+        out[10], out[11], out[12], out[13],
+    )  # fmt: skip
+
+
+@_jit
+def polish_kernel(
+    X: FloatArray,
+    y: FloatArray,
+    psi: FloatArray,
+    eps_max: FloatArray,
+    kcap: float,
+    gamma: float,
+    mu: float,
+    lam: float,
+    sigma: float,
+    gtol: float,
+    max_iter: int,
+    lo: float,
+    hi: float,
+    eta_rtol: float,
+    rounding: float,
+    eta: float,
+    w: FloatArray,
+    z: FloatArray,
+    losses: FloatArray,
+    dl: FloatArray,
+    d2: FloatArray,
+    a: FloatArray,
+    A: float,
+    s: float,
+    value: float,
+) -> tuple[
+    int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
+    float, FloatArray, int, bool,
+]:  # fmt: skip
+    """``(code, steps, η, w, a, ℓ, ℓ', A, s, F, ∇F, iterations, converged)`` at the
+    end of the polish from the point ``(η, w, a)`` with multipliers ``(A, s)``, value
+    ``F`` and margins/losses ``z, ℓ, ℓ', ℓ''``: the loop of ``_polish`` (module
+    docstring), ``steps`` the accepted ones (0: the start is returned; ``∇F`` and the
+    iteration count are then meaningless).
+    """
+    g = np.empty(0)
+    it = 0
+    converged = False
+    steps = 0
+    have_prev = False
+    px = 0.0
+    pg = 0.0
+    for _ in range(POLISH_MAX_STEPS):
+        # the η-step at the current (w, a): _eta_search.eta_step without a noise term
+        top = min(hi, eta_cap_limit(eps_max, a))
+        slope = gamma * psi_dot(psi, a)
+        if sigma <= 0.0:
+            target = lo
+        elif slope <= 0.0:
+            target = top
+        else:
+            target = min(max(math.sqrt(sigma / slope), lo), top)
+        if abs(target - eta) <= eta_rtol * eta:
+            break
+        x = math.log(eta)
+        gx = math.log(target) - math.log(eta)
+        noise = rounding * (1.0 + abs(value))
+        taken = False
+        if have_prev and gx != pg:
+            x_sec = x - gx * (x - px) / (gx - pg)
+            if math.isnan(x_sec):  # the loop's clip would order a NaN differently
+                return (
+                    POLISH_HANDBACK, steps, eta, w, a, losses, dl, A, s, value, g, it,
+                    converged,
+                )  # fmt: skip
+            eta_sec = hi if x_sec > 700.0 else min(max(math.exp(x_sec), lo), hi)
+            c = _solve_at(
+                X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter,
+                eta_sec, w, z, losses, dl, d2, A, s,
+            )  # fmt: skip
+            if c[0] < 0 or not (
+                c[0] == NEWTON_CONVERGED
+                or c[0] == NEWTON_MAX_ITER
+                or c[0] == NEWTON_FLAT
+            ):
+                return (
+                    POLISH_HANDBACK, steps, eta, w, a, losses, dl, A, s, value, g, it,
+                    converged,
+                )  # fmt: skip
+            if c[11] <= value + noise:
+                taken = True
+                eta = eta_sec
+                it, w, z, losses, dl, d2 = c[1], c[2], c[3], c[4], c[5], c[6]
+                a, A, s, value, g = c[8], c[9], c[10], c[11], c[12]
+                converged = c[0] == NEWTON_CONVERGED
+        if not taken:
+            c = _solve_at(
+                X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter,
+                target, w, z, losses, dl, d2, A, s,
+            )  # fmt: skip
+            if c[0] < 0 or not (
+                c[0] == NEWTON_CONVERGED
+                or c[0] == NEWTON_MAX_ITER
+                or c[0] == NEWTON_FLAT
+            ):
+                return (
+                    POLISH_HANDBACK, steps, eta, w, a, losses, dl, A, s, value, g, it,
+                    converged,
+                )  # fmt: skip
+            if c[11] > value + noise:
+                break
+            eta = target
+            it, w, z, losses, dl, d2 = c[1], c[2], c[3], c[4], c[5], c[6]
+            a, A, s, value, g = c[8], c[9], c[10], c[11], c[12]
+            converged = c[0] == NEWTON_CONVERGED
+        px, pg = x, gx
+        have_prev = True
+        steps += 1
+    return POLISH_DONE, steps, eta, w, a, losses, dl, A, s, value, g, it, converged

@@ -1,0 +1,119 @@
+"""The compiled ``η`` polish takes the Python loop's steps, to the bit.
+
+:func:`mechanisms.allocation._eta_search._polish` runs
+:func:`mechanisms.allocation._eta_polish.polish_kernel` where it applies (logistic loss,
+``μ > 0``, no noise term) and its own loop otherwise or where the kernel hands back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mechanisms import MechanismConfig
+from mechanisms.allocation import _eta_polish, _eta_search
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._eta_search import _polish, eta_bounds, solve_allocation
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._certify import effective_problem
+
+CFG = MechanismConfig(
+    gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12, certify="raise_lambda"
+)
+
+
+def instance(seed: int, m: int, cfg: MechanismConfig, capped: bool = False) -> Problem:
+    rng = np.random.default_rng(seed)
+    d = 3
+    X = rng.normal(size=(m, d))
+    X /= 1.2 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = np.where(X @ np.ones(d) + 0.3 * rng.normal(size=m) >= 0, 1.0, -1.0)
+    psi = 2.0 * rng.uniform(0.02, 0.6, size=m)
+    eps_max = np.full(m, np.inf)
+    if capped:  # binding ε^max caps: the η-step stops at min ε_i^max/a_i
+        eps_max[: m // 2] = rng.uniform(0.002, 0.02, size=m // 2)
+    return Problem(X, y, psi, eps_max, cfg)
+
+
+def key(sol: BlockSolution) -> tuple[object, ...]:
+    return (
+        sol.eta, sol.search_value, sol.w.tobytes(), sol.a.tobytes(), sol.iterations,
+        sol.converged,
+    )  # fmt: skip
+
+
+CONFIGS = [
+    CFG,
+    CFG.with_(gamma=5.0, lam=0.1, mu=5.0, sigma=5.0, k=5.0),
+    CFG.with_(gamma=50.0, mu=30.0, sigma=0.05, k=20.0),
+]
+
+
+def starts(prob: Problem) -> list[tuple[BlockSolution, float, float]]:
+    """Points the polish starts from: the solved optimum's ``η`` moved by factors
+    up to 3, each a fixed-``η`` solve (as the search's best point is)."""
+    eff, _ = effective_problem(prob)
+    base = solve_allocation(eff)
+    bounds = eta_bounds(eff)
+    assert bounds is not None
+    lo, hi = bounds
+    out = []
+    for f in (1.0, 1.001, 0.9, 1.5, 0.33, 3.0):
+        eta = float(np.clip(base.eta * f, lo, hi))
+        out.append((solve_at_eta(eff, eta, w0=base.w, a0=base.weights), lo, hi))
+    return out
+
+
+def test_compiled_polish_is_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same point (``η``, value, ``w`` and ``a`` to the bit, iterations,
+    convergence) from starts near and far from the optimum, with and without binding
+    ``ε^max`` caps; the kernel itself takes the steps in most of them."""
+    steps: list[int] = []
+    real = _eta_polish.polish_kernel
+
+    def spy(*args: object) -> tuple[object, ...]:
+        out = real(*args)  # type: ignore[arg-type]
+        steps.append(int(out[1]) if out[0] == _eta_polish.POLISH_DONE else -1)
+        return out
+
+    monkeypatch.setattr(_eta_search, "polish_kernel", spy)
+    n = moved = 0
+    for j, cfg in enumerate(CONFIGS):
+        for capped in (False, True):
+            prob = instance(j, 40, cfg, capped)
+            eff, _ = effective_problem(prob)
+            for start, lo, hi in starts(prob):
+                steps.clear()
+                got = _polish(eff, start, lo, hi)
+                moved += bool(steps) and steps[0] > 0
+                with monkeypatch.context() as mp:
+                    mp.setattr(_eta_search, "_compiled_polish", lambda *a: None)
+                    ref = _polish(eff, start, lo, hi)
+                assert key(got) == key(ref), (j, capped, start.eta)
+                n += 1
+    assert moved >= n // 2  # the kernel took the steps itself
+
+
+def test_a_hand_back_runs_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    prob = instance(1, 30, CONFIGS[1])
+    eff, _ = effective_problem(prob)
+    start, lo, hi = starts(prob)[3]
+    with monkeypatch.context() as mp:
+        mp.setattr(_eta_search, "_compiled_polish", lambda *a: None)
+        ref = _polish(eff, start, lo, hi)
+
+    def hand_back(*args: object) -> tuple[object, ...]:
+        return (_eta_polish.POLISH_HANDBACK, 0, 0.0, *([None] * 10))
+
+    monkeypatch.setattr(_eta_search, "polish_kernel", hand_back)
+    assert key(_polish(eff, start, lo, hi)) == key(ref)
+
+
+def test_psi_dot_is_numpys_product() -> None:
+    """The kernel's ``Ψᵀa`` is NumPy's ``psi @ a`` to the bit (both BLAS ``ddot``), so
+    the η-step agrees across the two loops."""
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 31, 399, 4096, 10_001):
+        for _ in range(20):
+            psi, a = rng.random(n), rng.random(n)
+            assert _eta_polish.psi_dot(psi, a) == float(psi @ a)
