@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._kkt_kernel import eta_cap_limit
+from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pass
 from mechanisms.allocation._reduced_newton import (
     NEWTON_CONVERGED,
     NEWTON_FLAT,
@@ -134,9 +135,103 @@ def polish_kernel(
     docstring), ``steps`` the accepted ones (0: the start is returned; ``∇F`` and the
     iteration count are then meaningless).
     """
-    g = np.empty(0)
-    it = 0
-    converged = False
+    return _polish_loop(
+        X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter, lo, hi,
+        eta_rtol, rounding, eta, w, z, losses, dl, d2, a, A, s, value, np.empty(0), 0,
+        False,
+    )  # fmt: skip
+
+
+@_jit
+def solve_and_polish_kernel(
+    X: FloatArray,
+    y: FloatArray,
+    psi: FloatArray,
+    eps_max: FloatArray,
+    kcap: float,
+    gamma: float,
+    mu: float,
+    lam: float,
+    sigma: float,
+    gtol: float,
+    max_iter: int,
+    lo: float,
+    hi: float,
+    eta_rtol: float,
+    rounding: float,
+    eta: float,
+    w: FloatArray,
+    A0: float,
+    s0: float,
+) -> tuple[
+    int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
+    float, FloatArray, int, bool,
+]:  # fmt: skip
+    """The fixed-``η`` solve from ``w`` (the a-step warm from ``(A0, s0)``; its
+    margins ``Xw`` and loss pass computed here, as ``solve_at_eta`` computes them for
+    a new ``w``), then :func:`polish_kernel` from its solution: the same tuple, with
+    ``steps = 0`` meaning the solve's own point (its gradient and iterations)."""
+    m = y.size
+    q = gamma * eta
+    const = sigma / eta
+    caps = np.empty(m)
+    for i in range(m):
+        caps[i] = min(kcap, eps_max[i] / eta)
+    z = np.dot(X, w)
+    val, d1, d2, r = _logistic_pass(z, y, q, psi)
+    ok, a, A, s, value = _point_from_r(r, caps, mu, A0, s0, w, lam, const)
+    if not ok:
+        return POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False
+    out = _newton_kernel(
+        X, y, psi, q, caps, mu, lam, const, gtol, max_iter, w, z, val, d1, d2, r, a,
+        A, s, value,
+    )  # fmt: skip
+    code = out[0]
+    if code not in (NEWTON_CONVERGED, NEWTON_MAX_ITER, NEWTON_FLAT):
+        return POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False
+    return _polish_loop(
+        X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter, lo, hi,
+        eta_rtol, rounding, eta, out[3], out[4], out[5], out[6], out[7], out[9],
+        out[10], out[11], out[12], out[13], out[1], code == NEWTON_CONVERGED,
+    )  # fmt: skip
+
+
+@_jit
+def _polish_loop(
+    X: FloatArray,
+    y: FloatArray,
+    psi: FloatArray,
+    eps_max: FloatArray,
+    kcap: float,
+    gamma: float,
+    mu: float,
+    lam: float,
+    sigma: float,
+    gtol: float,
+    max_iter: int,
+    lo: float,
+    hi: float,
+    eta_rtol: float,
+    rounding: float,
+    eta: float,
+    w: FloatArray,
+    z: FloatArray,
+    losses: FloatArray,
+    dl: FloatArray,
+    d2: FloatArray,
+    a: FloatArray,
+    A: float,
+    s: float,
+    value: float,
+    g: FloatArray,
+    it: int,
+    converged: bool,
+) -> tuple[
+    int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
+    float, FloatArray, int, bool,
+]:  # fmt: skip
+    """The polish loop from a point with its gradient, iterations and convergence
+    (returned as they are when no step is accepted)."""
     steps = 0
     have_prev = False
     px = 0.0

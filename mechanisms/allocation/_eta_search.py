@@ -32,6 +32,7 @@ from mechanisms.allocation._eta_polish import (
     POLISH_MAX_STEPS,
     polish_kernel,
     psi_dot,
+    solve_and_polish_kernel,
 )
 from mechanisms.allocation._kkt_kernel import a_block_conditions, eta_cap_limit
 from mechanisms.allocation._logistic_kernel import logistic_pass, logistic_value_slope
@@ -504,6 +505,50 @@ def _compiled_polish(
     return BlockSolution(
         eta, w1, a1, value, value, it, converged, WeightsStepState(A1, s1), l1, g
     )
+
+
+def solve_and_polish(
+    prob: Problem,
+    eta: float,
+    *,
+    w0: FloatArray,
+    a0: FloatArray,
+    state: WeightsStepState | None,
+    lo: float,
+    hi: float,
+    eta_rtol: float = 1e-13,
+) -> BlockSolution:
+    """``_polish(prob, solve_at_eta(prob, eta, w0=w0, a0=a0, state=state), lo, hi)``:
+    in one compiled call where the polish runs compiled and ``state`` is given
+    (:func:`._eta_polish.solve_and_polish_kernel`, the same solve and steps to the
+    bit), else as written."""
+    cfg = prob.cfg
+    if (
+        state is not None
+        and cfg.u == "linear"
+        and cfg.mode == "default"
+        and cfg.loss == "logistic"
+        and cfg.mu > 0.0
+        and prob.noise is None
+        and prob.X.flags.c_contiguous
+        and prob.psi.flags.c_contiguous
+        and prob.eps_max.flags.c_contiguous
+    ):
+        out = solve_and_polish_kernel(
+            prob.X, prob.y, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma, cfg.mu,
+            cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol,
+            POLISH_ROUNDING, float(eta), np.ascontiguousarray(w0, dtype=np.float64),
+            state.A, state.s,
+        )  # fmt: skip
+        code, _, eta1, w1, a1, l1, _, A1, s1, value, g, it, converged = out
+        if code == POLISH_DONE:
+            sol = BlockSolution(
+                eta1, w1, a1, value, value, it, converged, WeightsStepState(A1, s1),
+                l1, g,
+            )  # fmt: skip
+            return _profile_root(prob, sol, lo, hi)
+    first = solve_at_eta(prob, eta, w0=w0, a0=a0, state=state)
+    return _polish(prob, first, lo, hi, eta_rtol=eta_rtol)
 
 
 POLISH_ROUNDING = 8.0 * np.finfo(float).eps

@@ -117,3 +117,40 @@ def test_psi_dot_is_numpys_product() -> None:
         for _ in range(20):
             psi, a = rng.random(n), rng.random(n)
             assert _eta_polish.psi_dot(psi, a) == float(psi @ a)
+
+
+def test_solve_and_polish_is_the_solve_then_the_polish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One compiled call for a payment re-solve's first fixed-``η`` solve (from a new
+    ``w``, the a-step warm from given multipliers) and its polish: the point the two
+    Python calls give, to the bit."""
+    done = []
+    real = _eta_polish.solve_and_polish_kernel
+
+    def spy(*args: object) -> tuple[object, ...]:
+        out = real(*args)  # type: ignore[arg-type]
+        done.append(out[0] == _eta_polish.POLISH_DONE)
+        return out
+
+    monkeypatch.setattr(_eta_search, "solve_and_polish_kernel", spy)
+    n = 0
+    for j, cfg in enumerate(CONFIGS):
+        for capped in (False, True):
+            prob = instance(j, 40, cfg, capped)
+            eff, _ = effective_problem(prob)
+            for start, lo, hi in starts(prob):
+                w0 = start.w * 1.01  # a new point: its margins are computed afresh
+                got = _eta_search.solve_and_polish(
+                    eff, start.eta, w0=w0, a0=start.a, state=start.state, lo=lo, hi=hi
+                )
+                first = solve_at_eta(
+                    eff, start.eta, w0=w0, a0=start.a, state=start.state
+                )
+                with monkeypatch.context() as mp:
+                    mp.setattr(_eta_search, "_compiled_polish", lambda *a: None)
+                    ref = _polish(eff, first, lo, hi)
+                assert key(got) == key(ref), (j, capped, start.eta)
+                n += 1
+    assert len(done) == n
+    assert sum(done) >= n // 2

@@ -50,6 +50,7 @@ from mechanisms.allocation._eta_search import (
     _result,
     eta_bounds,
     solve_allocation,
+    solve_and_polish,
 )
 from mechanisms.allocation._problem import Problem, search_value
 from mechanisms.allocation._range._certify import (
@@ -166,10 +167,10 @@ def local_resolve(
         if not keeps_cell(upper):
             return None
     w_s, a_s, eta_s = (base.w, base.weights, base.eta) if start is None else start
-    first = solve_at_eta(
-        prob, eta_s, w0=w_s, a0=a_s, state=_nearest_state(nodes, eta_s)
-    )
-    best = _polish(prob, first, float(grid[0]), float(grid[-1]), eta_rtol=ETA_RTOL)
+    best = solve_and_polish(
+        prob, eta_s, w0=w_s, a0=a_s, state=_nearest_state(nodes, eta_s),
+        lo=float(grid[0]), hi=float(grid[-1]), eta_rtol=ETA_RTOL,
+    )  # fmt: skip
     cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
     # the upper bound and the polished value are the same G by two roundings where
     # the polish ends at the grid point itself (an end of the range): compare them
