@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._kkt_kernel import eta_cap_limit
 from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pass
+from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._reduced_newton import (
     NEWTON_CONVERGED,
     NEWTON_FLAT,
@@ -41,11 +42,36 @@ POLISH_HANDBACK = 1
 POLISH_MAX_STEPS = 200  # as the Python loop
 
 
+def compiled_steps_apply(prob: Problem) -> bool:
+    """Whether ``prob``'s fixed-``η`` steps have compiled forms that take the Python
+    ones' operations: the default mode's logistic loss with ``μ > 0`` and linear
+    ``u``, no noise term, on contiguous arrays (the compiled a-step, Newton
+    iterations, renewals and this polish)."""
+    cfg = prob.cfg
+    return (
+        cfg.mode == "default"
+        and cfg.u == "linear"
+        and cfg.loss == "logistic"
+        and cfg.mu > 0.0
+        and prob.noise is None
+        and prob.X.flags.c_contiguous
+        and prob.psi.flags.c_contiguous
+        and prob.eps_max.flags.c_contiguous
+    )
+
+
 @_jit
 def psi_dot(psi: FloatArray, a: FloatArray) -> float:
     """``Ψᵀa`` as the ``η``-step forms it (NumPy's ``psi @ a``: the same BLAS
     product)."""
     return float(np.dot(psi, a))
+
+
+@_jit
+def _solved(code: int) -> bool:
+    """Whether a fixed-``η`` solve ended where ``solve_at_eta`` returns its point
+    (not an a-step decline, ``-1``, or a hand-off of the Newton kernel)."""
+    return code in (NEWTON_CONVERGED, NEWTON_MAX_ITER, NEWTON_FLAT)
 
 
 @_jit
@@ -99,50 +125,6 @@ def _solve_at(
 
 
 @_jit
-def polish_kernel(
-    X: FloatArray,
-    y: FloatArray,
-    psi: FloatArray,
-    eps_max: FloatArray,
-    kcap: float,
-    gamma: float,
-    mu: float,
-    lam: float,
-    sigma: float,
-    gtol: float,
-    max_iter: int,
-    lo: float,
-    hi: float,
-    eta_rtol: float,
-    rounding: float,
-    eta: float,
-    w: FloatArray,
-    z: FloatArray,
-    losses: FloatArray,
-    dl: FloatArray,
-    d2: FloatArray,
-    a: FloatArray,
-    A: float,
-    s: float,
-    value: float,
-) -> tuple[
-    int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
-    float, FloatArray, int, bool,
-]:  # fmt: skip
-    """``(code, steps, η, w, a, ℓ, ℓ', A, s, F, ∇F, iterations, converged)`` at the
-    end of the polish from the point ``(η, w, a)`` with multipliers ``(A, s)``, value
-    ``F`` and margins/losses ``z, ℓ, ℓ', ℓ''``: the loop of ``_polish`` (module
-    docstring), ``steps`` the accepted ones (0: the start is returned; ``∇F`` and the
-    iteration count are then meaningless).
-    """
-    return _polish_loop(
-        X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter, lo, hi,
-        eta_rtol, rounding, eta, w, z, losses, dl, d2, a, A, s, value, np.empty(0), 0,
-        False,
-    )  # fmt: skip
-
-
-@_jit
 def solve_and_polish_kernel(
     X: FloatArray,
     y: FloatArray,
@@ -187,9 +169,9 @@ def solve_and_polish_kernel(
         A, s, value,
     )  # fmt: skip
     code = out[0]
-    if code not in (NEWTON_CONVERGED, NEWTON_MAX_ITER, NEWTON_FLAT):
+    if not _solved(code):
         return POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False
-    return _polish_loop(
+    return polish_kernel(
         X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter, lo, hi,
         eta_rtol, rounding, eta, out[3], out[4], out[5], out[6], out[7], out[9],
         out[10], out[11], out[12], out[13], out[1], code == NEWTON_CONVERGED,
@@ -197,7 +179,7 @@ def solve_and_polish_kernel(
 
 
 @_jit
-def _polish_loop(
+def polish_kernel(
     X: FloatArray,
     y: FloatArray,
     psi: FloatArray,
@@ -230,8 +212,12 @@ def _polish_loop(
     int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
     float, FloatArray, int, bool,
 ]:  # fmt: skip
-    """The polish loop from a point with its gradient, iterations and convergence
-    (returned as they are when no step is accepted)."""
+    """``(code, steps, η, w, a, ℓ, ℓ', A, s, F, ∇F, iterations, converged)`` at the
+    end of the polish from the point ``(η, w, a)`` with multipliers ``(A, s)``, value
+    ``F``, margins/losses ``z, ℓ, ℓ', ℓ''``, and the gradient, iterations and
+    convergence of the solve that gave it: the loop of ``_polish`` (module
+    docstring), ``steps`` the accepted ones (0: the start is returned as given).
+    """
     steps = 0
     have_prev = False
     px = 0.0
@@ -251,7 +237,8 @@ def _polish_loop(
         x = math.log(eta)
         gx = math.log(target) - math.log(eta)
         noise = rounding * (1.0 + abs(value))
-        taken = False
+        new_eta = target
+        secant = False
         if have_prev and gx != pg:
             x_sec = x - gx * (x - px) / (gx - pg)
             if math.isnan(x_sec):  # the loop's clip would order a NaN differently
@@ -264,41 +251,30 @@ def _polish_loop(
                 X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter,
                 eta_sec, w, z, losses, dl, d2, A, s,
             )  # fmt: skip
-            if c[0] < 0 or not (
-                c[0] == NEWTON_CONVERGED
-                or c[0] == NEWTON_MAX_ITER
-                or c[0] == NEWTON_FLAT
-            ):
+            if not _solved(c[0]):
                 return (
                     POLISH_HANDBACK, steps, eta, w, a, losses, dl, A, s, value, g, it,
                     converged,
                 )  # fmt: skip
-            if c[11] <= value + noise:
-                taken = True
-                eta = eta_sec
-                it, w, z, losses, dl, d2 = c[1], c[2], c[3], c[4], c[5], c[6]
-                a, A, s, value, g = c[8], c[9], c[10], c[11], c[12]
-                converged = c[0] == NEWTON_CONVERGED
-        if not taken:
+            secant = c[11] <= value + noise
+            if secant:
+                new_eta = eta_sec
+        if not secant:
             c = _solve_at(
                 X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter,
                 target, w, z, losses, dl, d2, A, s,
             )  # fmt: skip
-            if c[0] < 0 or not (
-                c[0] == NEWTON_CONVERGED
-                or c[0] == NEWTON_MAX_ITER
-                or c[0] == NEWTON_FLAT
-            ):
+            if not _solved(c[0]):
                 return (
                     POLISH_HANDBACK, steps, eta, w, a, losses, dl, A, s, value, g, it,
                     converged,
                 )  # fmt: skip
             if c[11] > value + noise:
                 break
-            eta = target
-            it, w, z, losses, dl, d2 = c[1], c[2], c[3], c[4], c[5], c[6]
-            a, A, s, value, g = c[8], c[9], c[10], c[11], c[12]
-            converged = c[0] == NEWTON_CONVERGED
+        eta = new_eta
+        it, w, z, losses, dl, d2 = c[1], c[2], c[3], c[4], c[5], c[6]
+        a, A, s, value, g = c[8], c[9], c[10], c[11], c[12]
+        converged = c[0] == NEWTON_CONVERGED
         px, pg = x, gx
         have_prev = True
         steps += 1

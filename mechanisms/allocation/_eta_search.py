@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import math
 import time
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -30,6 +31,7 @@ from mechanisms.allocation._block_solver import (
 from mechanisms.allocation._eta_polish import (
     POLISH_DONE,
     POLISH_MAX_STEPS,
+    compiled_steps_apply,
     polish_kernel,
     psi_dot,
     solve_and_polish_kernel,
@@ -468,21 +470,12 @@ def _polish(
 def _compiled_polish(
     prob: Problem, best: BlockSolution, lo: float, hi: float, eta_rtol: float
 ) -> BlockSolution | None:
-    """:func:`_polish`'s loop in one compiled call (:mod:`._eta_polish`: the logistic
-    loss, ``μ > 0``, the default mode without a noise term, a row-major ``X``), the
-    same steps to the bit; ``None`` where it does not apply or hands back."""
-    cfg = prob.cfg
-    if not (
-        cfg.mode == "default"
-        and cfg.loss == "logistic"
-        and cfg.mu > 0.0
-        and prob.noise is None
-        and prob.X.flags.c_contiguous
-        and best.state is not None
-        and prob.psi.flags.c_contiguous
-        and prob.eps_max.flags.c_contiguous
-    ):
+    """:func:`_polish`'s loop in one compiled call (:mod:`._eta_polish`, where
+    :func:`._eta_polish.compiled_steps_apply`), the same steps to the bit; ``None``
+    where it does not apply or hands back."""
+    if best.state is None or not compiled_steps_apply(prob):
         return None
+    cfg = prob.cfg
     w = np.ascontiguousarray(best.w, dtype=np.float64)
     known = _known_losses(prob, w)
     if known is None:  # the first solve's evaluation from the start's margins
@@ -495,16 +488,21 @@ def _compiled_polish(
         cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol, POLISH_ROUNDING,
         float(best.eta), w, z, losses, dl, d2,
         np.ascontiguousarray(best.a, dtype=np.float64), best.state.A, best.state.s,
-        best.search_value,
+        best.search_value, np.empty(0), 0, False,
     )  # fmt: skip
-    code, steps, eta, w1, a1, l1, _, A1, s1, value, g, it, converged = out
+    if out[0] == POLISH_DONE and out[1] == 0:
+        return best  # no step taken
+    return _kernel_solution(out)
+
+
+def _kernel_solution(out: tuple[Any, ...]) -> BlockSolution | None:
+    """The :class:`BlockSolution` of a polish kernel's result; ``None`` where it
+    handed back."""
+    code, _, eta, w, a, losses, _, A, s, value, g, it, converged = out
     if code != POLISH_DONE:
         return None
-    if steps == 0:
-        return best
-    return BlockSolution(
-        eta, w1, a1, value, value, it, converged, WeightsStepState(A1, s1), l1, g
-    )
+    state = WeightsStepState(A, s)
+    return BlockSolution(eta, w, a, value, value, it, converged, state, losses, g)
 
 
 def solve_and_polish(
@@ -522,30 +520,16 @@ def solve_and_polish(
     in one compiled call where the polish runs compiled and ``state`` is given
     (:func:`._eta_polish.solve_and_polish_kernel`, the same solve and steps to the
     bit), else as written."""
-    cfg = prob.cfg
-    if (
-        state is not None
-        and cfg.u == "linear"
-        and cfg.mode == "default"
-        and cfg.loss == "logistic"
-        and cfg.mu > 0.0
-        and prob.noise is None
-        and prob.X.flags.c_contiguous
-        and prob.psi.flags.c_contiguous
-        and prob.eps_max.flags.c_contiguous
-    ):
+    if state is not None and compiled_steps_apply(prob):
+        cfg = prob.cfg
         out = solve_and_polish_kernel(
             prob.X, prob.y, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma, cfg.mu,
             cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol,
             POLISH_ROUNDING, float(eta), np.ascontiguousarray(w0, dtype=np.float64),
             state.A, state.s,
         )  # fmt: skip
-        code, _, eta1, w1, a1, l1, _, A1, s1, value, g, it, converged = out
-        if code == POLISH_DONE:
-            sol = BlockSolution(
-                eta1, w1, a1, value, value, it, converged, WeightsStepState(A1, s1),
-                l1, g,
-            )  # fmt: skip
+        sol = _kernel_solution(out)
+        if sol is not None:
             return _profile_root(prob, sol, lo, hi)
     first = solve_at_eta(prob, eta, w0=w0, a0=a0, state=state)
     return _polish(prob, first, lo, hi, eta_rtol=eta_rtol)

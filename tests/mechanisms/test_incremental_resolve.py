@@ -52,7 +52,7 @@ CFG = MechanismConfig(
 )
 
 
-def instance(seed: int, m: int, capped: bool) -> Problem:
+def instance(seed: int, m: int, capped: bool, cfg: MechanismConfig = CFG) -> Problem:
     rng = np.random.default_rng(seed)
     d = 2
     X = rng.normal(size=(m, d))
@@ -62,7 +62,7 @@ def instance(seed: int, m: int, capped: bool) -> Problem:
     eps_max = np.full(m, np.inf)
     if capped:  # binding caps ε_i^max on a third of the sellers
         eps_max[rng.permutation(m)[: m // 3]] = rng.uniform(0.5, 3.0, size=m // 3)
-    return Problem(X, y, psi, eps_max, CFG)
+    return Problem(X, y, psi, eps_max, cfg)
 
 
 def compare(prob: Problem, i: int, factor: float) -> tuple[bool, bool]:

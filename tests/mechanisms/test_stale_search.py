@@ -15,7 +15,6 @@ import math
 import numpy as np
 import pytest
 
-from mechanisms import MechanismConfig
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem
@@ -27,19 +26,7 @@ from mechanisms.allocation._range._certify import (
 )
 from mechanisms.allocation._reduced_newton import value_and_gradient
 from mechanisms.payments._resolve._local_resolve import stale_nodes
-
-CFG = MechanismConfig(
-    gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12, certify="raise_lambda"
-)
-
-
-def instance(seed: int, m: int, d: int = 2, cfg: MechanismConfig = CFG) -> Problem:
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(m, d))
-    X /= 1.2 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-    y = np.where(X @ np.ones(d) + 0.3 * rng.normal(size=m) >= 0, 1.0, -1.0)
-    psi = 2.0 * rng.uniform(0.02, 0.6, size=m)  # U[0, 1] prior: Ψ(c) = 2c
-    return Problem(X, y, psi, np.full(m, np.inf), cfg)
+from tests.mechanisms.test_incremental_resolve import CFG, instance
 
 
 def raised_case(
@@ -93,7 +80,7 @@ def test_compiled_stale_search_is_the_python_loop(
     monkeypatch.setattr(_certify, "stale_search", spy)
     renewed_done = 0
     for seed, m, i, factor, cfg in CASES:
-        prob = instance(seed, m, cfg=cfg)
+        prob = instance(seed, m, capped=False, cfg=cfg)
         eff, best, stale, lam_conv, lo, hi = raised_case(prob, i, factor)
         for rtol in (_certify.RANGE_RTOL, 1e-4):  # the default target, a loose one
             out = {}
@@ -113,7 +100,9 @@ def test_compiled_stale_search_is_the_python_loop(
 
 def test_a_hand_back_runs_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the compiled search hands back, the certificate is the Python loop's."""
-    eff, best, stale, lam_conv, lo, hi = raised_case(instance(3, 12), 7, 8.0)
+    eff, best, stale, lam_conv, lo, hi = raised_case(
+        instance(3, 12, capped=False), 7, 8.0
+    )
     ref = certify_range(
         eff, best, lo, hi, nodes=stale, lam_conv=lam_conv, compiled=False
     )
@@ -130,7 +119,7 @@ def test_renewal_bound_is_the_strong_convexity_bound_at_the_stale_point() -> Non
     """``F(w) − ‖∇F(w)‖²/(2(λ − λ_conv))`` at a stale ``w`` with the raised costs, from
     a full evaluation there (product ``Xw``, loss pass, cold a-step), and never below
     the stale bound."""
-    eff, _, stale, lam_conv, lo, hi = raised_case(instance(5, 30), 2, 3.0)
+    eff, _, stale, lam_conv, lo, hi = raised_case(instance(5, 30, capped=False), 2, 3.0)
     modulus = eff.cfg.lam - lam_conv
     cfg = eff.cfg
     keys = np.array(sorted(e for e in stale if lo <= e <= hi))

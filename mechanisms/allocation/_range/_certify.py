@@ -63,6 +63,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._eta_polish import compiled_steps_apply
 from mechanisms.allocation._kkt_kernel import caps_fixed_above
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._stale_search import (
@@ -466,16 +467,8 @@ def certify_range(
     )
     # the reduced Newton method's F (default mode, linear u), no paper noise term
     renewable = cfg.mode == "default" and cfg.u == "linear" and prob.noise is None
-    # the compiled renewal (_stale_search.renewal_bound): the logistic loss with the
-    # compiled a-step, on contiguous arrays
-    compiled_renewal = (
-        renewable
-        and cfg.loss == "logistic"
-        and cfg.mu > 0.0
-        and prob.X.flags.c_contiguous
-        and prob.psi.flags.c_contiguous
-        and prob.eps_max.flags.c_contiguous
-    )
+    # the compiled renewal (_stale_search.renewal_bound)
+    compiled_renewal = compiled_steps_apply(prob)
     if (
         compiled
         and fixed_set
