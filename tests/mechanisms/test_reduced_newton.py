@@ -44,7 +44,7 @@ def _fd_hessian(prob: Problem, eta: float, w: np.ndarray, p: rn._Point) -> np.nd
     ("m", "seed", "eta", "eps_max"),
     [
         (300, 0, 3.0, np.inf),  # one Gram block
-        (3 * rn.GRAM_BLOCK + 17, 1, 3.0, np.inf),  # several blocks, a ragged last one
+        (3 * rn.gram_block_rows(10**9, 8) + 17, 1, 3.0, np.inf),  # several blocks, a ragged last one
         (2000, 2, 50.0, np.inf),  # most weights at their caps
         (2000, 3, 3.0, 2e-3),  # caps ε_max/η below k/m
     ],
@@ -339,7 +339,7 @@ def test_model_steps_fall_back_to_the_eigendecomposition_in_the_hard_case() -> N
     [
         (300, 0, 1e-2, 10.0, 3.0),  # a free set, positive definite throughout
         (400, 1, 1e-4, 1.0, 3.0),  # small λ: indefinite steps hand off to Python
-        (3 * rn.GRAM_BLOCK + 5, 2, 1e-2, 10.0, 50.0),  # several Gram blocks, caps
+        (3 * rn.gram_block_rows(10**9, 8) + 5, 2, 1e-2, 10.0, 50.0),  # several Gram blocks, caps
         (500, 3, 1.0, 1e-3, 3.0),  # a tiny μ: nearly a linear programme
     ],
 )
@@ -458,3 +458,15 @@ def test_a_solve_from_the_last_solution_reuses_its_losses(
     flipped = Problem(prob.X, -prob.y, prob.psi, prob.eps_max, prob.cfg)
     assert rn._known_losses(flipped, fresh.w) is None
     assert rn._known_losses(raised, fresh.w + 1e-12) is None
+
+
+@pytest.mark.parametrize("d", [1, 8, 20, 31, 100, 1000])
+def test_gram_blocks_stay_near_the_cache_budget(d: int) -> None:
+    """A block of the Hessian's Gram product holds ``rows·(2d + 3)`` floats: within
+    the byte budget unless that would leave fewer than ``GRAM_BLOCK_MIN`` rows, never
+    more than ``GRAM_BLOCK_MAX`` rows or the records themselves."""
+    rows = rn.gram_block_rows(10**9, d)
+    assert rn.GRAM_BLOCK_MIN <= rows <= rn.GRAM_BLOCK_MAX
+    assert rows == rn.GRAM_BLOCK_MIN or 8 * rows * (2 * d + 3) <= rn.GRAM_BLOCK_BYTES
+    assert rows == rn.GRAM_BLOCK_MAX or 8 * (rows + 1) * (2 * d + 3) > rn.GRAM_BLOCK_BYTES
+    assert rn.gram_block_rows(500, d) == 500
