@@ -35,7 +35,9 @@ Richardson needs the ramp's curvature resolved) the bound only needs the ramp's 
 times its drop to be small. The pieces between the given cuts start from their ends
 alone (trapezoid, bound ``(b − a)|f(b) − f(a)|/2``: a flat piece costs nothing), and a
 piece whose change sits in one half is halved at one evaluation per step until the
-ramp fills it (:data:`RAMP_SHARE`); then five-node panels as above.
+ramp fills it (:data:`RAMP_SHARE`); a piece whose midpoint lies so near the chord that
+the three-node estimate is far under the tolerance is taken as Simpson's value on its
+ends and midpoint (:func:`_flat_panel`); else five-node panels as above.
 """
 
 from __future__ import annotations
@@ -237,6 +239,38 @@ RAMP_SHARE = 0.1
 this share of the piece's) is split at its midpoint instead of given five nodes."""
 
 
+FLAT_SHARE = 1.0 / 16.0
+"""A monotone piece is taken from its ends and midpoint alone (:func:`_flat_panel`)
+when that estimate is at most this share of the tolerance."""
+
+
+def _flat_panel(
+    h: float, f0: float, f1: float, f2: float, rtol: float
+) -> tuple[float, float] | None:
+    """Simpson's value on three equispaced nodes and ``|T₂ − T₁|/3`` as its error,
+    where that is at most ``FLAT_SHARE·rtol`` of the value; else ``None``.
+
+    ``|T₂ − T₁|/3 = (h/12)|f₀ − 2f₁ + f₂|`` is Richardson's estimate of the error
+    of the two-panel trapezoid ``T₂``; for a smooth ``f`` Simpson's error is smaller
+    by a factor ``O(h²)``, so as Simpson's estimate it is conservative. A payment
+    curve is often this flat: where a small average-``ε`` cap holds ``η`` at the
+    top of its range, ``ε_i`` changes by 10⁻⁴ relative over the whole sweep and
+    Simpson's three nodes gave the five-node integral to 10⁻⁹ or better
+    (``benchmarks/RESULTS.md``); the five-node panel's two extra re-solves only
+    confirmed it. Three nodes cannot test smoothness (:func:`_smooth`): steps
+    hidden between them with the midpoint on the chord fool the estimate. On the
+    payment curves the kinks (active-set changes) and jumps are located between
+    the evaluated reports after every pass and split at
+    (``mechanisms.payments._seller_payment._integral``), and the estimate must be
+    far under the tolerance; a curve with such steps and no active-set change is
+    where this can err."""
+    s1 = h / 6.0 * (f0 + 4.0 * f1 + f2)
+    est = h / 12.0 * abs(f0 - 2.0 * f1 + f2)
+    if est <= FLAT_SHARE * rtol * abs(s1):
+        return s1, est
+    return None
+
+
 def _smooth(v: Sequence[float]) -> bool:
     """Whether a panel's five equispaced values look smooth: their three second
     differences agree to half the largest (``h²f''`` plus ``O(h³)`` for a smooth
@@ -327,6 +361,10 @@ def _simpson(
                     err = 0.5 * (x1 - x0) * abs(f1 - f0)
                     value = 0.5 * (x1 - x0) * (f0 + f1)
                     heapq.heappush(heap, (-err, x0, x1, value, True))
+                continue
+            flat = _flat_panel(hi - lo, flo, fmid, fhi, rtol)
+            if flat is not None:  # a bisection makes it a five-node panel as below
+                heapq.heappush(heap, (-flat[1], lo, hi, flat[0], False))
             else:
                 value, err = panel(lo, hi)
                 heapq.heappush(heap, (-err, lo, hi, value, False))

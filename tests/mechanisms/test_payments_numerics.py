@@ -14,6 +14,7 @@ from scipy.integrate import quad as scipy_quad
 
 from mechanisms import allocate
 from mechanisms.allocation._eta_search import solve_allocation
+from mechanisms.payments import _quadrature as qs
 from mechanisms.payments._critical_cost import (
     SellerCurve,
     find_critical_cost,
@@ -96,6 +97,52 @@ def test_simpson_richardson_exactness_and_nested_nodes() -> None:
     r = integrate(lambda x: x**6, 0.0, 1.0, rtol=1e-10, rule="simpson")
     assert r.converged
     assert r.value == pytest.approx(1 / 7, rel=1e-10)
+
+
+def test_a_flat_monotone_piece_is_taken_from_three_nodes() -> None:
+    """A monotone piece whose midpoint lies (nearly) on the chord is taken from its
+    ends and midpoint: Simpson's value, ``|T₂ − T₁|/3`` as its error. On a line
+    that is exact; on a nearly flat, slightly curved payment-like curve it is
+    within the estimate; where the curvature makes the estimate exceed
+    ``FLAT_SHARE·rtol`` the five-node panels run as before."""
+    calls: list[float] = []
+
+    def line(x: float) -> float:
+        calls.append(x)
+        return 2.0 - 0.5 * x
+
+    r = integrate(line, 0.0, 2.0, rtol=1e-8, rule="simpson", monotone=True)
+    assert r.value == 3.0
+    assert r.n_evals == len(calls) == 3
+    assert sorted(calls) == [0.0, 1.0, 2.0]
+
+    def flat(x: float) -> float:  # falls by 1e-4 relative, with curvature
+        return 1.0 - 1e-4 * x - 1e-6 * x * x
+
+    exact = 2.0 - 1e-4 * 2.0 - 1e-6 * 8.0 / 3.0
+    r = integrate(flat, 0.0, 2.0, rtol=1e-5, rule="simpson", monotone=True)
+    assert r.n_evals == 3
+    assert r.converged
+    assert abs(r.value - exact) <= r.error <= qs.FLAT_SHARE * 1e-5 * exact
+    # the same curve asked for far less error: its estimate is over the share
+    tight = integrate(flat, 0.0, 2.0, rtol=1e-9, rule="simpson", monotone=True)
+    assert tight.n_evals > 3
+    assert tight.value == pytest.approx(exact, rel=1e-12)
+    # without monotone=True nothing changes: five nodes
+    plain = integrate(flat, 0.0, 2.0, rtol=1e-5, rule="simpson")
+    assert plain.n_evals == 5
+
+
+def test_three_node_estimate_rejects_a_bent_panel() -> None:
+    """``_flat_panel`` declines a panel whose second difference is above the share,
+    and its estimate is the trapezoid's Richardson error ``(h/12)|f₀ − 2f₁ + f₂|``."""
+    assert qs._flat_panel(2.0, 2.0, 1.5, 1.0, 1e-5) == (3.0, 0.0)
+    v = qs._flat_panel(1.0, 1.0, 0.6, 0.1, 1e-5)  # bent: |Δ²| = 0.1
+    assert v is None
+    got = qs._flat_panel(1.0, 1.0, 0.5 + 1e-9, 0.0, 1e-5)
+    assert got is not None
+    assert got[1] == pytest.approx(1.0 / 12.0 * 2e-9, rel=1e-6)
+    assert got[0] == pytest.approx(1.0 / 6.0 * (1.0 + 2.0 + 4e-9), rel=1e-15)
 
 
 def test_simpson_resolves_a_kink_and_reports_an_exhausted_budget() -> None:
