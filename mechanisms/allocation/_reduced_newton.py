@@ -337,8 +337,8 @@ def _hessian(prob: Problem, eta: float, p: _Point, caps: FloatArray) -> FloatArr
     ``−s GᵀG`` of ``J`` is folded into the weighted Gram product (weights
     ``a_i ℓ''_i − s ℓ'_i²`` on the free set ``M``); the rank-two part needs ``Gᵀ1``,
     ``Gᵀr`` and ``Gᵀa`` (``p₁``, ``p₂`` are combinations of ``1`` and ``a``), three
-    columns of the same product. Rows are taken in blocks (:func:`gram_block_rows`): the rows
-    with ``a_i > 0`` (``a_i > 0`` on ~36 % of the records when the caps ``k/m`` bind)
+    columns of the same product. Rows are taken in blocks (:func:`gram_block_rows`):
+    the rows with ``a_i > 0`` (on ~36 % of the records when the caps ``k/m`` bind)
     are gathered and scaled by :func:`_hessian_block` into two reused buffers and
     multiplied into the ``d × (d + 3)`` accumulator, one GEMM per block, so every row
     of ``X`` is read once and the extra memory is about ``GRAM_BLOCK_BYTES``.

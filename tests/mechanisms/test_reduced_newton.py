@@ -44,7 +44,8 @@ def _fd_hessian(prob: Problem, eta: float, w: np.ndarray, p: rn._Point) -> np.nd
     ("m", "seed", "eta", "eps_max"),
     [
         (300, 0, 3.0, np.inf),  # one Gram block
-        (3 * rn.gram_block_rows(10**9, 8) + 17, 1, 3.0, np.inf),  # several blocks, a ragged last one
+        # several blocks, a ragged last one
+        (3 * rn.gram_block_rows(10**9, 8) + 17, 1, 3.0, np.inf),
         (2000, 2, 50.0, np.inf),  # most weights at their caps
         (2000, 3, 3.0, 2e-3),  # caps ε_max/η below k/m
     ],
@@ -339,7 +340,8 @@ def test_model_steps_fall_back_to_the_eigendecomposition_in_the_hard_case() -> N
     [
         (300, 0, 1e-2, 10.0, 3.0),  # a free set, positive definite throughout
         (400, 1, 1e-4, 1.0, 3.0),  # small λ: indefinite steps hand off to Python
-        (3 * rn.gram_block_rows(10**9, 8) + 5, 2, 1e-2, 10.0, 50.0),  # several Gram blocks, caps
+        # several Gram blocks, caps
+        (3 * rn.gram_block_rows(10**9, 8) + 5, 2, 1e-2, 10.0, 50.0),
         (500, 3, 1.0, 1e-3, 3.0),  # a tiny μ: nearly a linear programme
     ],
 )
@@ -468,5 +470,6 @@ def test_gram_blocks_stay_near_the_cache_budget(d: int) -> None:
     rows = rn.gram_block_rows(10**9, d)
     assert rn.GRAM_BLOCK_MIN <= rows <= rn.GRAM_BLOCK_MAX
     assert rows == rn.GRAM_BLOCK_MIN or 8 * rows * (2 * d + 3) <= rn.GRAM_BLOCK_BYTES
-    assert rows == rn.GRAM_BLOCK_MAX or 8 * (rows + 1) * (2 * d + 3) > rn.GRAM_BLOCK_BYTES
+    above = 8 * (rows + 1) * (2 * d + 3) > rn.GRAM_BLOCK_BYTES
+    assert rows == rn.GRAM_BLOCK_MAX or above
     assert rn.gram_block_rows(500, d) == 500
