@@ -363,7 +363,7 @@ def _simpson(
                     heapq.heappush(heap, (-err, x0, x1, value, True))
                 continue
             flat = _flat_panel(hi - lo, flo, fmid, fhi, rtol)
-            if flat is not None:  # a bisection makes it a five-node panel as below
+            if flat is not None:  # if popped again, its halves get five-node panels
                 heapq.heappush(heap, (-flat[1], lo, hi, flat[0], False))
             else:
                 value, err = panel(lo, hi)
