@@ -189,6 +189,8 @@ def pay_rows(
             "per_seller_ratio_wall": est_all / m / al_wall,
             "all_ratio_wall": est_all / al_wall, "winners": int(np.sum(alloc.epsilon > 0)),
             "converged": bool(pay.converged), "status": str(alloc.status),
+            "escalated": bool(pay.escalated),
+            "solves": int(sum(s.n_solves for s in pay.sellers)),
         }  # fmt: skip
         print(json.dumps(row), flush=True)
         rows.append(row)

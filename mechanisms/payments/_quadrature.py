@@ -38,12 +38,28 @@ piece whose change sits in one half is halved at one evaluation per step until t
 ramp fills it (:data:`RAMP_SHARE`); a piece whose midpoint lies so near the chord that
 the three-node estimate is far under the tolerance is taken as Simpson's value on its
 ends and midpoint (:func:`_flat_panel`); else five-node panels as above.
+
+An integrand of the release's form (``curvature_split``: spec ``mechanism.md`` §3, eq.
+(3.1)), ``f(s) = p(s) + 2·ln(1 + a(s)/κ)`` with ``p = η·a_i`` and ``a = a_i`` smooth
+where ``f`` is and ``κ = 4λ``, is not itself smooth on the scale of the sweep where
+``λ`` is small: as seller ``i``'s weight falls to 0 at its critical cost the logarithm
+turns from ``ln(a/κ)`` into ``a/κ`` over a stretch of reports ``κ/|a'|`` wide, 10⁻⁵ of
+the sweep or less, and Simpson's panels bisect down to it (30–45 re-solves a seller
+measured on Wisconsin at ``λ = 6·10⁻⁶``, against 3–5 where ``λ`` is large). There a
+panel can also be valued through the smooth parts (:func:`_curvature_panel`): the
+interpolants of ``p`` and ``a`` through its nodes, the logarithm applied to the
+interpolant of ``a`` exactly (a graded Gauss rule, no further evaluations). The
+interpolation error in ``a`` enters ``ln(1 + a/κ)`` damped by ``1/(κ + a)``, so that
+value needs as many nodes as ``p`` and ``a`` do. A panel takes it where its estimate
+(five nodes against three) is the smaller of the two.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -121,6 +137,18 @@ RULES = {
 }
 
 
+# Gauss–Legendre 8-point rule on [0, 1], for the logarithm of the release's
+# curvature term on interpolated weights (:func:`_curvature_integral`).
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+_GL_T = 0.5 * (_GL_X + 1.0)
+_GL_W01 = 0.5 * _GL_W
+MAX_GRADING = 60
+"""Most halvings toward a panel's end in :func:`_curvature_integral`."""
+
+CurvatureSplit = Callable[[float], tuple[float, float] | None]
+"""``s ↦ (p, a)`` with ``f(s) = p + 2·ln(1 + a/κ)``, or ``None`` where not known."""
+
+
 @dataclass(frozen=True, slots=True)
 class QuadratureResult:
     """``value`` of the integral, its error ``estimate``, the number of integrand
@@ -156,6 +184,8 @@ def integrate(
     max_evals: int = 600,
     rule: str = "gk15",
     monotone: bool = False,
+    curvature_split: CurvatureSplit | None = None,
+    curvature_scale: float = 0.0,
 ) -> QuadratureResult:
     """Adaptive Gauss–Kronrod integral of ``f`` over ``[a, b]``.
 
@@ -181,6 +211,14 @@ def integrate(
         ``f`` is monotone on ``[a, b]`` (``rule="simpson"`` only): a panel may then
         take its composite trapezoid value with the bound ``h·Σ|Δv|/8`` (module
         docstring) where that is below its Richardson estimate.
+    curvature_split : callable, optional
+        ``rule="simpson"`` only: ``s ↦ (p, a)`` with ``f(s) = p + 2·ln(1 + a/κ)``
+        (``None`` where not known), ``p`` and ``a`` smooth where ``f`` is; a panel may
+        then take the value of :func:`_curvature_panel` where its estimate is the
+        smaller (module docstring). Nodes whose parts do not reproduce ``f`` are not
+        split.
+    curvature_scale : float
+        ``κ > 0`` of ``curvature_split``.
     """
     if rule not in (*RULES, "simpson"):
         raise ValueError(
@@ -188,6 +226,13 @@ def integrate(
         )
     if not (np.isfinite(a) and np.isfinite(b)):
         raise ValueError(f"integrate: limits must be finite, got a={a!r}, b={b!r}")
+    if curvature_split is not None and not (
+        rule == "simpson" and curvature_scale > 0.0 and math.isfinite(curvature_scale)
+    ):
+        raise ValueError(
+            "curvature_split needs rule='simpson' and a finite curvature_scale > 0, "
+            f"got rule={rule!r}, curvature_scale={curvature_scale!r}"
+        )
     if b == a:
         return QuadratureResult(0.0, 0.0, 0, True, 0)
     if b < a:
@@ -201,6 +246,8 @@ def integrate(
             max_evals=max_evals,
             rule=rule,
             monotone=monotone,
+            curvature_split=curvature_split,
+            curvature_scale=curvature_scale,
         )
         return QuadratureResult(
             -r.value, r.error, r.n_evals, r.converged, r.n_intervals
@@ -208,7 +255,14 @@ def integrate(
     cuts = sorted({a, b, *(float(p) for p in breakpoints if a < p < b)})
     if rule == "simpson":
         return _simpson(
-            f, cuts, rtol=rtol, atol=atol, max_evals=max_evals, monotone=monotone
+            f,
+            cuts,
+            rtol=rtol,
+            atol=atol,
+            max_evals=max_evals,
+            monotone=monotone,
+            curvature_split=curvature_split,
+            curvature_scale=curvature_scale,
         )
     n_node = RULES[rule][0].size
     heap: list[tuple[float, float, float, float]] = []  # (-err, lo, hi, value)
@@ -271,6 +325,86 @@ def _flat_panel(
     return None
 
 
+def _lagrange_basis(t_nodes: Sequence[float], t: np.ndarray) -> np.ndarray:
+    """``L[k, j] = ℓ_k(t_j)``: the Lagrange basis of ``t_nodes`` at the points ``t``."""
+    n = len(t_nodes)
+    basis = np.ones((n, t.size))
+    for k in range(n):
+        for j in range(n):
+            if j != k:
+                basis[k] *= (t - t_nodes[j]) / (t_nodes[k] - t_nodes[j])
+    return basis
+
+
+@functools.lru_cache(maxsize=4 * (MAX_GRADING + 1))
+def _graded_rule(n_nodes: int, levels: int, toward_end: bool) -> tuple[np.ndarray, ...]:
+    """``(basis, weights)`` of :func:`_curvature_integral`'s graded Gauss rule on
+    ``[0, 1]`` (``levels`` halvings toward ``t = 0``, or ``t = 1`` if ``toward_end``),
+    the basis that of ``n_nodes`` equispaced interpolation nodes at its points."""
+    edges = np.concatenate(([0.0], 2.0 ** -np.arange(levels, -1, -1.0)))
+    width = np.diff(edges)
+    t = (edges[:-1, None] + width[:, None] * _GL_T[None, :]).ravel()
+    weights = (width[:, None] * _GL_W01[None, :]).ravel()
+    if toward_end:
+        t = 1.0 - t
+    basis = _lagrange_basis(list(np.linspace(0.0, 1.0, n_nodes)), t)
+    basis.flags.writeable = False
+    weights.flags.writeable = False
+    return basis, weights
+
+
+def _curvature_integral(a_nodes: Sequence[float], kappa: float) -> float:
+    """``∫₀¹ 2·ln(1 + A(t)/κ) dt``, ``A`` the polynomial interpolant of ``a`` at
+    equispaced nodes ``t_k = k/n`` (a panel's nodes by halving, :func:`_nodes`, are
+    these to rounding), clipped at 0 (a weight is never negative).
+
+    ``A`` near 0 puts the logarithm's singularity at ``A = −κ`` close to the panel's
+    end, so one Gauss rule over ``[0, 1]`` would converge slowly. The rule is graded
+    toward the end where ``|a|`` is smaller: 8-point Gauss–Legendre on ``[0, 2^−K]``,
+    ``[2^−K, 2^{1−K}]``, …, ``[1/2, 1]`` with ``2^K ≥ (max|a| + κ)/(min end |a| + κ)``,
+    so on each piece ``A`` changes by at most about its distance to the singularity and
+    the rule's error is ~10⁻¹² relative."""
+    big = max(abs(v) for v in a_nodes) + kappa
+    small = min(abs(a_nodes[0]), abs(a_nodes[-1])) + kappa
+    levels = min(MAX_GRADING, max(0, math.ceil(math.log2(big / small)) + 1))
+    basis, weights = _graded_rule(
+        len(a_nodes), levels, abs(a_nodes[-1]) < abs(a_nodes[0])
+    )
+    A = np.asarray(a_nodes, dtype=float) @ basis
+    return float(weights @ (2.0 * np.log1p(np.maximum(A, 0.0) / kappa)))
+
+
+def _curvature_panel(
+    xs: Sequence[float], p: Sequence[float], a: Sequence[float], kappa: float
+) -> tuple[float, float]:
+    """A five-node panel of ``f = p + 2·ln(1 + a/κ)`` valued through its smooth parts:
+    ``(I₅, |I₅ − I₃|)``, ``I₅`` integrating ``p``'s quartic interpolant (Boole's rule)
+    plus ``2·ln(1 + A/κ)`` on ``a``'s quartic interpolant ``A``
+    (:func:`_curvature_integral`), ``I₃`` the same through the ends and midpoint
+    (Simpson's rule, ``a``'s quadratic interpolant). The difference estimates the
+    error of ``I₃``, and so bounds that of ``I₅`` from above where ``p`` and ``a`` are
+    smooth, as a Kronrod–Gauss pair does."""
+    h = xs[-1] - xs[0]
+    fine = (
+        h / 90.0 * (7.0 * p[0] + 32.0 * p[1] + 12.0 * p[2] + 32.0 * p[3] + 7.0 * p[4])
+    )
+    fine += h * _curvature_integral(a, kappa)
+    coarse = h / 6.0 * (p[0] + 4.0 * p[2] + p[4])
+    coarse += h * _curvature_integral(a[::2], kappa)
+    return fine, abs(fine - coarse)
+
+
+def _split_matches(value: float, parts: tuple[float, float], kappa: float) -> bool:
+    """Whether ``parts = (p, a)`` reproduce ``value = p + 2·ln(1 + a/κ)`` to rounding
+    (a guard: a node whose value came from elsewhere, e.g. a raised ridge, is not of
+    this form)."""
+    p, a = parts
+    if not (a >= 0.0 and math.isfinite(p)):
+        return False
+    rebuilt = p + 2.0 * math.log1p(a / kappa)
+    return abs(rebuilt - value) <= 1e-12 * max(abs(value), abs(p), 1e-300)
+
+
 def _smooth(v: Sequence[float]) -> bool:
     """Whether a panel's five equispaced values look smooth: their three second
     differences agree to half the largest (``h²f''`` plus ``O(h³)`` for a smooth
@@ -303,6 +437,8 @@ def _simpson(
     atol: float,
     max_evals: int,
     monotone: bool = False,
+    curvature_split: CurvatureSplit | None = None,
+    curvature_scale: float = 0.0,
 ) -> QuadratureResult:
     """Adaptive Simpson–Richardson on the partition ``cuts`` (module docstring).
 
@@ -315,18 +451,36 @@ def _simpson(
             memo[x] = float(f(x))
         return memo[x]
 
+    def split(xs: Sequence[float], v: Sequence[float]) -> tuple[float, float] | None:
+        """The panel valued through the curvature split, where every node has it."""
+        if curvature_split is None:
+            return None
+        parts = [curvature_split(x) for x in xs]
+        if any(
+            q is None or not _split_matches(fx, q, curvature_scale)
+            for q, fx in zip(parts, v, strict=True)
+        ):
+            return None
+        p = [q[0] for q in parts if q is not None]
+        a = [q[1] for q in parts if q is not None]
+        return _curvature_panel(xs, p, a, curvature_scale)
+
     def panel(lo: float, hi: float) -> tuple[float, float]:
-        v = [val(x) for x in _nodes(lo, hi)]
+        xs = _nodes(lo, hi)
+        v = [val(x) for x in xs]
         h = hi - lo
         s1 = h / 6.0 * (v[0] + 4.0 * v[2] + v[4])
         s2 = h / 12.0 * (v[0] + 4.0 * v[1] + 2.0 * v[2] + 4.0 * v[3] + v[4])
         est = abs(s2 - s1) / (15.0 if _smooth(v) else 1.0)
+        best = (s2 + (s2 - s1) / 15.0, est)
         if monotone:
             bound = h / 8.0 * sum(abs(v[k + 1] - v[k]) for k in range(4))
-            if bound < est:
-                trap = h / 8.0 * (v[0] + 2.0 * (v[1] + v[2] + v[3]) + v[4])
-                return trap, bound
-        return s2 + (s2 - s1) / 15.0, est
+            if bound < best[1]:
+                best = (h / 8.0 * (v[0] + 2.0 * (v[1] + v[2] + v[3]) + v[4]), bound)
+        mapped = split(xs, v)
+        if mapped is not None and mapped[1] < best[1]:
+            best = mapped
+        return best
 
     # (−error, lo, hi, value, coarse): a coarse panel has only its two ends evaluated
     heap: list[tuple[float, float, float, float, bool]] = []

@@ -109,6 +109,10 @@ class PaymentJob:
     that must stop (a time budget, a worker shutting down) raises from it, and the
     exception ends the payments (picklable: a module-level function or a
     ``functools.partial`` of one when sellers run in other processes).
+    ``curvature_split``: value quadrature panels through the parts of
+    ``ε_i = η·a_i + 2·ln(1 + a_i/(4λ))`` where that is the better estimate (linear
+    ``u`` with the curvature term: :mod:`mechanisms.payments._quadrature`); ``False``
+    integrates ``ε_i`` alone.
     """
 
     prob: Problem
@@ -125,6 +129,7 @@ class PaymentJob:
     unverified: frozenset[int] = frozenset()
     checkpoint: Callable[[], None] | None = None
     nodes: dict[float, Node] | None = None
+    curvature_split: bool = True
 
 
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
@@ -152,11 +157,16 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     )
     tol = FAST_TOL * max(curve.epsilon(c), _mean_winner_epsilon(job.base))
     verify = i not in job.unverified
-    crit = find_critical_cost(curve, rtol=BRACKET_SHARE * job.rtol)
+    on_weight = _curvature_split(job)
+    crit = find_critical_cost(
+        curve, rtol=BRACKET_SHARE * job.rtol, secant_on_weight=on_weight
+    )
     mismatch = curve.verify_fast(points=[crit.lo, crit.hi]) if verify else 0.0
     if mismatch > tol:
         curve.drop_fast()
-        crit = find_critical_cost(curve, rtol=BRACKET_SHARE * job.rtol)
+        crit = find_critical_cost(
+            curve, rtol=BRACKET_SHARE * job.rtol, secant_on_weight=on_weight
+        )
     integral, err, ok = 0.0, 0.0, True
     fell_back = not curve.fast
     if crit.lo > c:
@@ -224,6 +234,19 @@ def seller_certificate(
     )
 
 
+def _curvature_split(job: PaymentJob) -> bool:
+    """Whether the sweep reads ``ε_i`` through its parts ``(η·a_i, a_i)``
+    (``job.curvature_split`` with linear ``u``, the curvature term and Simpson's
+    panels)."""
+    cfg = job.prob.cfg
+    return (
+        job.curvature_split
+        and job.rule == "simpson"
+        and cfg.u == "linear"
+        and cfg.curvature_overhead
+    )
+
+
 def _with_brackets(
     points: list[float], brackets: list[tuple[float, float]], lo: float, hi: float
 ) -> list[float]:
@@ -269,6 +292,8 @@ def _integral(
         jump_atol = 0.125 * job.rtol * abs(crit.lo - c) * curve.u(c)
         known = kink_brackets(curve, c, crit.lo, atol=jump_atol)
         kinks = _with_brackets(kinks, known, c, crit.lo)
+    cfg = job.prob.cfg
+    split = _curvature_split(job)
     for _ in range(MAX_KINK_PASSES):
         quad = integrate(
             curve.u,
@@ -279,6 +304,8 @@ def _integral(
             max_evals=job.max_evals,
             rule=job.rule,
             monotone=True,
+            curvature_split=curve.release_terms if split else None,
+            curvature_scale=4.0 * cfg.lam if split else 0.0,
         )
         jump_atol = 0.125 * job.rtol * abs(quad.value)
         if curve.locates_kinks:

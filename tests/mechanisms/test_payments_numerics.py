@@ -28,7 +28,7 @@ from mechanisms.payments._resolve._local_resolve import local_resolve
 from mechanisms.payments._seller_payment import seller_payment
 from mechanisms.priors import ExponentialPrior, UniformPrior
 from tests.conftest import SEED
-from tests.mechanisms.test_payments_instances import small_instance
+from tests.mechanisms.test_payments_instances import broad_instance, small_instance
 
 
 def test_gauss_kronrod_exactness() -> None:
@@ -131,6 +131,172 @@ def test_a_flat_monotone_piece_is_taken_from_three_nodes() -> None:
     # without monotone=True nothing changes: five nodes
     plain = integrate(flat, 0.0, 2.0, rtol=1e-5, rule="simpson")
     assert plain.n_evals == 5
+
+
+def _release_curve(
+    kappa: float, alpha: float, s_star: float
+) -> tuple[object, object, object]:
+    """``ε(s) = η(s)a(s) + 2·ln(1 + a(s)/κ)`` with ``a = α(s* − s)`` and a smooth
+    ``η``: the shape of a payment curve near the critical cost at a small ``λ``."""
+
+    def weight(s: float) -> float:
+        return alpha * (s_star - s)
+
+    def eta(s: float) -> float:
+        return 3.0 + 0.5 * s
+
+    def f(s: float) -> float:
+        a = weight(s)
+        return eta(s) * a + 2.0 * math.log1p(a / kappa)
+
+    def parts(s: float) -> tuple[float, float]:
+        a = weight(s)
+        return eta(s) * a, a
+
+    return f, parts, weight
+
+
+def _release_integral(kappa: float, alpha: float, s_star: float, b: float) -> float:
+    """``∫₀ᵇ ε`` of :func:`_release_curve` in closed form."""
+
+    def big_g(phi: float) -> float:  # ∫ ln(1 + φ/κ) dφ
+        return (kappa + phi) * math.log1p(phi / kappa) - phi
+
+    log_part = 2.0 * (big_g(alpha * s_star) - big_g(alpha * (s_star - b))) / alpha
+    # ∫₀ᵇ (3 + s/2)·α(s* − s) ds
+    poly = alpha * (
+        3.0 * (s_star * b - b * b / 2.0) + 0.5 * (s_star * b * b / 2.0 - b**3 / 3.0)
+    )
+    return log_part + poly
+
+
+def test_curvature_split_integrates_the_release_curve_with_few_nodes() -> None:
+    """Near a critical cost at a small ``λ`` the release's ``ln(1 + a/κ)`` turns over a
+    stretch ``κ/α`` of reports 10⁻⁵ of the sweep wide: plain panels bisect down to it,
+    panels valued through ``(η·a, a)`` do not. Both meet the tolerance against the
+    closed form; the split needs a fraction of the evaluations."""
+    kappa, alpha, s_star = 2.6e-5, 1.0, 1.0
+    b = s_star - 1e-9
+    exact = _release_integral(kappa, alpha, s_star, b)
+    f, parts, _ = _release_curve(kappa, alpha, s_star)
+    kw = {"rtol": 1e-6, "rule": "simpson", "monotone": True}
+    plain = integrate(f, 0.0, b, **kw)  # type: ignore[arg-type]
+    split = integrate(
+        f,
+        0.0,
+        b,
+        curvature_split=parts,
+        curvature_scale=kappa,
+        **kw,  # type: ignore[arg-type]
+    )
+    assert plain.converged
+    assert split.converged
+    assert abs(plain.value - exact) <= 1e-6 * exact
+    assert abs(split.value - exact) <= max(split.error, 1e-12 * exact)
+    assert split.error <= 1e-6 * exact
+    assert 3 * split.n_evals <= plain.n_evals
+    # far from the singularity the logarithm is smooth: nothing to gain, nothing lost
+    big = integrate(f, 0.0, 0.5, **kw)  # type: ignore[arg-type]
+    big_split = integrate(
+        f,
+        0.0,
+        0.5,
+        curvature_split=parts,
+        curvature_scale=kappa,
+        **kw,  # type: ignore[arg-type]
+    )
+    exact_half = _release_integral(kappa, alpha, s_star, 0.5)
+    assert big_split.n_evals <= big.n_evals
+    assert abs(big_split.value - exact_half) <= 1e-6 * exact_half
+
+
+def test_curvature_split_estimates_its_error_on_a_curved_weight() -> None:
+    """A weight that is not linear (``a = α(s* − s)(1 + s)``, ``η`` varying): the
+    interpolants are no longer exact, so the panels must be refined and the estimate
+    must cover the error against an accurate reference (``scipy.integrate.quad``)."""
+    kappa, s_star, b = 2.6e-5, 1.0, 1.0 - 1e-9
+
+    def weight(s: float) -> float:
+        return (s_star - s) * (1.0 + s)
+
+    def f(s: float) -> float:
+        a = weight(s)
+        return (3.0 + 0.5 * s) * a + 2.0 * math.log1p(a / kappa)
+
+    def parts(s: float) -> tuple[float, float]:
+        a = weight(s)
+        return (3.0 + 0.5 * s) * a, a
+
+    ref = scipy_quad(
+        f, 0.0, b, points=[0.9, 0.99, 0.999, 0.9999], epsrel=1e-13, limit=500
+    )[0]
+    kw = {"rule": "simpson", "monotone": True}
+    plain = integrate(f, 0.0, b, rtol=1e-7, **kw)  # type: ignore[arg-type]
+    for rtol in (1e-5, 1e-7, 1e-9):
+        r = integrate(
+            f,
+            0.0,
+            b,
+            rtol=rtol,
+            curvature_split=parts,
+            curvature_scale=kappa,
+            **kw,  # type: ignore[arg-type]
+        )
+        assert r.converged
+        assert abs(r.value - ref) <= max(r.error, 1e-13 * ref) <= rtol * ref
+        if rtol == 1e-7:
+            assert r.n_evals > 5  # the curvature needed more than one panel
+            assert 3 * r.n_evals <= plain.n_evals
+
+
+def test_curvature_integral_is_exact_on_a_linear_weight() -> None:
+    """The graded Gauss rule of ``_curvature_integral`` on a linear ``a`` falling to 0
+    at a panel's end: within 1e-11 of the closed form, at either end."""
+    kappa = 1e-6
+
+    def closed(a0: float, a1: float) -> float:
+        def big_g(phi: float) -> float:
+            return (kappa + phi) * math.log1p(phi / kappa) - phi
+
+        return 2.0 * (big_g(a1) - big_g(a0)) / (a1 - a0)
+
+    t = [0.0, 0.25, 0.5, 0.75, 1.0]
+    for a0, a1 in ((1.0, 0.0), (0.0, 2.0), (0.3, 0.7)):
+        a = [a0 + (a1 - a0) * x for x in t]
+        got = qs._curvature_integral(a, kappa)
+        assert got == pytest.approx(closed(a0, a1), rel=1e-11)
+
+
+def test_curvature_split_is_ignored_where_its_parts_do_not_match() -> None:
+    """Parts that do not reproduce ``f`` (a node valued by another formula) are not
+    used: the integral is the plain one, node for node; a bad scale is refused."""
+    kappa, alpha, s_star = 2.6e-5, 1.0, 1.0
+    f, parts, _ = _release_curve(kappa, alpha, s_star)
+
+    def off(s: float) -> tuple[float, float]:
+        p, a = parts(s)
+        return p * (1.0 + 1e-6), a
+
+    kw = {"rtol": 1e-6, "rule": "simpson", "monotone": True}
+    plain = integrate(f, 0.0, 0.9, **kw)  # type: ignore[arg-type]
+    for split in (off, lambda s: None):
+        r = integrate(
+            f,
+            0.0,
+            0.9,
+            curvature_split=split,
+            curvature_scale=kappa,
+            **kw,  # type: ignore[arg-type]
+        )
+        assert (r.value, r.error, r.n_evals) == (
+            plain.value,
+            plain.error,
+            plain.n_evals,
+        )
+    with pytest.raises(ValueError, match="curvature_scale"):
+        integrate(f, 0.0, 0.9, curvature_split=parts, curvature_scale=0.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="curvature_split"):
+        integrate(f, 0.0, 0.9, curvature_split=parts, curvature_scale=kappa)  # type: ignore[arg-type]
 
 
 def test_three_node_estimate_rejects_a_bent_panel() -> None:
@@ -472,3 +638,30 @@ def test_critical_cost_from_an_estimate_on_a_steep_fall(
     integral = 1.5 * (0.6 - 0.2 - width / 2)
     assert curve.u(crit.lo) * (crit.hi - crit.lo) <= 2.5e-6 * integral
     assert len(curve.cache) <= most
+
+
+@pytest.mark.parametrize(("mode", "n_sellers"), [("strict", 8), ("default", 3)])
+def test_small_ridge_payments_read_the_release_terms(mode: str, n_sellers: int) -> None:
+    """At a small ``λ`` each winner's ``ε_i`` ends in ``2·ln(1 + a_i/(4λ))`` near its
+    critical cost. Read through ``(η·a_i, a_i)`` (panels and the critical cost's
+    secants) the payments stay within the tolerance of a plain sweep asked for
+    ``10⁻⁹``, with at most 70 % of the plain sweep's re-solves (about 55 % measured)."""
+    rng = np.random.default_rng(SEED)
+    ins = broad_instance(rng, m=30)
+    cfg = ins.cfg.with_(lam=1e-5, mode=mode, gamma=100.0, sigma=100.0)
+    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, cfg)
+    plain = dataclasses.replace(job, curvature_split=False)
+    ref = dataclasses.replace(plain, rtol=1e-9, max_evals=5000)
+    winners = np.flatnonzero(np.asarray(job.base.epsilon_total) > 0)[:n_sellers]
+    assert winners.size == n_sellers
+    n_split = n_plain = 0
+    for i in winners:
+        split, old, tight = (seller_payment(j, int(i)) for j in (job, plain, ref))
+        assert split.converged
+        assert tight.converged
+        assert split.critical_cost < float(ins.prior.high)  # it drops out: a log end
+        assert abs(split.payment - tight.payment) <= job.rtol * tight.payment
+        assert abs(old.payment - tight.payment) <= job.rtol * tight.payment
+        n_split += split.n_solves
+        n_plain += old.n_solves
+    assert 10 * n_split <= 7 * n_plain

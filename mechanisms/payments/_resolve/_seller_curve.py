@@ -382,6 +382,21 @@ class SellerCurve:
         _w, a, eta = point
         return float(self.prob.caps(eta)[self.index] - a[self.index])
 
+    def release_terms(self, s: float) -> tuple[float, float] | None:
+        """``(η·a_i, a_i)`` of the allocation at report ``s`` (evaluating it if needed),
+        the parts of ``ε_i^total = η·a_i + 2·ln(1 + a_i/(4λ))`` (spec §3, eq. (3.1));
+        ``None`` where only ``ε_i`` was kept."""
+        s = float(s)
+        self.epsilon(s)
+        lean = self.lean.get(s)
+        if lean is not None:
+            return lean.a_i * lean.eta, lean.a_i
+        point = self.points.get(s)
+        if point is None:
+            return None
+        a_i = float(point[1][self.index])
+        return a_i * float(point[2]), a_i
+
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""
         eps = self.epsilon(s)
