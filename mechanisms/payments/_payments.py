@@ -104,8 +104,8 @@ class PaymentResult:
     sellers : tuple of SellerPayment
         Per-seller results; each carries a ``certificate``
         (:class:`mechanisms.payments._seller_certificate.SellerCertificate`: method
-        ``"shortcut_certified"`` or ``"full_solve"``, KKT residuals, the range
-        certificate's gap, the allocation status). No payment rests on an unchecked
+        ``"shortcut_certified"``, ``"full_solve"`` or ``"report_independent"``, KKT
+        residuals, the range certificate's gap, the allocation status). No payment rests on an unchecked
         shortcut: a shortcut re-solve is used only with its own certificate.
     """
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Method = Literal["shortcut_certified", "full_solve"]
+Method = Literal["shortcut_certified", "full_solve", "report_independent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +21,7 @@ class SellerCertificate:
 
     Attributes
     ----------
-    method : {"shortcut_certified", "full_solve"}
+    method : {"shortcut_certified", "full_solve", "report_independent"}
         ``"full_solve"``: every ``ε_i(s)`` on the seller's sweep is what
         :func:`mechanisms.allocate` returns for that report (the full ``η`` search).
         ``"shortcut_certified"``: some were re-solved by the local shortcut
@@ -31,7 +31,9 @@ class SellerCertificate:
         certificate held — KKT residuals ≤ ``KKT_TOL`` and the ``η``-range
         branch-and-bound closed (global optimum over the declared range, which is
         what the full search returns); any evaluation that failed it was re-done
-        with the full search.
+        with the full search. ``"report_independent"``: ``γ = 0``, where the rule does
+        not read the reports, so ``ε_i(s)`` is the base's at every report and the
+        payment needs no re-solve.
     allocation_status : str
         ``status`` of the base allocation (``"optimal"`` = certified global optimum).
     rule_certified : bool

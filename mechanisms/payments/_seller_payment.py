@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._eta_search import solve_allocation
-from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._problem import Problem, utility
 from mechanisms.allocation._range._certify import Node
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
@@ -141,6 +141,8 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     quadrature node; on a mismatch above ``FAST_TOL·max(ε_i, mean winner ε)`` that
     stage is redone with full re-solves only.
     """
+    if job.prob.cfg.gamma == 0.0:
+        return _report_independent_payment(job, i)
     t0 = time.perf_counter()
     c = float(job.reports[i])
     curve = SellerCurve(
@@ -199,6 +201,56 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
         fast_mismatch=mismatch,
         fell_back=fell_back,
         verified=verify,
+        certificate=cert,
+    )
+
+
+def _report_independent_payment(job: PaymentJob, i: int) -> SellerPayment:
+    """Seller ``i``'s payment where the rule does not read the reports (``γ = 0``).
+
+    ``Ψ`` enters the allocation objective (4.1) only through ``γ·Σ Ψ_i u(η a_i)``, so at
+    ``γ = 0`` every report gives the base's allocation: ``ε_i(s) = ε_i(c_i)`` on the
+    whole support ``[p, q]`` (``q`` finite: :func:`payment_job` refuses ``γ = 0`` with an
+    unbounded prior). The winner's critical cost is ``q`` and its payment
+    ``c_i·u(ε_i) + (q − c_i)·u(ε_i) = q·u(ε_i)`` exactly, with no re-solve; a loser's
+    is 0."""
+    t0 = time.perf_counter()
+    c = float(job.reports[i])
+    eps = float(job.base.epsilon_total[i])
+    cfg = job.prob.cfg
+    u = eps if cfg.u == "linear" else float(utility(np.array([eps]), cfg)[0])
+    top = float(job.prior.high)
+    won = eps > 0.0
+    integral = (top - c) * u if won else 0.0
+    status, kkt, gap = allocation_check(job.base)
+    cert = SellerCertificate(
+        method="report_independent",
+        allocation_status=status,
+        rule_certified=status == "optimal",
+        n_evaluations=0,
+        n_shortcut=0,
+        n_full=0,
+        n_uncertified=0,
+        max_kkt_residual=kkt,
+        max_range_gap=gap,
+        shortcut_checked=False,
+        shortcut_mismatch=0.0,
+        monotonicity_violation=0.0,
+        quad_error=0.0,
+    )
+    return SellerPayment(
+        index=i,
+        report=c,
+        epsilon=eps,
+        payment=c * u + integral,
+        integral=integral,
+        critical_cost=top if won else c,
+        quad_error=0.0,
+        converged=True,
+        n_solves=0,
+        monotonicity_violation=0.0,
+        seconds=time.perf_counter() - t0,
+        verified=False,
         certificate=cert,
     )
 

@@ -383,3 +383,33 @@ def test_a_payment_does_not_depend_on_the_sellers_paid_before() -> None:
         assert sp.epsilon > 1.0  # a winner, paid over a non-empty interval
     assert late.critical_cost == pytest.approx(alone.critical_cost, rel=1e-12)
     assert late.payment == pytest.approx(alone.payment, rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["default", "strict"])
+def test_payments_at_zero_gamma_need_no_resolve(mode: str) -> None:
+    """``γ = 0``: the rule does not read the reports, so every winner's ``ε_i`` is the
+    same at any report (checked by allocating at others) and its payment is
+    ``q·u(ε_i)``, the support's top ``q`` its critical cost, with no re-solve."""
+    rng = np.random.default_rng(SEED)
+    ins = broad_instance(rng, m=24)
+    cfg = ins.cfg.with_(gamma=0.0, mode=mode)
+    res = myerson_payments(
+        ins.X, ins.y, ins.costs, ins.prior, cfg, executor=SerialExecutor()
+    )
+    q = float(ins.prior.high)
+    eps = np.asarray(res.epsilon)
+    winners = np.flatnonzero(eps > 0)
+    assert winners.size >= 3
+    for i in winners[:3]:
+        for s in (float(ins.prior.low), 0.5 * (ins.costs[i] + q), q):
+            costs = ins.costs.copy()
+            costs[i] = s
+            other = allocate(ins.X, ins.y, costs, ins.prior, cfg)
+            assert other.epsilon_total[i] == pytest.approx(eps[i], rel=1e-12)
+    np.testing.assert_allclose(res.payments, q * eps, rtol=1e-15, atol=0.0)
+    assert np.all(res.payments >= ins.costs * eps)
+    for sp in res.sellers:
+        assert sp.n_solves == 0
+        assert sp.certificate is not None
+        assert sp.certificate.method == "report_independent"
+        assert sp.critical_cost == (q if sp.epsilon > 0 else sp.report)

@@ -265,3 +265,49 @@ def test_weights_signature_is_the_bound_status_under_the_caps() -> None:
         got = weights_signature(a, prob.cfg.k / m, prob.eps_max, eta).tobytes()
         assert got == want
         assert set(want) == {0, 1, 2}
+
+
+class _AdversarialCurve:
+    """A curve with one kink at ``x*`` (``u = |x − x*|``-shaped, so continuous) whose
+    kink estimates sit at a fixed share of every bracket, however wrong."""
+
+    locates_kinks = False
+
+    def __init__(self, kink: float, share: float) -> None:
+        self.kink, self.share = kink, share
+        self.cache: dict[float, float] = {}
+
+    def epsilon(self, s: float) -> float:
+        self.cache[s] = 2.0 - abs(s - self.kink)
+        return self.cache[s]
+
+    def u(self, s: float) -> float:
+        return self.epsilon(s)
+
+    def signature(self, s: float) -> bytes:
+        self.epsilon(s)
+        return b"a" if s < self.kink else b"b"
+
+    def kink_guess(self, x0: float, x1: float) -> float:
+        return x0 + self.share * (x1 - x0)
+
+    def same_model(self, x: float, y: float) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("share", [1.0 - 1e-9, 1e-9, 0.85, 0.5])
+def test_kink_search_progresses_whatever_the_guesses(share: float) -> None:
+    """A guess just inside a bracket's end used to leave a bracket barely smaller
+    than before, two re-solves at a time (a thousand probes without reaching the
+    change); a bracket left beside a missed probe is now halved before it is probed
+    again. So the change is bracketed to the search's width in a number of
+    evaluations logarithmic in it, whatever the guesses."""
+    curve = _AdversarialCurve(kink=0.3, share=share)
+    curve.epsilon(0.0)
+    curve.epsilon(1.0)
+    out = _kinks.kink_brackets(curve, 0.0, 1.0, xrtol=1e-6, atol=1e-9)  # type: ignore[arg-type]
+    assert len(out) == 1
+    x0, x1 = out[0]
+    assert x0 < 0.3 <= x1
+    assert x1 - x0 <= 1e-6
+    assert len(curve.cache) <= 4 * 20 + 4  # at most ~4 evaluations per halving
