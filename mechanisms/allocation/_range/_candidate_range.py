@@ -342,7 +342,7 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
                 continue
             w0, a0, st0 = start.w, start.a, start.state
             top_level = prev is None
-            if not top_level:
+            if prev is not None:
                 w0, a0, st0 = _lower_start(sp, float(eta), (free, prev))
             elif tops:
                 w0, a0, st0 = _lower_start(sp, float(eta), (free, tops[-1]))
