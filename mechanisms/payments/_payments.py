@@ -105,8 +105,9 @@ class PaymentResult:
         Per-seller results; each carries a ``certificate``
         (:class:`mechanisms.payments._seller_certificate.SellerCertificate`: method
         ``"shortcut_certified"``, ``"full_solve"`` or ``"report_independent"``, KKT
-        residuals, the range certificate's gap, the allocation status). No payment rests on an unchecked
-        shortcut: a shortcut re-solve is used only with its own certificate.
+        residuals, the range certificate's gap, the allocation status). No payment
+        rests on an unchecked shortcut: a shortcut re-solve is used only with its own
+        certificate.
     """
 
     payments: FloatArray

@@ -44,7 +44,7 @@ An integrand of the release's form (``curvature_split``: spec ``mechanism.md`` �
 where ``f`` is and ``κ = 4λ``, is not itself smooth on the scale of the sweep where
 ``λ`` is small: as seller ``i``'s weight falls to 0 at its critical cost the logarithm
 turns from ``ln(a/κ)`` into ``a/κ`` over a stretch of reports ``κ/|a'|`` wide, 10⁻⁵ of
-the sweep or less, and Simpson's panels bisect down to it (30–45 re-solves a seller
+the sweep or less, and Simpson's panels bisect down to it (30–60 re-solves a seller
 measured on Wisconsin at ``λ = 6·10⁻⁶``, against 3–5 where ``λ`` is large). There a
 panel can also be valued through the smooth parts (:func:`_curvature_panel`): the
 interpolants of ``p`` and ``a`` through its nodes, the logarithm applied to the
