@@ -159,26 +159,26 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
     )
     tol = FAST_TOL * max(curve.epsilon(c), _mean_winner_epsilon(job.base))
     verify = i not in job.unverified
-    on_weight = _curvature_split(job)
+    split = _curvature_split(job)
     crit = find_critical_cost(
-        curve, rtol=BRACKET_SHARE * job.rtol, secant_on_weight=on_weight
+        curve, rtol=BRACKET_SHARE * job.rtol, secant_on_weight=split
     )
     mismatch = curve.verify_fast(points=[crit.lo, crit.hi]) if verify else 0.0
     if mismatch > tol:
         curve.drop_fast()
         crit = find_critical_cost(
-            curve, rtol=BRACKET_SHARE * job.rtol, secant_on_weight=on_weight
+            curve, rtol=BRACKET_SHARE * job.rtol, secant_on_weight=split
         )
     integral, err, ok = 0.0, 0.0, True
     fell_back = not curve.fast
     if crit.lo > c:
-        integral, err, ok = _integral(job, curve, crit)
+        integral, err, ok = _integral(job, curve, crit, split)
         check = curve.verify_fast(job.n_check) if verify else 0.0
         mismatch = max(mismatch, check)
         if check > tol:
             curve.drop_fast()
             fell_back = True
-            integral, err, ok = _integral(job, curve, crit)
+            integral, err, ok = _integral(job, curve, crit, split)
     if crit.excluded_on_support is False and not np.isfinite(crit.hi):
         integral, ok = float("inf"), False  # pragma: no cover - γ = 0, unbounded prior
     violation = curve.monotonicity_violation()
@@ -218,7 +218,7 @@ def _report_independent_payment(job: PaymentJob, i: int) -> SellerPayment:
     c = float(job.reports[i])
     eps = float(job.base.epsilon_total[i])
     cfg = job.prob.cfg
-    u = eps if cfg.u == "linear" else float(utility(np.array([eps]), cfg)[0])
+    u = float(utility(np.array([eps]), cfg)[0])
     top = float(job.prior.high)
     won = eps > 0.0
     integral = (top - c) * u if won else 0.0
@@ -322,7 +322,7 @@ def _mean_winner_epsilon(base: Allocation) -> float:
 
 
 def _integral(
-    job: PaymentJob, curve: SellerCurve, crit: CriticalCost
+    job: PaymentJob, curve: SellerCurve, crit: CriticalCost, split: bool
 ) -> tuple[float, float, bool]:
     """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
     seller leaves its cap (:func:`mechanisms.payments._kinks.cap_exit`; where the
@@ -336,7 +336,9 @@ def _integral(
     tolerance: across a kink inside a panel the Simpson–Richardson estimate assumes a
     smoothness that is not there and can report convergence while the integral is off
     (measured: a strict-mode seller whose ``ε`` fell 40 % over 4 % of the sweep, between
-    two kinks, was paid 8.5e-5 below the payment identity at ``rtol = 1e-5``)."""
+    two kinks, was paid 8.5e-5 below the payment identity at ``rtol = 1e-5``).
+    ``split``: :func:`_curvature_split` of the job (panels may read ``ε_i`` through
+    its parts where the seller's logarithm bends)."""
     c = curve.report
     exit_point = None if curve.locates_kinks else cap_exit(curve, c, crit.lo)
     kinks: list[float] = [] if exit_point is None else [exit_point]
@@ -350,7 +352,6 @@ def _integral(
         known = kink_brackets(curve, c, crit.lo, atol=jump_atol)
         kinks = _with_brackets(kinks, known, c, crit.lo)
     cfg = job.prob.cfg
-    split = _curvature_split(job)
     if split:
         # only where the logarithm bends on the sweep: a_i/(4λ) well below 1 at the
         # report (where a_i is largest) leaves it linear, and the split's panels
