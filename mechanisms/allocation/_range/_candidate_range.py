@@ -325,7 +325,7 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             )
     if prob.scenario_psi is None or cfg.gamma <= 0.0:
         return _collect(prob, W, L)
-    tops: list[BlockSolution] = []  # each scenario's model at the top level
+    last_top: BlockSolution | None = None  # the previous scenario's top-level model
     for psi in prob.scenario_psi[:MIN_SCENARIOS]:
         sp = dataclasses.replace(prob, psi=np.asarray(psi, dtype=float))
         prev = None
@@ -344,13 +344,13 @@ def candidate_models(prob: Problem, eta_lo: float, eta_hi: float) -> CandidateMo
             top_level = prev is None
             if prev is not None:
                 w0, a0, st0 = _lower_start(sp, float(eta), (free, prev))
-            elif tops:
-                w0, a0, st0 = _lower_start(sp, float(eta), (free, tops[-1]))
+            elif last_top is not None:
+                w0, a0, st0 = _lower_start(sp, float(eta), (free, last_top))
             prev = solve_at_eta(
                 sp, float(eta), w0=w0, a0=a0, state=st0, max_iter=MODEL_MAX_ITER
             )
             if top_level:
-                tops.append(prev)
+                last_top = prev
             add(prev)
     if diverse:
         seen: list[tuple[float, FloatArray]] = []
