@@ -68,9 +68,15 @@ class Problem:
         # arrays as given are kept (``given_psi``, ``given_eps_max``) so that
         # :meth:`with_seller_psi` re-derives both from them. ``dataclasses.replace``
         # keeps them as they are: it takes ``psi`` and ``eps_max`` as already derived.
+        psi = np.asarray(self.psi, dtype=float)
+        if not psi.flags.writeable:
+            # e.g. a row of the shared scenario table: numba specialises each kernel
+            # on its arrays' writability, and a read-only Ψ would compile every solver
+            # kernel a second time in each process (seconds, at a first payment)
+            psi = psi.copy()
+            object.__setattr__(self, "psi", psi)
         if self.given_psi is not None:
             return
-        psi = np.asarray(self.psi, dtype=float)
         eps_max = np.asarray(self.eps_max, dtype=float)
         object.__setattr__(self, "given_psi", psi)
         object.__setattr__(self, "given_eps_max", eps_max)

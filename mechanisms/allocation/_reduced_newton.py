@@ -104,6 +104,10 @@ def _evaluate(
     The logistic loss with a warm (or cold) multiplier state takes one compiled pass
     (:func:`_logistic_point`: loss, a-step and ``F``); the a-step's NumPy solver
     finishes where the kernel declines (non-finite ``r``, forced caps, ``μ = 0``)."""
+    if not w.flags.writeable:
+        # a result's read-only weights (a payment re-solve's start): the compiled
+        # kernels are specialised on writability, and would compile a second time
+        w = w.copy()
     cfg = prob.cfg
     q = cfg.gamma * eta
     c = prob.linear_term(eta)

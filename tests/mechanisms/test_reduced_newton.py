@@ -9,8 +9,11 @@ against LAPACK's.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from numba.core import types
 
 from mechanisms import MechanismConfig
 from mechanisms.allocation import _reduced_newton as rn
@@ -119,6 +122,52 @@ def test_newton_converges_to_a_stationary_point() -> None:
     np.testing.assert_allclose(gradient, direct, rtol=1e-6, atol=1e-12)
     assert abs(a.sum() - 1.0) < 1e-9
     assert np.all(a <= caps + 1e-15)
+
+
+def _read_only_arrays(kernel: object) -> list[int]:
+    """Positions of read-only array arguments in ``kernel``'s compiled signatures."""
+    return [
+        j
+        for sig in kernel.signatures  # type: ignore[attr-defined]
+        for j, t in enumerate(sig)
+        if isinstance(t, types.Array) and not t.mutable
+    ]
+
+
+def test_read_only_starts_and_scenario_costs_reach_the_kernels_writable() -> None:
+    """A result's weights (a payment re-solve's start) and the public scenarios' virtual
+    costs are read-only arrays. numba specialises a kernel on each argument's
+    writability, so passing them as they are compiled the solver a second time in each
+    process, at a first order's first payment (seconds). The solver copies them
+    (``d`` and ``m`` floats): the kernels only ever see a writable Ψ and ``w``."""
+    from mechanisms import allocate, myerson_payments
+    from mechanisms.allocation._range._candidate_range import scenario_virtual_costs
+    from mechanisms.priors import UniformPrior
+
+    prob = _problem(400, 5, 11)
+    w0 = np.zeros(5)
+    w0.flags.writeable = False
+    psi = prob.psi.copy()
+    psi.flags.writeable = False
+    prob = dataclasses.replace(prob, psi=psi, given_psi=None)
+    rn.newton_reduced(
+        prob, 3.0, w0=w0, state=None, gtol=1e-9, max_iter=50,
+        a0=np.full(400, 1.0 / 400),
+    )  # fmt: skip
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(60, 4)) / 4.0
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=60) > 0, 1.0, -1.0)
+    costs = rng.uniform(0.0, 1.0, 60)
+    prior = UniformPrior(0.0, 1.0)
+    assert not scenario_virtual_costs(prior, 60).flags.writeable  # the table is shared
+    base = allocate(X, y, costs, prior, CFG)
+    assert not base.w.flags.writeable
+    myerson_payments(X, y, costs, prior, CFG, sellers=[0, 1], base=base)
+    # Ψ and w's positions (the records may be read-only: an Instance freezes them,
+    # consistently along its path)
+    for kernel, at in ((rn._newton_kernel, {2, 10}), (rn._logistic_point, {3, 8})):
+        assert kernel.signatures  # type: ignore[attr-defined]
+        assert at.isdisjoint(_read_only_arrays(kernel))
 
 
 def _python_loop_only(*args: object) -> tuple[object, ...]:
