@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -123,7 +123,26 @@ def eta_bounds(prob: Problem) -> tuple[float, float] | None:
 
     ``η`` is feasible iff ``Σ_i min(k/m, ε_i^max/η) ≥ 1`` (caps admit a simplex point),
     a non-increasing function of ``η``; ``η_hi`` is the smaller of ``m·L`` and its root.
+
+    A function of ``ε^max``, ``m``, ``k``, ``L`` and the floor ratio only, never of the
+    virtual costs: remembered for the problems derived from one another (a payment
+    job's re-solves share the records memo and, where no stand-in is derived, the
+    ``ε^max`` array itself), so each re-solve does not repeat the bisection.
     """
+    cfg = prob.cfg
+    key = (cfg.k, cfg.eps_avg_max, cfg.eps_floor_ratio)
+    hit = prob.records_memo.get("eta_bounds")
+    if hit is not None and hit[0] is prob.X:
+        eps_max, hit_key, bounds = hit[1]
+        if eps_max is prob.eps_max and hit_key == key:
+            return cast("tuple[float, float] | None", bounds)
+    bounds = _eta_bounds(prob)
+    prob.records_memo["eta_bounds"] = (prob.X, (prob.eps_max, key, bounds))
+    return bounds
+
+
+def _eta_bounds(prob: Problem) -> tuple[float, float] | None:
+    """:func:`eta_bounds` computed."""
     cfg, m = prob.cfg, prob.m
     top = m * cfg.eps_avg_max
     cap_sum = lambda eta: float(prob.caps(eta).sum())  # noqa: E731

@@ -154,3 +154,55 @@ def test_renewal_bound_is_the_strong_convexity_bound_at_the_stale_point() -> Non
     )  # fmt: skip
     assert ok
     assert bound == above
+
+
+def test_nearest_node_is_the_first_minimiser_of_the_distance() -> None:
+    """:meth:`StaleNodes.nearest` is ``min(nodes, key=|e − η|)`` (the first in
+    insertion order on a tie), at the nodes, between them, outside them and at exact
+    midpoints; the sorted keys follow insertions."""
+    from mechanisms.allocation._range._certify import Node
+
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        keys = rng.choice(np.arange(1.0, 40.0), size=rng.integers(1, 12), replace=False)
+        keys = [float(k) for k in rng.permutation(keys)]
+        nodes = StaleNodes({k: Node(0.0, np.zeros(1), np.zeros(1)) for k in keys})
+        probes = [*keys, 0.0, 50.0, *(k + 0.5 for k in keys), *rng.uniform(0, 45, 20)]
+        for eta in probes:
+            assert nodes.nearest(eta) == min(nodes, key=lambda e: abs(e - eta))
+        nodes[45.0] = Node(0.0, np.zeros(1), np.zeros(1))
+        assert nodes.nearest(44.0) == 45.0
+
+
+def test_node_floor_is_the_least_bound_of_the_others() -> None:
+    from mechanisms.payments._resolve._local_resolve import _node_floor
+
+    rng = np.random.default_rng(6)
+    for n in (1, 2, 3, 7):
+        for _ in range(20):
+            bounds = tuple(float(b) for b in rng.integers(0, 4, n))  # with ties
+            for j in range(n):
+                others = [b for k, b in enumerate(bounds) if k != j]
+                assert _node_floor(bounds, j) == (min(others) if others else math.inf)
+
+
+def test_eta_bounds_are_remembered_only_for_the_same_caps() -> None:
+    """The range is kept across derived problems (the records memo) while ``ε^max``
+    is the same array and ``k``, ``L`` and the floor ratio are the same; another
+    ``ε^max`` array or ``k`` recomputes it, whatever the memo holds."""
+    from mechanisms.allocation._eta_search import _eta_bounds, eta_bounds
+
+    prob = instance(30, 40, True)
+    first = eta_bounds(prob)
+    derived = prob.with_seller_psi(0, float(prob.psi[0]) * 2.0)
+    assert derived.records_memo is prob.records_memo
+    assert eta_bounds(derived) == first
+    tight = np.linspace(1e-3, 0.1, prob.m)  # the caps' sum reaches 1 inside m·L
+    other = dataclasses.replace(prob, eps_max=tight, given_eps_max=tight)
+    assert other.records_memo is prob.records_memo
+    second = eta_bounds(other)
+    assert second == _eta_bounds(other) != first
+    for cfg in (other.cfg.with_(k=other.cfg.k * 0.5), other.cfg.with_(eps_floor_ratio=0.5)):
+        changed = dataclasses.replace(other, cfg=cfg)
+        assert eta_bounds(changed) == _eta_bounds(changed) != second
+    assert eta_bounds(prob) == first

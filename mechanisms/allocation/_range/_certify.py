@@ -52,6 +52,7 @@ point is within ``RANGE_RTOL·(1 + |G|)`` of the global minimum over the range.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -348,6 +349,25 @@ class StaleNodes(dict[float, Node]):
         self.cells = {}
         self.losses = {}
         self.renewal = {}
+        self._sorted: tuple[list[float], dict[float, int]] | None = None
+
+    def nearest(self, eta: float) -> float:
+        """The node nearest ``η``: ``min(self, key=lambda e: abs(e − η))``, the first
+        in insertion order on a tie, by bisection on the keys sorted once (a payment
+        job asks at every re-solve, of some hundred nodes)."""
+        if self._sorted is None or len(self._sorted[0]) != len(self):
+            self._sorted = (sorted(self), {e: n for n, e in enumerate(self)})
+        keys, order = self._sorted
+        k = bisect.bisect_left(keys, eta)
+        if k == 0:
+            return keys[0]
+        if k == len(keys):
+            return keys[-1]
+        below, above = keys[k - 1], keys[k]
+        d_below, d_above = abs(below - eta), abs(above - eta)
+        if d_below != d_above:
+            return below if d_below < d_above else above
+        return below if order[below] < order[above] else above
 
     def renewal_arrays(
         self, prob: Problem, keys: FloatArray

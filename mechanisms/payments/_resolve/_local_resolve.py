@@ -37,6 +37,7 @@ both the shortcut and the full search then return the global optimum over the ra
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import numpy as np
@@ -211,14 +212,30 @@ def _nearest_state(
     compiled a-step: without one it guesses them from the weights, a NumPy median)."""
     if not nodes:
         return None
-    near = min(nodes, key=lambda e: abs(e - eta))
+    if isinstance(nodes, StaleNodes):
+        near = nodes.nearest(eta)
+    else:
+        near = min(nodes, key=lambda e: abs(e - eta))
     return nodes[near].state
 
 
 def _node_floor(node_bounds: tuple[float, ...], j: int) -> float:
     """The least certified base bound of the grid points other than ``j``."""
-    others = [b for k, b in enumerate(node_bounds) if k != j]
-    return min(others) if others else np.inf
+    floors = _node_floors(node_bounds)
+    return floors[j] if 0 <= j < len(floors) else min(node_bounds, default=np.inf)
+
+
+@functools.lru_cache(maxsize=8)
+def _node_floors(node_bounds: tuple[float, ...]) -> tuple[float, ...]:
+    """:func:`_node_floor` at every ``j`` (prefix and suffix minima): the same for
+    every re-solve of a payment job."""
+    n = len(node_bounds)
+    prefix = [np.inf] * (n + 1)
+    suffix = [np.inf] * (n + 1)
+    for k in range(n):
+        prefix[k + 1] = min(prefix[k], node_bounds[k])
+        suffix[n - 1 - k] = min(suffix[n - k], node_bounds[n - 1 - k])
+    return tuple(min(prefix[j], suffix[j + 1]) for j in range(n))
 
 
 def grid_error(prob: Problem, lam_conv: float, value: float) -> float:
