@@ -68,6 +68,26 @@ def first_order_estimate(curve: SellerCurve) -> float | None:
     Returns ``None`` when the KKT form does not apply (``γ = 0``, power ``u``, no
     threshold) or no ``s`` in the support reaches it.
     """
+    target = _first_order_target(curve)
+    if target is None:
+        return None
+    return invert_virtual_cost(curve.prior, target, low=curve.report)
+
+
+def predicted_to_stay(curve: SellerCurve) -> bool:
+    """Whether the first-order reading keeps seller ``i`` in over the whole (bounded)
+    support: ``ℓ_i(w) + γηΨ(c̄) < τ`` at the base ``(w, η, τ)``, i.e. no ``s ≤ c̄``
+    reaches the threshold (:func:`first_order_estimate` is then ``None``)."""
+    target = _first_order_target(curve)
+    top = float(curve.prior.high)
+    if target is None or not np.isfinite(top):
+        return False
+    return float(curve.prior.virtual_cost(top)) < target
+
+
+def _first_order_target(curve: SellerCurve) -> float | None:
+    """The virtual cost ``(τ − ℓ_i(w))/(γη)`` at which seller ``i`` leaves in the
+    first-order reading; ``None`` where that reading does not apply."""
     prob, base, i = curve.prob, curve.base, curve.index
     cfg = prob.cfg
     if cfg.u != "linear" or cfg.gamma <= 0 or base.eta <= 0:
@@ -81,8 +101,7 @@ def first_order_estimate(curve: SellerCurve) -> float | None:
         loss_i = float(
             prob.loss.value(prob.X[i : i + 1] @ base.w, prob.y[i : i + 1])[0]
         )
-    target = (tau - loss_i) / (cfg.gamma * base.eta)
-    return invert_virtual_cost(curve.prior, target, low=curve.report)
+    return float((tau - loss_i) / (cfg.gamma * base.eta))
 
 
 def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float | None:
@@ -142,7 +161,12 @@ def find_critical_cost(
 
     Bracketing: from a positive estimate, a probe just above it for a local slope,
     then past the secant-to-zero (:func:`_bracket_step`), at most doubling the
-    distance from the report each step, until ``ε_i = 0``.
+    distance from the report each step, until ``ε_i = 0``. Where the first-order
+    reading keeps the seller in up to the top ``c̄`` of a bounded support
+    (:func:`predicted_to_stay`), ``c̄`` is probed first: a seller never excluded is
+    then settled by one re-solve (doubling from ``c + |c|`` took two or three more on
+    Wisconsin, none of them a node the integral reuses); where the reading is wrong,
+    ``[c, c̄]`` is the bracket the refinement starts from.
     Refinement: linear extrapolation to zero through the last two positive points
     (the curve is close to linear in ``Ψ`` near ``s*``), safeguarded into the middle
     80% of the bracket, else bisection. Stops when ``u(ε(lo))·(hi − lo)`` (the most the
@@ -166,6 +190,8 @@ def find_critical_cost(
     est = first_order_estimate(curve)
     scale = max(abs(c), 1e-12)
     guess = est if est is not None and est > c else c + scale
+    if est is None and predicted_to_stay(curve):
+        guess = top  # one re-solve where the reading holds (most winners)
     guess = min(guess, top)
     lo, hi = c, None
     for step in range(max_steps):

@@ -623,6 +623,54 @@ def test_critical_cost_from_an_estimate_on_a_steep_fall(
     assert len(curve.cache) <= most
 
 
+@pytest.mark.parametrize("s_star", [0.6, 0.95, 0.2001])
+def test_a_wrong_prediction_to_stay_still_brackets_the_critical_cost(
+    monkeypatch: pytest.MonkeyPatch, s_star: float
+) -> None:
+    """Probing the support's top first where the first-order reading says the seller
+    stays: where it leaves after all, the bracket ``[c, c̄]`` is refined to one that
+    holds ``s*`` and meets the integral's tolerance."""
+    import mechanisms.payments._critical_cost as cc
+
+    monkeypatch.setattr(cc, "first_order_estimate", lambda curve: None)
+    monkeypatch.setattr(cc, "predicted_to_stay", lambda curve: True)
+    curve = _StepCurve(s_star, 0.05)
+    crit = find_critical_cost(curve, rtol=2.5e-6)  # type: ignore[arg-type]
+    assert next(iter(curve.cache)) == 1.0 or curve.cache.get(1.0) == 0.0
+    assert curve.epsilon(crit.lo) > 0.0
+    assert curve.epsilon(crit.hi) == 0.0
+    assert crit.lo < s_star <= crit.hi
+    assert crit.excluded_on_support
+
+
+def test_winners_read_as_staying_are_settled_by_one_resolve() -> None:
+    """On a bounded prior, a winner whose first-order reading keeps it in up to ``c̄``
+    (:func:`predicted_to_stay`) is settled by the one re-solve at ``c̄`` where the
+    reading holds, as a scan of its curve with full solves confirms (it does not
+    leave below ``c̄``); the search doubling from ``c + |c|`` took more."""
+    from mechanisms.payments._critical_cost import predicted_to_stay
+
+    ins = broad_instance(np.random.default_rng(SEED), m=30)
+    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
+    top = float(ins.prior.high)
+    stayed = 0
+    for i in np.flatnonzero(np.asarray(job.base.epsilon_total) > 0)[:4]:
+        curve = SellerCurve(job.prob, job.base, job.prior, int(i), float(job.reports[i]))
+        if not predicted_to_stay(curve):
+            continue
+        crit = find_critical_cost(curve)
+        full = SellerCurve(
+            job.prob, job.base, job.prior, int(i), float(job.reports[i]), fast=False
+        )
+        scan = np.linspace(float(job.reports[i]), top, 9)
+        assert all(full.epsilon(v) > 0.0 for v in scan)  # the reading holds here
+        assert crit == dataclasses.replace(crit, lo=top, hi=top)
+        assert not crit.excluded_on_support
+        assert len(curve.cache) == 2  # the report and c̄
+        stayed += 1
+    assert stayed == 4
+
+
 @pytest.mark.parametrize(("mode", "n_sellers"), [("strict", 8), ("default", 3)])
 def test_small_ridge_payments_read_the_release_terms(mode: str, n_sellers: int) -> None:
     """At a small ``λ`` each winner's ``ε_i`` ends in ``2·ln(1 + a_i/(4λ))`` near its
