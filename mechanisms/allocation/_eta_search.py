@@ -32,6 +32,7 @@ from mechanisms.allocation._eta_polish import (
     POLISH_DONE,
     POLISH_MAX_STEPS,
     compiled_steps_apply,
+    kernel_array,
     polish_kernel,
     psi_dot,
     solve_and_polish_kernel,
@@ -495,7 +496,7 @@ def _compiled_polish(
     if best.state is None or not compiled_steps_apply(prob):
         return None
     cfg = prob.cfg
-    w = np.ascontiguousarray(best.w, dtype=np.float64)
+    w = kernel_array(best.w)
     known = _known_losses(prob, w)
     if known is None:  # the first solve's evaluation from the start's margins
         z = prob.X @ w
@@ -506,7 +507,7 @@ def _compiled_polish(
         prob.X, prob.y, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma, cfg.mu,
         cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol, POLISH_ROUNDING,
         float(best.eta), w, z, losses, dl, d2,
-        np.ascontiguousarray(best.a, dtype=np.float64), best.state.A, best.state.s,
+        kernel_array(best.a), best.state.A, best.state.s,
         best.search_value, np.empty(0), 0, False,
     )  # fmt: skip
     if out[0] == POLISH_DONE and out[1] == 0:
@@ -544,7 +545,7 @@ def solve_and_polish(
         out = solve_and_polish_kernel(
             prob.X, prob.y, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma, cfg.mu,
             cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol,
-            POLISH_ROUNDING, float(eta), np.ascontiguousarray(w0, dtype=np.float64),
+            POLISH_ROUNDING, float(eta), kernel_array(w0),
             state.A, state.s,
         )  # fmt: skip
         sol = _kernel_solution(out)

@@ -150,10 +150,21 @@ def test_read_only_starts_and_scenario_costs_reach_the_kernels_writable() -> Non
     psi = prob.psi.copy()
     psi.flags.writeable = False
     prob = dataclasses.replace(prob, psi=psi, given_psi=None)
-    rn.newton_reduced(
+    sol = rn.newton_reduced(
         prob, 3.0, w0=w0, state=None, gtol=1e-9, max_iter=50,
         a0=np.full(400, 1.0 / 400),
     )  # fmt: skip
+    # the payment re-solve's entry: a compiled solve and η polish from a result's w
+    from mechanisms.allocation._eta_search import eta_bounds, solve_and_polish
+
+    bounds = eta_bounds(prob)
+    assert bounds is not None
+    assert sol.state is not None
+    w_start, a_start = sol.w.copy(), sol.a.copy()
+    w_start.flags.writeable = a_start.flags.writeable = False
+    solve_and_polish(
+        prob, 3.0, w0=w_start, a0=a_start, state=sol.state, lo=bounds[0], hi=bounds[1]
+    )
     rng = np.random.default_rng(12)
     X = rng.normal(size=(60, 4)) / 4.0
     y = np.where(X[:, 0] + 0.5 * rng.normal(size=60) > 0, 1.0, -1.0)
