@@ -60,15 +60,6 @@ def compiled_steps_apply(prob: Problem) -> bool:
     )
 
 
-def kernel_array(a: FloatArray) -> FloatArray:
-    """``a`` as the compiled kernels take it: C-contiguous ``float64`` and writable (a
-    copy where it is read-only, e.g. a result's weights). numba specialises a kernel on
-    each array's writability, so a read-only argument would compile the kernel, and
-    every kernel it calls, a second time in each process."""
-    out = np.ascontiguousarray(a, dtype=np.float64)
-    return out if out.flags.writeable else out.copy()
-
-
 @_jit
 def psi_dot(psi: FloatArray, a: FloatArray) -> float:
     """``Ψᵀa`` as the ``η``-step forms it (NumPy's ``psi @ a``: the same BLAS

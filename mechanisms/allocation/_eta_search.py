@@ -32,7 +32,6 @@ from mechanisms.allocation._eta_polish import (
     POLISH_DONE,
     POLISH_MAX_STEPS,
     compiled_steps_apply,
-    kernel_array,
     polish_kernel,
     psi_dot,
     solve_and_polish_kernel,
@@ -54,6 +53,7 @@ from mechanisms.allocation._range._certify import (
     node_of,
 )
 from mechanisms.allocation._reduced_newton import _known_losses
+from mechanisms.allocation._weights_kernel import kernel_array
 from mechanisms.allocation._weights_step import WeightsStepState, project_capped_simplex
 from mechanisms.config import MechanismConfig
 from mechanisms.priors import CostPrior, ensure_regular

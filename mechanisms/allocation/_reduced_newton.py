@@ -59,7 +59,12 @@ from numpy.typing import NDArray
 from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pass
 from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
-from mechanisms.allocation._weights_kernel import _clip_weights, _jit, weights_kernel
+from mechanisms.allocation._weights_kernel import (
+    _clip_weights,
+    _jit,
+    kernel_array,
+    weights_kernel,
+)
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
     solve_weights_compiled,
@@ -104,10 +109,7 @@ def _evaluate(
     The logistic loss with a warm (or cold) multiplier state takes one compiled pass
     (:func:`_logistic_point`: loss, a-step and ``F``); the a-step's NumPy solver
     finishes where the kernel declines (non-finite ``r``, forced caps, ``μ = 0``)."""
-    if not w.flags.writeable:
-        # a result's read-only weights (a payment re-solve's start): the compiled
-        # kernels are specialised on writability, and would compile a second time
-        w = w.copy()
+    w = kernel_array(w)  # e.g. a result's read-only weights (a re-solve's start)
     cfg = prob.cfg
     q = cfg.gamma * eta
     c = prob.linear_term(eta)

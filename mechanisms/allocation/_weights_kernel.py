@@ -40,6 +40,15 @@ except ImportError:  # pragma: no cover - numba is a declared dependency
         return fn
 
 
+def kernel_array(a: FloatArray) -> FloatArray:
+    """``a`` as the compiled kernels take it: C-contiguous ``float64`` and writable (a
+    copy where it is read-only, e.g. a result's weights). numba specialises a kernel on
+    each array's writability, so a read-only argument would compile the kernel, and
+    every kernel it calls, a second time in each process."""
+    out = np.ascontiguousarray(a, dtype=np.float64)
+    return out if out.flags.writeable else out.copy()
+
+
 @_jit
 def _theta_step(
     theta: float, f: float, n_mid: int, lo: float, hi: float, n_terms: int = 0
