@@ -100,6 +100,7 @@ def solve_at_eta(
     tol: float | None = None,
     max_iter: int | None = None,
     extrapolate: bool = False,
+    hessian0: FloatArray | None = None,
 ) -> BlockSolution:
     """Minimise ``G`` over ``(w, a)`` at fixed ``η``.
 
@@ -113,7 +114,8 @@ def solve_at_eta(
     (``tol`` defaults to ``cfg.tol``; the coarse grid uses a looser one, the final
     point the configured one), or after ``max_iter`` iterations (default
     ``cfg.max_iter``). ``extrapolate``: the trust-region path extends its very
-    successful Newton steps (``newton_reduced(extrapolate=True)``).
+    successful Newton steps (``newton_reduced(extrapolate=True)``); ``hessian0``: a
+    frozen Hessian for chord steps (``newton_reduced(hessian0=…)``).
     """
     tol = prob.cfg.tol if tol is None else tol
     max_iter = prob.cfg.max_iter if max_iter is None else int(max_iter)
@@ -136,7 +138,7 @@ def solve_at_eta(
     if cfg.u == "linear" and (cfg.mu > 0.0 or cfg.mode == "default"):
         sol = newton_reduced(
             prob, eta, w0=w0, state=state, gtol=tol, max_iter=max_iter, a0=a0,
-            extrapolate=extrapolate,
+            extrapolate=extrapolate, hessian0=hessian0,
         )  # fmt: skip
         w, value = sol.w, sol.value
         # F(w) is the search value; G drops the paper mode's noise term.

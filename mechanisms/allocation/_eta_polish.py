@@ -116,7 +116,7 @@ def _solve_at(
         return -1, 0, w, z, losses, dl, d2, r, a, A, s, 0.0, w
     out = _newton_kernel(
         X, y, psi, q, caps, mu, lam, const, gtol, max_iter, w, z, losses, dl, d2, r,
-        a, A1, s1, value,
+        a, A1, s1, value, np.empty((0, 0)),
     )  # fmt: skip
     return (
         out[0], out[1], out[3], out[4], out[5], out[6], out[7], out[8], out[9],
@@ -145,13 +145,14 @@ def solve_and_polish_kernel(
     w: FloatArray,
     A0: float,
     s0: float,
+    H0: FloatArray,
 ) -> tuple[
     int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
     float, FloatArray, int, bool,
 ]:  # fmt: skip
     """The fixed-``η`` solve from ``w`` (the a-step warm from ``(A0, s0)``; its
     margins ``Xw`` and loss pass computed here, as ``solve_at_eta`` computes them for
-    a new ``w``), then :func:`polish_kernel` from its solution: the same tuple, with
+    a new ``w``; chord steps on the frozen Hessian ``H0`` where that is ``d × d``), then :func:`polish_kernel` from its solution: the same tuple, with
     ``steps = 0`` meaning the solve's own point (its gradient and iterations)."""
     m = y.size
     q = gamma * eta
@@ -166,7 +167,7 @@ def solve_and_polish_kernel(
         return POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False
     out = _newton_kernel(
         X, y, psi, q, caps, mu, lam, const, gtol, max_iter, w, z, val, d1, d2, r, a,
-        A, s, value,
+        A, s, value, H0,
     )  # fmt: skip
     code = out[0]
     if not _solved(code):

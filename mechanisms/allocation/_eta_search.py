@@ -52,7 +52,7 @@ from mechanisms.allocation._range._certify import (
     effective_problem,
     node_of,
 )
-from mechanisms.allocation._reduced_newton import _known_losses
+from mechanisms.allocation._reduced_newton import _known_losses, kernel_hessian
 from mechanisms.allocation._weights_kernel import kernel_array
 from mechanisms.allocation._weights_step import WeightsStepState, project_capped_simplex
 from mechanisms.config import MechanismConfig
@@ -535,23 +535,27 @@ def solve_and_polish(
     lo: float,
     hi: float,
     eta_rtol: float = 1e-13,
+    hessian0: FloatArray | None = None,
 ) -> BlockSolution:
-    """``_polish(prob, solve_at_eta(prob, eta, w0=w0, a0=a0, state=state), lo, hi)``:
-    in one compiled call where the polish runs compiled and ``state`` is given
-    (:func:`._eta_polish.solve_and_polish_kernel`, the same solve and steps to the
-    bit), else as written."""
+    """``_polish(prob, solve_at_eta(prob, eta, w0=w0, a0=a0, state=state,
+    hessian0=hessian0), lo, hi)``: in one compiled call where the polish runs
+    compiled and ``state`` is given (:func:`._eta_polish.solve_and_polish_kernel`,
+    the same solve and steps to the bit), else as written. ``hessian0``: a frozen
+    Hessian for chord steps of the first solve (:func:`._reduced_newton.newton_reduced`)."""
     if state is not None and compiled_steps_apply(prob):
         cfg = prob.cfg
         out = solve_and_polish_kernel(
             prob.X, prob.y, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma, cfg.mu,
             cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol,
             POLISH_ROUNDING, float(eta), kernel_array(w0),
-            state.A, state.s,
+            state.A, state.s, kernel_hessian(hessian0),
         )  # fmt: skip
         sol = _kernel_solution(out)
         if sol is not None:
             return _profile_root(prob, sol, lo, hi)
-    first = solve_at_eta(prob, eta, w0=w0, a0=a0, state=state)
+    first = solve_at_eta(
+        prob, eta, w0=w0, a0=a0, state=state, hessian0=hessian0
+    )
     return _polish(prob, first, lo, hi, eta_rtol=eta_rtol)
 
 

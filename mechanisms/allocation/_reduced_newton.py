@@ -714,6 +714,75 @@ def _rounding_accept(
 
 NEWTON_CONVERGED, NEWTON_HANDOFF, NEWTON_MAX_ITER, NEWTON_FLAT = 0, 1, 2, 3
 
+FROZEN_ACCEPT = 0.25
+"""A step on a frozen Hessian is taken when ``F`` falls by more than this fraction of
+the decrease its model predicts (the ratio at which the trust region would shrink)."""
+
+FROZEN_CONTRACTION = 0.1
+"""Chord steps on a frozen Hessian continue while each accepted one shrinks ``‖∇F‖``
+at least this much; after one that does not, the exact ``∇²F`` takes over."""
+
+NO_HESSIAN = np.empty((0, 0))
+"""The compiled kernels' "no frozen Hessian" (:func:`kernel_hessian`)."""
+
+
+def kernel_hessian(hessian: FloatArray | None) -> FloatArray:
+    """``hessian`` as the compiled kernels take it: a contiguous, writable float64
+    ``d × d`` array, or :data:`NO_HESSIAN`."""
+    if hessian is None:
+        return NO_HESSIAN
+    return kernel_array(hessian)
+
+
+def _frozen_step(
+    prob: Problem,
+    eta: float,
+    p: _Point,
+    g: FloatArray,
+    gnorm: float,
+    hessian0: FloatArray,
+    caps: FloatArray,
+) -> _Point | None:
+    """A chord step: the Newton step on a frozen Hessian ``H₀``.
+
+    A payment re-solve raises one seller's ``Ψ_i`` and starts from the base's
+    ``w``: there ``∇²F`` differs from the base's own Hessian ``H₀`` only through the
+    a-step's response to one ``r_i`` (``O(1/m)`` of it), while forming ``∇²F`` is
+    a weighted Gram product over all records, the largest cost of a re-solve at
+    large ``m`` (:func:`_weighted_gram`). The step ``−H₀⁻¹∇F`` is taken when the
+    ratio of ``F``'s actual to predicted decrease exceeds :data:`FROZEN_ACCEPT` (or
+    where the predicted decrease is under ``F``'s rounding and ``‖∇F‖`` shrank, as
+    :func:`_rounding_accept`); otherwise, or where ``H₀`` is not positive definite,
+    ``None``, and the iteration runs on the exact ``∇²F`` as if this step had not
+    been tried. :func:`newton_reduced` takes such steps from its first iteration
+    while each accepted one shrinks ``‖∇F‖`` by :data:`FROZEN_CONTRACTION` (the
+    chord method converges linearly, at a rate of about ``‖H₀⁻¹(∇²F − H₀)‖``: a few
+    thousandths for one seller's change at ``m`` in the thousands, so two chord
+    steps reach the tolerance a Newton step does, each one evaluation of ``F``
+    instead of an evaluation and a Gram product). Convergence is still tested on
+    the exact ``∇F``, so the solver stops where it would without ``H₀``, to the
+    same tolerance."""
+    step = _newton_step(hessian0, g)
+    if step is None:
+        return None
+    pred = _predicted(g, hessian0, step)
+    q = _evaluate(prob, eta, p.w + step, p.state, caps)
+    if _ratio(q.value - p.value, pred) > FROZEN_ACCEPT or _rounding_accept(
+        prob, eta, p, q, pred, gnorm
+    ):
+        return q
+    return None
+
+
+def hessian_at(
+    prob: Problem, eta: float, w: FloatArray, a: FloatArray
+) -> FloatArray:
+    """``∇²F`` at ``w`` (fixed ``η``; the a-step warm from the weights ``a``): a
+    base's Hessian, frozen for its payment re-solves (:func:`_frozen_step`)."""
+    caps = prob.caps(eta)
+    p = _evaluate(prob, eta, np.asarray(w, dtype=float), None, caps, np.asarray(a))
+    return _hessian(prob, eta, p, caps)
+
 
 @_jit
 def _model_step(
@@ -793,12 +862,15 @@ def _newton_kernel(
     A: float,
     s: float,
     value: float,
+    H0: FloatArray,
 ) -> tuple[
     int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
     FloatArray, FloatArray, float, float, float, FloatArray,
 ]:  # fmt: skip
     """The iterations of :func:`newton_reduced` in one compiled call (the logistic
-    loss with the compiled a-step, ``μ > 0``, no extrapolation).
+    loss with the compiled a-step, ``μ > 0``, no extrapolation). ``H0``: a frozen
+    Hessian for chord steps from the first iteration (:func:`_frozen_step`), or a
+    ``0 × 0`` array.
 
     The same operations as the Python loop, in the same order: the gradient and its
     test, ``∇²F`` (:func:`_weighted_gram`, :func:`_assemble_hessian`), the
@@ -814,6 +886,8 @@ def _newton_kernel(
     mu2 = mu * mu
     radius = math.inf
     it = 0
+    frozen = H0.shape[0] == w.size
+    prev_gnorm = math.inf
     while True:
         g = _weighted_gradient(X, a, dl, lam, w)
         gnorm = math.sqrt(np.dot(g, g))
@@ -829,6 +903,36 @@ def _newton_kernel(
                 g,
             )  # fmt: skip
         radius0 = radius
+        if frozen and gnorm > FROZEN_CONTRACTION * prev_gnorm:
+            frozen = False
+        if frozen:  # _frozen_step: a chord step on H0
+            frozen = False
+            has_step, x = _cholesky_solve(H0, g)
+            if has_step:
+                step = -x
+                pred = _predicted(g, H0, step)
+                okq, rho, wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq = _trial(
+                    X, y, psi, q, caps, mu, lam, const, A, s, w, step, value, pred
+                )
+                if not okq:
+                    return (
+                        NEWTON_HANDOFF, it, radius0, w, z, losses, dl, d2, r, a, A, s,
+                        value, g,
+                    )  # fmt: skip
+                accept = rho > FROZEN_ACCEPT
+                if not accept:  # _rounding_accept
+                    scale = 1.0 + abs(value)
+                    if not (-pred > 1e-12 * scale or vq > value + 1e-13 * scale):
+                        gq = _weighted_gradient(X, aq, dlq, lam, wq)
+                        accept = math.sqrt(np.dot(gq, gq)) < gnorm
+                if accept:
+                    w, z, losses, dl, d2, r, a, A, s, value = (
+                        wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq
+                    )  # fmt: skip
+                    frozen = True
+                    prev_gnorm = gnorm
+                    it += 1
+                    continue
         acc, sums = _weighted_gram(X, a, d2, dl, r, caps, A, s, True)
         ok, H = _assemble_hessian(acc, sums, s, mu2, lam)
         if not ok:
@@ -931,6 +1035,7 @@ def newton_reduced(
     max_iter: int,
     a0: FloatArray | None = None,
     extrapolate: bool = False,
+    hessian0: FloatArray | None = None,
 ) -> NewtonSolution:
     """Minimise ``F``; return ``(w, a*(w), state, iterations, converged, F(w), ℓ)``.
 
@@ -945,6 +1050,10 @@ def newton_reduced(
 
     ``extrapolate``: a very successful step inside the radius (the Newton step) is
     extended too (:func:`_extrapolate`).
+
+    ``hessian0``: a Hessian of ``F`` at a nearby point (a payment re-solve's base),
+    tried instead of ``∇²F`` from the first iteration while its steps converge fast
+    (:func:`_frozen_step`).
 
     For the logistic loss with ``μ > 0`` (no extrapolation, no paper noise term, a
     row-major ``X``) the iterations run compiled (:func:`_newton_kernel`: the same operations in the same
@@ -971,7 +1080,7 @@ def newton_reduced(
         out = _newton_kernel(
             prob.X, prob.y, prob.psi, cfg.gamma * eta, caps, cfg.mu, cfg.lam,
             cfg.sigma / eta, gtol, max_iter, p.w, p.z, p.losses, p.dl, p.d2, p.r,
-            p.a, p.state.A, p.state.s, p.value,
+            p.a, p.state.A, p.state.s, p.value, kernel_hessian(hessian0),
         )  # fmt: skip
         code, it, radius = out[0], out[1], out[2]
         w, z, losses, dl, d2, r, a, A, s, value, g = out[3:]
@@ -982,6 +1091,11 @@ def newton_reduced(
         if code in (NEWTON_MAX_ITER, NEWTON_FLAT):
             return NewtonSolution(p.w, p.a, p.state, it, False, p.value, p.losses, g)
         start = it
+    # chord steps on hessian0 from the first iteration while each accepted one
+    # shrinks ‖∇F‖ by FROZEN_CONTRACTION (a hand-off from the kernel later than
+    # that resumes on exact Hessians)
+    frozen = hessian0 is not None and start == 0
+    prev_gnorm = math.inf
     for it in range(start, max_iter + 1):
         g = _gradient(prob, eta, p)
         gnorm = _norm(g)
@@ -990,6 +1104,15 @@ def newton_reduced(
             return NewtonSolution(p.w, p.a, p.state, it, True, p.value, p.losses, g)
         if it == max_iter:
             break
+        if frozen and gnorm > FROZEN_CONTRACTION * prev_gnorm:
+            frozen = False
+        if frozen:
+            assert hessian0 is not None
+            q = _frozen_step(prob, eta, p, g, gnorm, hessian0, caps)
+            if q is not None:
+                p, prev_gnorm = q, gnorm
+                continue
+            frozen = False
         H = _hessian(prob, eta, p, caps)
         model = _Model(H, g)
         # The trust-region step is the Newton step whenever ∇²F ≻ 0 and that step fits

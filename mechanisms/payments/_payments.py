@@ -47,7 +47,7 @@ from mechanisms.money import (
     to_minor_units,
 )
 from mechanisms.payments._executors import Progress, map_chunks
-from mechanisms.payments._resolve._local_resolve import stale_nodes
+from mechanisms.payments._resolve._local_resolve import base_hessian, stale_nodes
 from mechanisms.payments._resolve._seller_curve import Solver
 from mechanisms.payments._seller_payment import (
     PaymentJob,
@@ -240,7 +240,10 @@ def payment_job(
         )
     base.raise_for_status()
     nodes = stale_nodes(prob, base) if solver is solve_allocation else None
-    return PaymentJob(prob, base, regular, c, solver=solver, nodes=nodes)
+    hessian = base_hessian(prob, base) if solver is solve_allocation else None
+    return PaymentJob(
+        prob, base, regular, c, solver=solver, nodes=nodes, hessian=hessian
+    )
 
 
 def never_excluded(prob: Problem) -> NDArray[np.intp]:

@@ -109,6 +109,9 @@ class PaymentJob:
     that must stop (a time budget, a worker shutting down) raises from it, and the
     exception ends the payments (picklable: a module-level function or a
     ``functools.partial`` of one when sellers run in other processes).
+    ``hessian``: the base's ``∇²F`` for the shortcut's chord steps
+    (:func:`mechanisms.payments._resolve._local_resolve.base_hessian`; ``None``: the
+    exact Hessian at every Newton iteration).
     ``curvature_split``: value quadrature panels through the parts of
     ``ε_i = η·a_i + 2·ln(1 + a_i/(4λ))`` where that is the better estimate (linear
     ``u`` with the curvature term: :mod:`mechanisms.payments._quadrature`); ``False``
@@ -130,6 +133,7 @@ class PaymentJob:
     checkpoint: Callable[[], None] | None = None
     nodes: dict[float, Node] | None = None
     curvature_split: bool = True
+    hessian: FloatArray | None = None
 
 
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
@@ -156,6 +160,7 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
         warm_full=job.warm_full,
         checkpoint=job.checkpoint,
         nodes=job.nodes,
+        hessian=job.hessian,
     )
     tol = FAST_TOL * max(curve.epsilon(c), _mean_winner_epsilon(job.base))
     verify = i not in job.unverified

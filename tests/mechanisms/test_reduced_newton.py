@@ -184,7 +184,7 @@ def test_read_only_starts_and_scenario_costs_reach_the_kernels_writable() -> Non
 def _python_loop_only(*args: object) -> tuple[object, ...]:
     """A stand-in for ``_newton_kernel`` that hands every iteration to the Python
     loop at once (its point, unbounded radius, iteration 0)."""
-    w, z, losses, dl, d2, r, a, A, s, value = args[10:]
+    w, z, losses, dl, d2, r, a, A, s, value = args[10:20]
     return (rn.NEWTON_HANDOFF, 0, np.inf, w, z, losses, dl, d2, r, a, A, s, value,
             np.zeros(0))  # fmt: skip
 
@@ -443,6 +443,80 @@ def test_compiled_newton_iterates_equal_the_python_loop(
         np.testing.assert_array_equal(c.a, p.a)
         np.testing.assert_array_equal(c.gradient, p.gradient)
     assert any(c.converged for c in compiled)
+
+
+def _raised_resolve(
+    seed: int,
+) -> tuple[Problem, float, rn.NewtonSolution, np.ndarray, dict[str, object]]:
+    """A payment re-solve's setting: a base solved at its virtual costs, then one
+    seller's ``Ψ_i`` raised and the solve restarted from the base's ``w``; with the
+    base's own Hessian (what a payment job freezes)."""
+    m, eta = 2000, 3.0
+    prob = _problem(m, 8, seed)
+    base = rn.newton_reduced(
+        prob, eta, w0=np.zeros(8), state=None, gtol=1e-10, max_iter=100,
+        a0=np.full(m, 1.0 / m),
+    )  # fmt: skip
+    assert base.converged
+    i = int(np.argmax(base.a))
+    raised = prob.with_seller_psi(i, 20.0 * float(prob.psi[i]) + 1e-2)
+    H0 = rn.hessian_at(prob, eta, base.w, base.a)
+    kw: dict[str, object] = {
+        "w0": base.w, "state": base.state, "gtol": 1e-9, "max_iter": 100,
+    }  # fmt: skip
+    return raised, eta, base, H0, kw
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_frozen_base_hessian_replaces_the_first_gram_product(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the base's ``w`` with one ``Ψ_i`` raised, chord steps on the base's
+    Hessian reach the exact-Hessian solve's minimiser (to the tolerance) without
+    forming ``∇²F`` at all, in at most one iteration more; the compiled iterations
+    take the Python loop's steps to the bit with it too."""
+    raised, eta, base, H0, kw = _raised_resolve(seed)
+    exact = rn.newton_reduced(raised, eta, **kw)  # type: ignore[arg-type]
+    frozen = rn.newton_reduced(raised, eta, hessian0=H0, **kw)  # type: ignore[arg-type]
+    assert exact.converged
+    assert frozen.converged
+    assert exact.iterations >= 1  # the start is not already a minimiser
+    assert np.abs(exact.w - base.w).max() > 1e-6  # and the minimiser moved
+    # both stop at the gradient tolerance: F is strongly convex here, so the two
+    # points are within (‖∇F₁‖ + ‖∇F₂‖)/λ_min(∇²F) of each other
+    H = rn.hessian_at(raised, eta, exact.w, exact.a)
+    lam_min = float(np.linalg.eigvalsh(H)[0])
+    assert lam_min > 0.0
+    gap = (np.linalg.norm(exact.gradient) + np.linalg.norm(frozen.gradient)) / lam_min
+    assert np.linalg.norm(frozen.w - exact.w) <= 1.01 * gap
+    assert gap < 1e-5 * np.linalg.norm(exact.w)
+    assert frozen.iterations <= exact.iterations + 1
+    # the Python loop: the same steps as the compiled kernel, and no Hessian
+    monkeypatch.setattr(rn, "_newton_kernel", _python_loop_only)
+    calls = _count_hessians(monkeypatch)
+    loop = rn.newton_reduced(raised, eta, hessian0=H0, **kw)  # type: ignore[arg-type]
+    assert calls[0] == 0
+    rn.newton_reduced(raised, eta, **kw)  # type: ignore[arg-type]
+    assert calls[0] == exact.iterations
+    assert loop.iterations == frozen.iterations
+    assert loop.value == frozen.value
+    np.testing.assert_array_equal(loop.w, frozen.w)
+    np.testing.assert_array_equal(loop.gradient, frozen.gradient)
+
+
+@pytest.mark.parametrize("scale", [-1.0, 1e-4])
+def test_a_poor_frozen_hessian_leaves_the_solve_as_without_it(scale: float) -> None:
+    """A frozen Hessian that is not positive definite (no step) or whose step
+    overshoots (``F``'s actual decrease far from the predicted: rejected) leaves the
+    solve exactly as without one: the same iterates to the bit."""
+    raised, eta, _, H0, kw = _raised_resolve(2)
+    poor = scale * np.eye(H0.shape[0]) * np.abs(np.diag(H0)).max()
+    exact = rn.newton_reduced(raised, eta, **kw)  # type: ignore[arg-type]
+    out = rn.newton_reduced(raised, eta, hessian0=poor, **kw)  # type: ignore[arg-type]
+    assert out.converged
+    assert out.iterations == exact.iterations
+    assert out.value == exact.value
+    np.testing.assert_array_equal(out.w, exact.w)
 
 
 @pytest.mark.parametrize("eta", [0.3, 20.0])

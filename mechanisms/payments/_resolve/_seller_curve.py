@@ -90,6 +90,7 @@ class SellerCurve:
     checks: dict[float, tuple[str, float, float | None]] = field(default_factory=dict)
     checkpoint: Callable[[], None] | None = None
     nodes: dict[float, Node] | None = None  # the base's stale certified nodes
+    hessian: FloatArray | None = None  # the base's ∇²F (local_resolve's frozen one)
     # Re-solves by the lean path of the default rule (mechanisms.payments._resolve.
     # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
     lean: dict[float, LeanSolve] = field(default_factory=dict)
@@ -163,6 +164,7 @@ class SellerCurve:
                 start=self._nearest_point(s),
                 nodes=self.nodes,
                 fit_w=False,
+                hessian=self.hessian,
             )
             if out is not None:
                 self.points[s] = (out.w, out.weights, out.eta)
