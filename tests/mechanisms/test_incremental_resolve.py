@@ -42,7 +42,11 @@ from mechanisms.allocation._weights_kernel import (
 )
 from mechanisms.payments._payments import payment_job, seller_payment
 from mechanisms.payments._resolve import _range_resolve, _seller_curve
-from mechanisms.payments._resolve._local_resolve import local_resolve, stale_nodes
+from mechanisms.payments._resolve._local_resolve import (
+    base_hessian,
+    local_resolve,
+    stale_nodes,
+)
 from mechanisms.payments._resolve._range_resolve import range_resolver
 from mechanisms.payments._resolve._seller_curve import active_signature
 from mechanisms.result import Allocation
@@ -88,6 +92,17 @@ def compare(prob: Problem, i: int, factor: float) -> tuple[bool, bool]:
     )
     assert fast.objective == pytest.approx(cold.objective, rel=1e-8, abs=1e-10)
     assert fast.kkt.max() <= 1e-6
+    # with chord steps on the base's Hessian (a payment job's): the same optimum
+    hessian = base_hessian(prob, base)
+    assert hessian is not None
+    chord = local_resolve(raised, base, nodes=nodes, hessian=hessian)
+    assert chord is not None
+    assert chord.certified
+    np.testing.assert_allclose(
+        chord.epsilon_total, cold.epsilon_total, rtol=1e-6, atol=1e-7
+    )
+    assert chord.objective == pytest.approx(cold.objective, rel=1e-8, abs=1e-10)
+    assert chord.kkt.max() <= 1e-6
     changed = active_signature(prob, base) != active_signature(raised, cold)
     return True, changed
 
