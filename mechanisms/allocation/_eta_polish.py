@@ -95,14 +95,15 @@ def _solve_at(
     d2: FloatArray,
     A: float,
     s: float,
+    H0: FloatArray,
 ) -> tuple[
     int, int, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray,
     FloatArray, FloatArray, float, float, float, FloatArray,
 ]:  # fmt: skip
     """``solve_at_eta`` at ``eta`` from ``w`` with its losses known: the caps
     ``min(k/m, ε^max/η)``, ``r = ℓ + γηΨ``, the a-step warm from ``(A, s)``, then the
-    Newton iterations. ``code`` is the Newton kernel's, or ``-1`` where the a-step
-    declines."""
+    Newton iterations (chord steps on ``H0`` first where it is ``d × d``). ``code``
+    is the Newton kernel's, or ``-1`` where the a-step declines."""
     m = losses.size
     q = gamma * eta
     const = sigma / eta
@@ -116,7 +117,7 @@ def _solve_at(
         return -1, 0, w, z, losses, dl, d2, r, a, A, s, 0.0, w
     out = _newton_kernel(
         X, y, psi, q, caps, mu, lam, const, gtol, max_iter, w, z, losses, dl, d2, r,
-        a, A1, s1, value, np.empty((0, 0)),
+        a, A1, s1, value, H0,
     )  # fmt: skip
     return (
         out[0], out[1], out[3], out[4], out[5], out[6], out[7], out[8], out[9],
@@ -175,7 +176,7 @@ def solve_and_polish_kernel(
     return polish_kernel(
         X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter, lo, hi,
         eta_rtol, rounding, eta, out[3], out[4], out[5], out[6], out[7], out[9],
-        out[10], out[11], out[12], out[13], out[1], code == NEWTON_CONVERGED,
+        out[10], out[11], out[12], out[13], out[1], code == NEWTON_CONVERGED, H0,
     )  # fmt: skip
 
 
@@ -209,6 +210,7 @@ def polish_kernel(
     g: FloatArray,
     it: int,
     converged: bool,
+    H0: FloatArray,
 ) -> tuple[
     int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
     float, FloatArray, int, bool,
@@ -217,7 +219,8 @@ def polish_kernel(
     end of the polish from the point ``(η, w, a)`` with multipliers ``(A, s)``, value
     ``F``, margins/losses ``z, ℓ, ℓ', ℓ''``, and the gradient, iterations and
     convergence of the solve that gave it: the loop of ``_polish`` (module
-    docstring), ``steps`` the accepted ones (0: the start is returned as given).
+    docstring), ``steps`` the accepted ones (0: the start is returned as given);
+    each step's solve takes chord steps on ``H0`` first where it is ``d × d``.
     """
     steps = 0
     have_prev = False
@@ -250,7 +253,7 @@ def polish_kernel(
             eta_sec = hi if x_sec > 700.0 else min(max(math.exp(x_sec), lo), hi)
             c = _solve_at(
                 X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter,
-                eta_sec, w, z, losses, dl, d2, A, s,
+                eta_sec, w, z, losses, dl, d2, A, s, H0,
             )  # fmt: skip
             if not _solved(c[0]):
                 return (
@@ -263,7 +266,7 @@ def polish_kernel(
         if not secant:
             c = _solve_at(
                 X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter,
-                target, w, z, losses, dl, d2, A, s,
+                target, w, z, losses, dl, d2, A, s, H0,
             )  # fmt: skip
             if not _solved(c[0]):
                 return (

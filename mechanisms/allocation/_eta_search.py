@@ -436,6 +436,7 @@ def _polish(
     hi: float,
     *,
     eta_rtol: float = 1e-13,
+    hessian0: FloatArray | None = None,
 ) -> BlockSolution:
     """Finish with exact (w, a, η) block sweeps from the search's best point.
 
@@ -447,11 +448,13 @@ def _polish(
     ``g(η) = T(η) − η`` (in ``log η``) and keeps it only if ``G`` does not increase.
     Stops when ``|T(η) − η| ≤ eta_rtol·η``. For the logistic loss with ``μ > 0`` (no
     noise term) the loop runs compiled (:mod:`._eta_polish`, the same steps to the
-    bit; this loop from the start where it hands back).
+    bit; this loop from the start where it hands back). ``hessian0``: a frozen
+    Hessian for chord steps in each step's solve
+    (:func:`._reduced_newton.newton_reduced`; a payment re-solve's base Hessian).
     """
     if prob.cfg.u != "linear":
         return best
-    compiled = _compiled_polish(prob, best, lo, hi, eta_rtol)
+    compiled = _compiled_polish(prob, best, lo, hi, eta_rtol, hessian0)
     if compiled is not None:
         return _profile_root(prob, compiled, lo, hi)
     sol = best
@@ -475,11 +478,15 @@ def _polish(
             # a far secant step is clipped to hi: past e^700 (above any η range;
             # np.exp overflows, with a warning, near 709.8) take hi directly
             eta_sec = hi if x_sec > 700.0 else min(max(math.exp(x_sec), lo), hi)
-            cand = solve_at_eta(prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state)
+            cand = solve_at_eta(
+                prob, eta_sec, w0=sol.w, a0=sol.a, state=sol.state, hessian0=hessian0
+            )
             if cand.search_value <= sol.search_value + noise:
                 new = cand
         if new is None:
-            new = solve_at_eta(prob, target, w0=sol.w, a0=sol.a, state=sol.state)
+            new = solve_at_eta(
+                prob, target, w0=sol.w, a0=sol.a, state=sol.state, hessian0=hessian0
+            )
             if new.search_value > sol.search_value + noise:
                 break
         prev = (x, gx)
@@ -488,7 +495,12 @@ def _polish(
 
 
 def _compiled_polish(
-    prob: Problem, best: BlockSolution, lo: float, hi: float, eta_rtol: float
+    prob: Problem,
+    best: BlockSolution,
+    lo: float,
+    hi: float,
+    eta_rtol: float,
+    hessian0: FloatArray | None = None,
 ) -> BlockSolution | None:
     """:func:`_polish`'s loop in one compiled call (:mod:`._eta_polish`, where
     :func:`._eta_polish.compiled_steps_apply`), the same steps to the bit; ``None``
@@ -508,7 +520,7 @@ def _compiled_polish(
         cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol, POLISH_ROUNDING,
         float(best.eta), w, z, losses, dl, d2,
         kernel_array(best.a), best.state.A, best.state.s,
-        best.search_value, np.empty(0), 0, False,
+        best.search_value, np.empty(0), 0, False, kernel_hessian(hessian0),
     )  # fmt: skip
     if out[0] == POLISH_DONE and out[1] == 0:
         return best  # no step taken
@@ -541,7 +553,8 @@ def solve_and_polish(
     hessian0=hessian0), lo, hi)``: in one compiled call where the polish runs
     compiled and ``state`` is given (:func:`._eta_polish.solve_and_polish_kernel`,
     the same solve and steps to the bit), else as written. ``hessian0``: a frozen
-    Hessian for chord steps of the first solve (:func:`._reduced_newton.newton_reduced`)."""
+    Hessian for chord steps in the first solve and in each polish step's
+    (:func:`._reduced_newton.newton_reduced`)."""
     if state is not None and compiled_steps_apply(prob):
         cfg = prob.cfg
         out = solve_and_polish_kernel(
@@ -556,7 +569,7 @@ def solve_and_polish(
     first = solve_at_eta(
         prob, eta, w0=w0, a0=a0, state=state, hessian0=hessian0
     )
-    return _polish(prob, first, lo, hi, eta_rtol=eta_rtol)
+    return _polish(prob, first, lo, hi, eta_rtol=eta_rtol, hessian0=hessian0)
 
 
 POLISH_ROUNDING = 8.0 * np.finfo(float).eps

@@ -16,6 +16,7 @@ from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._eta_search import _polish, eta_bounds, solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._certify import effective_problem
+from mechanisms.allocation._reduced_newton import hessian_at
 
 CFG = MechanismConfig(
     gamma=1.0, lam=1e-2, mu=1.0, sigma=1.0, k=2.0, n_grid=12, certify="raise_lambda"
@@ -64,10 +65,21 @@ def starts(prob: Problem) -> list[tuple[BlockSolution, float, float]]:
     return out
 
 
-def test_compiled_polish_is_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+def base_hessian(prob: Problem) -> np.ndarray:
+    """``∇²F`` at the solved optimum (a payment job's frozen Hessian)."""
+    eff, _ = effective_problem(prob)
+    base = solve_allocation(eff)
+    return hessian_at(eff, base.eta, base.w, base.weights)
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_compiled_polish_is_the_python_loop(
+    frozen: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same point (``η``, value, ``w`` and ``a`` to the bit, iterations,
     convergence) from starts near and far from the optimum, with and without binding
-    ``ε^max`` caps; the kernel itself takes the steps in most of them."""
+    ``ε^max`` caps, with and without chord steps on a frozen Hessian; the kernel
+    itself takes the steps in most of them."""
     steps: list[int] = []
     real = _eta_polish.polish_kernel
 
@@ -82,13 +94,14 @@ def test_compiled_polish_is_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> 
         for capped in (False, True):
             prob = instance(j, 40, cfg, capped)
             eff, _ = effective_problem(prob)
+            H0 = base_hessian(prob) if frozen else None
             for start, lo, hi in starts(prob):
                 steps.clear()
-                got = _polish(eff, start, lo, hi)
+                got = _polish(eff, start, lo, hi, hessian0=H0)
                 moved += bool(steps) and steps[0] > 0
                 with monkeypatch.context() as mp:
                     mp.setattr(_eta_search, "_compiled_polish", lambda *a: None)
-                    ref = _polish(eff, start, lo, hi)
+                    ref = _polish(eff, start, lo, hi, hessian0=H0)
                 assert key(got) == key(ref), (j, capped, start.eta)
                 n += 1
     assert moved >= n // 2  # the kernel took the steps itself
@@ -119,12 +132,14 @@ def test_psi_dot_is_numpys_product() -> None:
             assert _eta_polish.psi_dot(psi, a) == float(psi @ a)
 
 
+@pytest.mark.parametrize("frozen", [False, True])
 def test_solve_and_polish_is_the_solve_then_the_polish(
-    monkeypatch: pytest.MonkeyPatch,
+    frozen: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One compiled call for a payment re-solve's first fixed-``η`` solve (from a new
     ``w``, the a-step warm from given multipliers) and its polish: the point the two
-    Python calls give, to the bit."""
+    Python calls give, to the bit, with and without chord steps on a frozen Hessian
+    (which then change the iterates: the frozen Hessian is used)."""
     done = []
     real = _eta_polish.solve_and_polish_kernel
 
@@ -134,23 +149,32 @@ def test_solve_and_polish_is_the_solve_then_the_polish(
         return out
 
     monkeypatch.setattr(_eta_search, "solve_and_polish_kernel", spy)
-    n = 0
+    n = differ = 0
     for j, cfg in enumerate(CONFIGS):
         for capped in (False, True):
             prob = instance(j, 40, cfg, capped)
             eff, _ = effective_problem(prob)
+            H0 = base_hessian(prob) if frozen else None
             for start, lo, hi in starts(prob):
                 w0 = start.w * 1.01  # a new point: its margins are computed afresh
                 got = _eta_search.solve_and_polish(
-                    eff, start.eta, w0=w0, a0=start.a, state=start.state, lo=lo, hi=hi
-                )
+                    eff, start.eta, w0=w0, a0=start.a, state=start.state, lo=lo, hi=hi,
+                    hessian0=H0,
+                )  # fmt: skip
                 first = solve_at_eta(
-                    eff, start.eta, w0=w0, a0=start.a, state=start.state
+                    eff, start.eta, w0=w0, a0=start.a, state=start.state, hessian0=H0
                 )
                 with monkeypatch.context() as mp:
                     mp.setattr(_eta_search, "_compiled_polish", lambda *a: None)
-                    ref = _polish(eff, first, lo, hi)
+                    ref = _polish(eff, first, lo, hi, hessian0=H0)
                 assert key(got) == key(ref), (j, capped, start.eta)
+                if frozen:
+                    exact = _eta_search.solve_and_polish(
+                        eff, start.eta, w0=w0, a0=start.a, state=start.state, lo=lo,
+                        hi=hi,
+                    )  # fmt: skip
+                    differ += key(exact) != key(got)
                 n += 1
-    assert len(done) == n
+    assert len(done) == n * (2 if frozen else 1)
     assert sum(done) >= n // 2
+    assert not frozen or differ >= n // 2
