@@ -104,12 +104,20 @@ def _first_order_target(curve: SellerCurve) -> float | None:
     return float((tau - loss_i) / (cfg.gamma * base.eta))
 
 
-def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float | None:
-    """Smallest ``s ≥ low`` in the support with ``Ψ̄(s) ≥ target`` (bisection).
+SEARCH_POINTS = 256
+""":func:`invert_virtual_cost` narrows its bracket this many times per pass."""
 
-    Every probe lies in the support, so each is one float through the prior's
-    unvalidated path (:meth:`CostPrior.virtual_cost`; the array path's validation was
-    ~10 % of a payment sweep at ``m = 10⁴``: ~50 probes per winner)."""
+
+def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float | None:
+    """Smallest ``s ≥ low`` in the support with ``Ψ̄(s) ≥ target``, to ``10⁻¹³``
+    relative (``Ψ̄`` is non-decreasing).
+
+    A ``SEARCH_POINTS``-ary search: each pass evaluates ``Ψ̄`` at that many points
+    across the bracket in one array call (every point inside the support, so
+    through :meth:`CostPrior.virtual_cost_in_support`, without validation) and keeps
+    the cell where it first reaches ``target``; six passes reach the tolerance
+    where bisection took some 45 scalar calls (about half a millisecond a winner,
+    a tenth of a strict-mode payment sweep on Wisconsin)."""
 
     def psi(s: float) -> float:
         return float(prior.virtual_cost(float(s)))
@@ -128,14 +136,18 @@ def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float
     elif psi(hi) < target:
         return None
     lo = low
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if psi(mid) >= target:
-            hi = mid
-        else:
-            lo = mid
+    steps = np.arange(1, SEARCH_POINTS) / SEARCH_POINTS
+    for _ in range(40):
         if hi - lo <= 1e-13 * max(1.0, abs(hi)):
             break
+        xs = lo + (hi - lo) * steps
+        reached = np.flatnonzero(prior.virtual_cost_in_support(xs) >= target)
+        j = int(reached[0]) if reached.size else xs.size  # xs.size: only hi reaches
+        new_lo = float(xs[j - 1]) if j > 0 else lo
+        new_hi = float(xs[j]) if j < xs.size else hi
+        if (new_lo, new_hi) == (lo, hi):  # no representable point inside
+            break
+        lo, hi = new_lo, new_hi
     return hi
 
 

@@ -196,6 +196,12 @@ class CostPrior(ABC):
             return evaluate(self._virtual_cost, c)
         return evaluate(self._virtual_cost, self.validate_costs(c, name="c"))
 
+    def virtual_cost_in_support(self, c: FloatArray) -> FloatArray:
+        """``Ψ(c)`` at a 1-D float array of costs the caller has placed inside the
+        support (finite, within ``[low, high]``): :meth:`virtual_cost` without its
+        validation pass, for searches that probe many such points at once."""
+        return np.asarray(self._virtual_cost(np.asarray(c, dtype=float)), dtype=float)
+
     def contains(self, c: float) -> bool:
         """Whether one cost is finite, non-negative and inside ``[low, high]``: a cost
         :meth:`validate_costs` accepts and leaves unchanged (it also admits a relative

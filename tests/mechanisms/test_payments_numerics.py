@@ -27,7 +27,12 @@ from mechanisms.payments._payments import payment_job
 from mechanisms.payments._quadrature import integrate
 from mechanisms.payments._resolve._local_resolve import local_resolve
 from mechanisms.payments._seller_payment import seller_payment
-from mechanisms.priors import ExponentialPrior, UniformPrior
+from mechanisms.priors import (
+    ExponentialPrior,
+    GaussianMixturePrior,
+    UniformPrior,
+    ensure_regular,
+)
 from tests.conftest import SEED
 from tests.mechanisms.test_payments_instances import broad_instance, small_instance
 
@@ -321,6 +326,23 @@ def test_invert_virtual_cost() -> None:
     s = invert_virtual_cost(e, 50.0, low=0.0)
     assert s is not None
     assert float(e.virtual_cost(np.array([s]))[0]) == pytest.approx(50.0, rel=1e-9)
+
+
+def test_invert_virtual_cost_is_the_first_point_reaching_the_target() -> None:
+    """On an ironed bimodal prior (flat stretches of ``Ψ̄``, where the smallest
+    ``s`` matters) and a smooth one: ``Ψ̄(s) ≥ target`` and a point ``10⁻¹²``
+    relative below ``s`` is still under it, for targets across the range."""
+    ironed = ensure_regular(
+        GaussianMixturePrior((0.5, 0.5), (0.2, 0.8), (0.05, 0.05), 0.0, 1.0)
+    )
+    for prior in (ironed, ExponentialPrior(2.0)):
+        top = 1.0 if np.isfinite(prior.high) else 3.0
+        values = prior.virtual_cost(np.linspace(0.01, top, 40))
+        for target in np.linspace(values[0], values[-1], 25)[1:]:
+            s = invert_virtual_cost(prior, float(target), low=0.01)
+            assert s is not None
+            assert prior.virtual_cost(s) >= target
+            assert prior.virtual_cost(s - 1e-12 * max(1.0, s)) < target
 
 
 @pytest.fixture(scope="module")
