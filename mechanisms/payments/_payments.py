@@ -49,6 +49,7 @@ from mechanisms.money import (
 from mechanisms.payments._executors import Progress, map_chunks
 from mechanisms.payments._resolve._local_resolve import base_hessian, stale_nodes
 from mechanisms.payments._resolve._seller_curve import Solver
+from mechanisms.payments._resolve._strict_resolve import strict_resolver
 from mechanisms.payments._seller_payment import (
     PaymentJob,
     SellerPayment,
@@ -239,8 +240,13 @@ def payment_job(
             "base: not an allocation of these reports (virtual costs differ)"
         )
     base.raise_for_status()
-    nodes = stale_nodes(prob, base) if solver is solve_allocation else None
-    hessian = base_hessian(prob, base) if solver is solve_allocation else None
+    full = solver is solve_allocation
+    # Where strict mode's lean re-solver applies, the sweeps re-solve through it and
+    # the stale nodes (a dozen fixed-η solves here, before any seller runs) would
+    # serve only a declined lean re-solve, which then certifies from the coarse grid.
+    lean = full and strict_resolver(prob, base) is not None
+    nodes = stale_nodes(prob, base) if full and not lean else None
+    hessian = base_hessian(prob, base) if full else None
     return PaymentJob(
         prob, base, regular, c, solver=solver, nodes=nodes, hessian=hessian
     )

@@ -20,6 +20,7 @@ from mechanisms.allocation._block_solver import solve_at_eta
 from mechanisms.allocation._eta_search import profile_slope, solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._payments import payment_job
+from mechanisms.payments._resolve._local_resolve import stale_nodes
 from mechanisms.payments._resolve._strict_resolve import strict_resolver
 from mechanisms.payments._seller_payment import FAST_TOL, seller_payment
 
@@ -207,6 +208,24 @@ def test_strict_payments_equal_those_without_the_shortcut(cfg: MechanismConfig) 
         assert fast_pay.payment == pytest.approx(full_pay.payment, rel=2e-5)
         assert fast_pay.monotonicity_violation <= 1e-9 * fast_pay.epsilon
     assert used >= len(winners) - 2
+
+
+def test_a_strict_job_leaves_the_stale_nodes_to_the_lean_resolver() -> None:
+    """Where the lean strict re-solver applies, the job computes no stale nodes (a
+    dozen solves before any seller runs): payments are those of a job that has them,
+    to the bit. A default-mode job keeps them."""
+    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=1.0, sigma=10.0, k=4.0, mode="strict")
+    prob, costs = instance(7, 30, cfg)
+    job = payment_job(prob.X, prob.y, costs, PRIOR, cfg)
+    assert job.nodes is None
+    with_nodes = dataclasses.replace(job, nodes=stale_nodes(job.prob, job.base))
+    assert with_nodes.nodes
+    winners = [i for i in range(prob.m) if job.base.epsilon_total[i] > 0][:6]
+    assert winners
+    for i in winners:
+        assert seller_payment(job, i).payment == seller_payment(with_nodes, i).payment
+    default = payment_job(prob.X, prob.y, costs, PRIOR, cfg.with_(mode="default"))
+    assert default.nodes is not None  # computed (empty under the candidate-model rule)
 
 
 def test_the_full_search_polishes_a_flat_profile_to_its_root() -> None:
