@@ -147,22 +147,35 @@ def solve_and_polish_kernel(
     A0: float,
     s0: float,
     H0: FloatArray,
+    z0: FloatArray,
+    l0: FloatArray,
+    dl0: FloatArray,
+    d20: FloatArray,
 ) -> tuple[
     int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
     float, FloatArray, int, bool,
 ]:  # fmt: skip
     """The fixed-``η`` solve from ``w`` (the a-step warm from ``(A0, s0)``; its
     margins ``Xw`` and loss pass computed here, as ``solve_at_eta`` computes them for
-    a new ``w``; chord steps on the frozen Hessian ``H0`` where that is ``d × d``), then :func:`polish_kernel` from its solution: the same tuple, with
-    ``steps = 0`` meaning the solve's own point (its gradient and iterations)."""
+    a new ``w``, unless given as ``z0, l0, dl0, d20``: ``Xw, ℓ, ℓ', ℓ''`` at ``w``,
+    used where they have ``m`` entries; chord steps on the frozen Hessian ``H0``
+    where that is ``d × d``), then :func:`polish_kernel` from its solution: the same
+    tuple, with ``steps = 0`` meaning the solve's own point (its gradient and
+    iterations)."""
     m = y.size
     q = gamma * eta
     const = sigma / eta
     caps = np.empty(m)
     for i in range(m):
         caps[i] = min(kcap, eps_max[i] / eta)
-    z = np.dot(X, w)
-    val, d1, d2, r = _logistic_pass(z, y, q, psi)
+    if z0.size == m:  # the losses do not depend on Ψ: r as the loss pass forms it
+        z, val, d1, d2 = z0, l0, dl0, d20
+        r = np.empty(m)
+        for i in range(m):
+            r[i] = val[i] + q * psi[i]
+    else:
+        z = np.dot(X, w)
+        val, d1, d2, r = _logistic_pass(z, y, q, psi)
     ok, a, A, s, value = _point_from_r(r, caps, mu, A0, s0, w, lam, const)
     if not ok:
         return POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False

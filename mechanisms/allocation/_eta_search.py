@@ -548,13 +548,16 @@ def solve_and_polish(
     hi: float,
     eta_rtol: float = 1e-13,
     hessian0: FloatArray | None = None,
+    losses0: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None,
 ) -> BlockSolution:
     """``_polish(prob, solve_at_eta(prob, eta, w0=w0, a0=a0, state=state,
     hessian0=hessian0), lo, hi)``: in one compiled call where the polish runs
     compiled and ``state`` is given (:func:`._eta_polish.solve_and_polish_kernel`,
     the same solve and steps to the bit), else as written. ``hessian0``: a frozen
     Hessian for chord steps in the first solve and in each polish step's
-    (:func:`._reduced_newton.newton_reduced`)."""
+    (:func:`._reduced_newton.newton_reduced`). ``losses0``: ``(Xw₀, ℓ, ℓ', ℓ'')`` at
+    ``w0`` where the caller has them (a payment re-solve from the base's ``w``): the
+    compiled call skips that product and loss pass, whose values these are."""
     if state is not None and compiled_steps_apply(prob):
         cfg = prob.cfg
         out = solve_and_polish_kernel(
@@ -562,6 +565,7 @@ def solve_and_polish(
             cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol,
             POLISH_ROUNDING, float(eta), kernel_array(w0),
             state.A, state.s, kernel_hessian(hessian0),
+            *(_NO_LOSSES if losses0 is None else losses0),
         )  # fmt: skip
         sol = _kernel_solution(out)
         if sol is not None:
@@ -571,6 +575,9 @@ def solve_and_polish(
     )
     return _polish(prob, first, lo, hi, eta_rtol=eta_rtol, hessian0=hessian0)
 
+
+_NO_LOSSES = (np.empty(0), np.empty(0), np.empty(0), np.empty(0))
+""":func:`solve_and_polish`'s "no losses given" to the compiled call."""
 
 POLISH_ROUNDING = 8.0 * np.finfo(float).eps
 """:func:`_polish` takes a step that raises ``G`` by at most this relative amount (its

@@ -16,6 +16,7 @@ from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._eta_search import _polish, eta_bounds, solve_allocation
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._certify import effective_problem
+from mechanisms.allocation._logistic_kernel import logistic_pass
 from mechanisms.allocation._reduced_newton import hessian_at
 
 CFG = MechanismConfig(
@@ -178,3 +179,35 @@ def test_solve_and_polish_is_the_solve_then_the_polish(
     assert len(done) == n * (2 if frozen else 1)
     assert sum(done) >= n // 2
     assert not frozen or differ >= n // 2
+
+
+def test_solve_and_polish_from_given_losses_is_the_same_solve() -> None:
+    """Given ``(Xw₀, ℓ, ℓ', ℓ'')`` at the start (a payment re-solve from the base's
+    ``w``), the compiled solve skips that pass and returns the same point to the
+    bit, at virtual costs other than those the losses were formed with; other losses
+    give another point (they are used)."""
+    n = 0
+    for j, cfg in enumerate(CONFIGS):
+        prob = instance(j, 40, cfg)
+        eff, _ = effective_problem(prob)
+        for start, lo, hi in starts(prob)[:3]:
+            w0 = start.w * 1.01
+            z = eff.X @ w0
+            losses, dl, d2, _ = logistic_pass(z, eff.y, 0.0, eff.psi)
+            raised = eff.with_seller_psi(int(np.argmax(start.a)), 3.0)
+            kw = {"w0": w0, "a0": start.a, "state": start.state, "lo": lo, "hi": hi}
+            ref = _eta_search.solve_and_polish(raised, start.eta, **kw)  # type: ignore[arg-type]
+            got = _eta_search.solve_and_polish(
+                raised, start.eta, losses0=(z, losses, dl, d2), **kw  # type: ignore[arg-type]
+            )
+            assert key(got) == key(ref)
+            # other losses give another first solve (a range of one point: no
+            # polish step, whose solves recompute the losses, follows it)
+            pin = {**kw, "lo": start.eta, "hi": start.eta}
+            one = _eta_search.solve_and_polish(raised, start.eta, **pin)  # type: ignore[arg-type]
+            off = _eta_search.solve_and_polish(
+                raised, start.eta, losses0=(z, losses * 1.5, dl, d2), **pin  # type: ignore[arg-type]
+            )
+            assert key(off) != key(one)
+            n += 1
+    assert n == 3 * len(CONFIGS)

@@ -64,8 +64,10 @@ from mechanisms.allocation._range._certify import (
     effective_problem,
     node_of,
 )
+from mechanisms.allocation._logistic_kernel import logistic_pass
 from mechanisms.allocation._reduced_newton import hessian_at, value_and_gradient
 from mechanisms.allocation._weights_step import WeightsStepState
+from mechanisms.payments._base_memo import base_memo
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -176,6 +178,7 @@ def local_resolve(
     best = solve_and_polish(
         prob, eta_s, w0=w_s, a0=a_s, state=_nearest_state(nodes, eta_s),
         lo=float(grid[0]), hi=float(grid[-1]), eta_rtol=ETA_RTOL, hessian0=hessian,
+        losses0=base_losses(prob, base) if w_s is base.w else None,
     )  # fmt: skip
     cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
     # the upper bound and the polished value are the same G by two roundings where
@@ -390,6 +393,26 @@ def stale_nodes(
             for e, nd in partition.items()
         }
     )
+
+
+def base_losses(
+    prob: Problem, base: Allocation
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None:
+    """``(Xw, ℓ, ℓ', ℓ'')`` at the base's ``w`` (logistic loss; ``None`` otherwise),
+    once per base and process: a re-solve from the base's own ``w`` (a sweep's first,
+    at the support's top or the critical cost's first probe) needs neither the
+    product ``Xw`` nor the loss pass, which do not depend on the virtual costs. The
+    same operations as the compiled solve's, so the same values."""
+    if prob.cfg.loss != "logistic":
+        return None
+
+    def compute() -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        w = np.ascontiguousarray(base.w, dtype=np.float64)
+        z = prob.X @ w
+        losses, dl, d2, _ = logistic_pass(z, prob.y, 0.0, prob.psi)
+        return z, losses, dl, d2
+
+    return base_memo(base, "base_losses", prob.X, compute)
 
 
 @single_blas_thread
