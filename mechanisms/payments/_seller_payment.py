@@ -94,9 +94,9 @@ class PaymentJob:
     full re-solves (default none: every seller is checked). ``nodes``: the base's
     stale certified nodes for the shortcut's range certificate
     (:func:`mechanisms.payments._resolve._local_resolve.stale_nodes`; ``None``: the coarse
-    grid's only, as where strict mode's lean re-solver applies). ``rtol``: relative tolerance of each seller's payment integral
-    ``I`` (1e-5: a payment of 1,000 is right to a hundredth of a unit before rounding up
-    to the ledger unit). It is split between the two error sources so that their sum
+    grid's only, as where strict mode's lean re-solver applies). ``rtol``: relative
+    tolerance of each seller's payment integral ``I`` (1e-5: a payment of 1,000 is
+    right to a hundredth of a unit before rounding up to the ledger unit). It is split between the two error sources so that their sum
     stays within it: the critical-cost bracket stops at ``u(ε(lo))·(hi − lo) ≤
     (rtol/4)·I`` (the triangle added for it is then off by at most ``(rtol/8)·I``) and
     the adaptive quadrature at an estimated error ``≤ (rtol/2)·I``. (With both at the

@@ -14,9 +14,9 @@ from mechanisms import MechanismConfig
 from mechanisms.allocation import _eta_polish, _eta_search
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._eta_search import _polish, eta_bounds, solve_allocation
+from mechanisms.allocation._logistic_kernel import logistic_pass
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._certify import effective_problem
-from mechanisms.allocation._logistic_kernel import logistic_pass
 from mechanisms.allocation._reduced_newton import hessian_at
 
 CFG = MechanismConfig(
@@ -195,19 +195,20 @@ def test_solve_and_polish_from_given_losses_is_the_same_solve() -> None:
             z = eff.X @ w0
             losses, dl, d2, _ = logistic_pass(z, eff.y, 0.0, eff.psi)
             raised = eff.with_seller_psi(int(np.argmax(start.a)), 3.0)
-            kw = {"w0": w0, "a0": start.a, "state": start.state, "lo": lo, "hi": hi}
-            ref = _eta_search.solve_and_polish(raised, start.eta, **kw)  # type: ignore[arg-type]
-            got = _eta_search.solve_and_polish(
-                raised, start.eta, losses0=(z, losses, dl, d2), **kw  # type: ignore[arg-type]
-            )
+            kw: dict[str, object] = {
+                "w0": w0, "a0": start.a, "state": start.state, "lo": lo, "hi": hi,
+            }  # fmt: skip
+            polish = _eta_search.solve_and_polish
+            ref = polish(raised, start.eta, **kw)  # type: ignore[arg-type]
+            given = (z, losses, dl, d2)
+            got = polish(raised, start.eta, losses0=given, **kw)  # type: ignore[arg-type]
             assert key(got) == key(ref)
             # other losses give another first solve (a range of one point: no
             # polish step, whose solves recompute the losses, follows it)
             pin = {**kw, "lo": start.eta, "hi": start.eta}
-            one = _eta_search.solve_and_polish(raised, start.eta, **pin)  # type: ignore[arg-type]
-            off = _eta_search.solve_and_polish(
-                raised, start.eta, losses0=(z, losses * 1.5, dl, d2), **pin  # type: ignore[arg-type]
-            )
+            one = polish(raised, start.eta, **pin)  # type: ignore[arg-type]
+            other = (z, losses * 1.5, dl, d2)
+            off = polish(raised, start.eta, losses0=other, **pin)  # type: ignore[arg-type]
             assert key(off) != key(one)
             n += 1
     assert n == 3 * len(CONFIGS)

@@ -53,6 +53,7 @@ from mechanisms.allocation._eta_search import (
     solve_allocation,
     solve_and_polish,
 )
+from mechanisms.allocation._logistic_kernel import logistic_pass
 from mechanisms.allocation._problem import Problem, search_value
 from mechanisms.allocation._range._certify import (
     RANGE_RTOL,
@@ -64,7 +65,6 @@ from mechanisms.allocation._range._certify import (
     effective_problem,
     node_of,
 )
-from mechanisms.allocation._logistic_kernel import logistic_pass
 from mechanisms.allocation._reduced_newton import hessian_at, value_and_gradient
 from mechanisms.allocation._weights_step import WeightsStepState
 from mechanisms.payments._base_memo import base_memo
