@@ -712,6 +712,29 @@ def _rounding_accept(
     return _norm(_gradient(prob, eta, q)) < gnorm
 
 
+@_jit
+def _kernel_rounding_accept(
+    X: FloatArray,
+    lam: float,
+    value: float,
+    pred: float,
+    gnorm: float,
+    wq: FloatArray,
+    aq: FloatArray,
+    dlq: FloatArray,
+    vq: float,
+) -> bool:
+    """:func:`_rounding_accept` in the compiled loop: the trial point ``(wq, aq)``
+    (value ``vq``, slopes ``dlq``) is accepted where the predicted decrease ``pred``
+    is under ``F``'s rounding, ``F`` did not rise beyond it and ``‖∇F‖`` shrank
+    below ``gnorm``."""
+    scale = 1.0 + abs(value)
+    if -pred > 1e-12 * scale or vq > value + 1e-13 * scale:
+        return False
+    gq = _weighted_gradient(X, aq, dlq, lam, wq)
+    return bool(math.sqrt(np.dot(gq, gq)) < gnorm)
+
+
 NEWTON_CONVERGED, NEWTON_HANDOFF, NEWTON_MAX_ITER, NEWTON_FLAT = 0, 1, 2, 3
 
 FROZEN_ACCEPT = 0.25
@@ -919,13 +942,9 @@ def _newton_kernel(
                         NEWTON_HANDOFF, it, radius0, w, z, losses, dl, d2, r, a, A, s,
                         value, g,
                     )  # fmt: skip
-                accept = rho > FROZEN_ACCEPT
-                if not accept:  # _rounding_accept
-                    scale = 1.0 + abs(value)
-                    if not (-pred > 1e-12 * scale or vq > value + 1e-13 * scale):
-                        gq = _weighted_gradient(X, aq, dlq, lam, wq)
-                        accept = math.sqrt(np.dot(gq, gq)) < gnorm
-                if accept:
+                if rho > FROZEN_ACCEPT or _kernel_rounding_accept(
+                    X, lam, value, pred, gnorm, wq, aq, dlq, vq
+                ):
                     w, z, losses, dl, d2, r, a, A, s, value = (
                         wq, zq, lq, dlq, d2q, rq, aq, Aq, sq, vq
                     )  # fmt: skip
@@ -990,13 +1009,9 @@ def _newton_kernel(
                     if not boundary2:
                         break
                     radius = 2.0 * radius
-            accept = rho > ACCEPT
-            if not accept:  # _rounding_accept
-                scale = 1.0 + abs(value)
-                if not (-pred > 1e-12 * scale or vq > value + 1e-13 * scale):
-                    gq = _weighted_gradient(X, aq, dlq, lam, wq)
-                    accept = math.sqrt(np.dot(gq, gq)) < gnorm
-            if accept:
+            if rho > ACCEPT or _kernel_rounding_accept(
+                X, lam, value, pred, gnorm, wq, aq, dlq, vq
+            ):
                 break
             if radius <= 1e-12 * (1.0 + wnorm):
                 return (

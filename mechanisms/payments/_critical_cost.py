@@ -116,8 +116,8 @@ def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float
     across the bracket in one array call (every point inside the support, so
     through :meth:`CostPrior.virtual_cost_in_support`, without validation) and keeps
     the cell where it first reaches ``target``; six passes reach the tolerance
-    where bisection took some 45 scalar calls (about half a millisecond a winner,
-    a tenth of a strict-mode payment sweep on Wisconsin)."""
+    where bisection took some 45 scalar calls (130 µs a winner against 245 µs for
+    the uniform prior)."""
 
     def psi(s: float) -> float:
         return float(prior.virtual_cost(float(s)))
