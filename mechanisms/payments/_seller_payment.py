@@ -14,9 +14,14 @@ mismatch. :func:`mechanisms.payments.myerson_payments` maps this over sellers.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -134,6 +139,43 @@ class PaymentJob:
     nodes: dict[float, Node] | None = None
     curvature_split: bool = True
     hessian: FloatArray | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with a token naming this instance, so that a process unpickling
+        it for several chunks gets one object back (:func:`_restore_job`): the
+        per-base memos keyed by that object (the lean re-solvers, the base's
+        losses, :mod:`mechanisms.payments._base_memo`) are then built once per
+        process instead of once per chunk. A job made by ``dataclasses.replace``
+        is another instance with its own token."""
+        token = self.__dict__.get("_token")
+        if token is None:
+            token = uuid.uuid4().hex
+            object.__setattr__(self, "_token", token)
+        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return (_restore_job, (token, state))
+
+
+_RESTORED: OrderedDict[str, PaymentJob] = OrderedDict()
+_RESTORED_LOCK = threading.Lock()
+RESTORED_JOBS = 2
+"""How many unpickled jobs a process keeps by token (the most recently used): a
+pool worker serves the chunks of one job, or of two interleaved ones, at a time."""
+
+
+def _restore_job(token: str, state: dict[str, Any]) -> PaymentJob:
+    """The job of ``token`` this process already unpickled, else a new one from
+    ``state`` (kept for the chunks that follow; see :meth:`PaymentJob.__reduce__`)."""
+    with _RESTORED_LOCK:
+        job = _RESTORED.get(token)
+        if job is not None:
+            _RESTORED.move_to_end(token)
+            return job
+        job = PaymentJob(**state)
+        object.__setattr__(job, "_token", token)
+        _RESTORED[token] = job
+        while len(_RESTORED) > RESTORED_JOBS:
+            _RESTORED.popitem(last=False)
+        return job
 
 
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:

@@ -385,6 +385,42 @@ def test_a_payment_does_not_depend_on_the_sellers_paid_before() -> None:
     assert late.payment == pytest.approx(alone.payment, rel=1e-12)
 
 
+def test_a_worker_unpickles_one_job_once(instance: Instance) -> None:
+    """A process pool pickles the shared job once per chunk; the worker must get the
+    same object back for every chunk of one job (its per-base memos, keyed by that
+    object, are then built once), and a different one for a job changed by
+    ``dataclasses.replace`` (other settings, other results)."""
+    import pickle
+
+    ins = instance
+    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
+    first = pickle.loads(pickle.dumps(job))
+    again = pickle.loads(pickle.dumps(job))
+    assert first is again
+    assert first is not job
+    for f in dataclasses.fields(job):
+        if f.name not in ("prob", "base", "prior", "reports", "nodes", "hessian"):
+            assert getattr(first, f.name) == getattr(job, f.name), f.name
+    np.testing.assert_array_equal(first.reports, job.reports)
+    np.testing.assert_array_equal(first.base.epsilon_total, job.base.epsilon_total)
+    other = pickle.loads(pickle.dumps(dataclasses.replace(job, rtol=1e-7)))
+    assert other is not first
+    assert other.rtol == 1e-7
+    assert first.rtol == job.rtol
+    # a restored job pays as the original does
+    (sp_job,) = payments_module._chunk(job, [1])
+    (sp_first,) = payments_module._chunk(first, [1])
+    assert sp_first.payment == sp_job.payment
+    # the cache is bounded: the oldest job is dropped once more are restored
+    jobs = [
+        dataclasses.replace(job, rtol=r)
+        for r in (1e-6, 2e-6, 3e-6)[: seller_payment_module.RESTORED_JOBS + 1]
+    ]
+    restored = [pickle.loads(pickle.dumps(j)) for j in jobs]
+    assert pickle.loads(pickle.dumps(jobs[-1])) is restored[-1]
+    assert pickle.loads(pickle.dumps(jobs[0])) is not restored[0]
+
+
 @pytest.mark.parametrize("mode", ["default", "strict"])
 def test_payments_at_zero_gamma_need_no_resolve(mode: str) -> None:
     """``γ = 0``: the rule does not read the reports, so every winner's ``ε_i`` is the
