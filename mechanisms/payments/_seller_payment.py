@@ -157,9 +157,12 @@ class PaymentJob:
 
 _RESTORED: OrderedDict[str, PaymentJob] = OrderedDict()
 _RESTORED_LOCK = threading.Lock()
-RESTORED_JOBS = 2
-"""How many unpickled jobs a process keeps by token (the most recently used): a
-pool worker serves the chunks of one job, or of two interleaved ones, at a time."""
+RESTORED_JOBS = 1
+"""How many unpickled jobs a process keeps by token (the most recently used). A pool
+worker serves one job's chunks in a row; two jobs interleaved on one worker rebuild
+their memos per chunk, as without this cache. One, because a kept job holds its
+records and the re-solvers' caches (tens of MB at ``m = 10⁵``) until the next job
+replaces it."""
 
 
 def _restore_job(token: str, state: dict[str, Any]) -> PaymentJob:
