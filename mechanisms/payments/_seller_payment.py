@@ -93,7 +93,8 @@ class SellerPayment:
 
 @dataclass(frozen=True)
 class PaymentJob:
-    """What every per-seller computation shares (picklable; sent once per chunk).
+    """What every per-seller computation shares (picklable; sent once per chunk and
+    restored once per process, :meth:`__reduce__`).
 
     ``unverified``: sellers whose shortcut evaluations are not checked against cold
     full re-solves (default none: every seller is checked). ``nodes``: the base's
