@@ -7,8 +7,10 @@ are chunked and mapped over an executor: a process pool by default, a thread poo
 
 The chunks are sized by the executor's actual worker count (:func:`worker_count`:
 about four chunks per worker, for progress and load balance). On a process pool the
-shared job is pickled once per chunk; on Dask it is scattered to the workers **once**
-(``Client.scatter(..., broadcast=True)``) and every chunk receives a reference to it.
+shared job is pickled once per chunk (a payment job is then restored once per worker
+process: :meth:`mechanisms.payments._seller_payment.PaymentJob.__reduce__`); on Dask it
+is scattered to the workers **once** (``Client.scatter(..., broadcast=True)``) and
+every chunk receives a reference to it.
 """
 
 from __future__ import annotations
