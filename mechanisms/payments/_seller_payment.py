@@ -14,6 +14,7 @@ mismatch. :func:`mechanisms.payments.myerson_payments` maps this over sellers.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 import time
@@ -154,6 +155,20 @@ class PaymentJob:
             object.__setattr__(self, "_token", token)
         state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return (_restore_job, (token, state))
+
+    def __copy__(self) -> PaymentJob:
+        """A new instance with the same fields (not the restored one of
+        :meth:`__reduce__`, which ``copy`` would otherwise go through)."""
+        return dataclasses.replace(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PaymentJob:
+        """A new instance with deep copies of the fields (see :meth:`__copy__`)."""
+        return PaymentJob(
+            **{
+                f.name: copy.deepcopy(getattr(self, f.name), memo)
+                for f in dataclasses.fields(self)
+            }
+        )
 
 
 _RESTORED: OrderedDict[str, PaymentJob] = OrderedDict()

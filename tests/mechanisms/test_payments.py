@@ -407,6 +407,15 @@ def test_a_worker_unpickles_one_job_once(instance: Instance) -> None:
     assert other is not first
     assert other.rtol == 1e-7
     assert first.rtol == job.rtol
+    # copies are new objects, never the restored one
+    import copy
+
+    assert copy.copy(job) is not copy.copy(job)
+    assert copy.copy(first) is not first
+    deep = copy.deepcopy(job)
+    assert deep is not job
+    assert deep is not copy.deepcopy(job)
+    np.testing.assert_array_equal(deep.reports, job.reports)
     # a restored job pays as the original does
     (sp_job,) = payments_module._chunk(job, [1])
     (sp_first,) = payments_module._chunk(first, [1])
