@@ -129,7 +129,10 @@ def test_three_party_processes_each_with_its_own_block_equal_the_plain_fit(
     assert outs[0]["beta"] == outs[1]["beta"] == outs[2]["beta"]
     est = finish_session(plan, outs[2])  # the compute party's opened outputs
     ref = _plain_on_rounded_rows(d)
-    np.testing.assert_allclose(np.r_[est.intercept_, est.coef_], ref, rtol=0, atol=1e-8)
+    # the fixed point's own error, as in test_mpc.py (docs/secure-vertical.md: about
+    # 5e-8 at n = 100; its probabilistic truncation varies between runs, and 1e-8
+    # failed here once at 1.005e-8)
+    np.testing.assert_allclose(np.r_[est.intercept_, est.coef_], ref, rtol=0, atol=1e-7)
     assert est.converged_
     assert list(est.classes_) == [-1, 1]
     # R1 opens g, I and β per iteration (aggregates of size d, d²), nothing of size n
