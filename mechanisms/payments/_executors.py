@@ -7,17 +7,23 @@ are chunked and mapped over an executor: a process pool by default, a thread poo
 
 The chunks are sized by the executor's actual worker count (:func:`worker_count`:
 about four chunks per worker, for progress and load balance). On a process pool the
-shared job is pickled once per chunk (a payment job is then restored once per worker
-process: :meth:`mechanisms.payments._seller_payment.PaymentJob.__reduce__`); on Dask it
-is scattered to the workers **once** (``Client.scatter(..., broadcast=True)``) and
-every chunk receives a reference to it.
+shared object is pickled once per chunk and restored once per worker process
+(:class:`_Shared`: each chunk of a call gets the same object, so caches keyed by it,
+such as the payments' per-base memos, are built once per process); on Dask it is
+scattered to the workers **once** (``Client.scatter(..., broadcast=True)``) and every
+chunk receives a reference to it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -164,11 +170,62 @@ def map_chunks(
     client = _dask_client(pool)
     if client is not None:
         shared = DaskExecutor.scatter_with(client, shared)
+    else:  # one object per worker process for all of this call's chunks
+        shared = _Shared(uuid.uuid4().hex, shared)
+        fn = functools.partial(_unwrapped, fn)
     try:
         return _run(pool, fn, shared, chunks, total, progress)
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass(frozen=True, eq=False)
+class _Shared:
+    """The shared object of one :func:`map_chunks` call as chunks carry it, named by
+    a token for that call. A process pool pickles it once per chunk; unpickled
+    (:meth:`__reduce__`), a worker process returns the one it restored first for the
+    same token (:func:`_restore_shared`), so every chunk of the call that runs there
+    works on one object, and what is cached by that object's identity (the payment
+    sweeps' per-base memos: re-solvers, the base's losses, renewal arrays) is built
+    once per process instead of once per chunk."""
+
+    token: str
+    obj: Any
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_shared, (self.token, self.obj))
+
+
+_RESTORED: OrderedDict[str, _Shared] = OrderedDict()
+_RESTORED_LOCK = threading.Lock()
+RESTORED_SHARED = 1
+"""How many restored shared objects a process keeps (the most recently used). A pool
+worker serves one call's chunks in a row; two calls interleaved on one worker restore
+theirs per chunk, as without this cache. One, because a kept object (a payment job:
+its records and the re-solvers' caches, tens of MB at ``m = 10⁵``) stays in memory
+until the next call replaces it."""
+
+
+def _restore_shared(token: str, obj: Any) -> _Shared:
+    """The :class:`_Shared` of ``token`` this process already restored, else ``obj``
+    under that token (kept for the chunks that follow)."""
+    with _RESTORED_LOCK:
+        hit = _RESTORED.get(token)
+        if hit is not None:
+            _RESTORED.move_to_end(token)
+            return hit
+        out = _RESTORED[token] = _Shared(token, obj)
+        while len(_RESTORED) > RESTORED_SHARED:
+            _RESTORED.popitem(last=False)
+        return out
+
+
+def _unwrapped(
+    fn: Callable[[Any, list[T]], list[R]], shared: _Shared, chunk: list[T]
+) -> list[R]:
+    """``fn`` on the object a :class:`_Shared` carries."""
+    return fn(shared.obj, chunk)
 
 
 def _run(

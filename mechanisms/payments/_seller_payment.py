@@ -14,15 +14,9 @@ mismatch. :func:`mechanisms.payments.myerson_payments` maps this over sellers.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import threading
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -94,8 +88,7 @@ class SellerPayment:
 
 @dataclass(frozen=True)
 class PaymentJob:
-    """What every per-seller computation shares (picklable; sent once per chunk and
-    restored once per process, :meth:`__reduce__`).
+    """What every per-seller computation shares (picklable; sent once per chunk).
 
     ``unverified``: sellers whose shortcut evaluations are not checked against cold
     full re-solves (default none: every seller is checked). ``nodes``: the base's
@@ -141,60 +134,6 @@ class PaymentJob:
     nodes: dict[float, Node] | None = None
     curvature_split: bool = True
     hessian: FloatArray | None = None
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled with a token naming this instance, so that a process unpickling
-        it for several chunks gets one object back (:func:`_restore_job`): the
-        per-base memos keyed by that object (the lean re-solvers, the base's
-        losses, :mod:`mechanisms.payments._base_memo`) are then built once per
-        process instead of once per chunk. A job made by ``dataclasses.replace``
-        is another instance with its own token."""
-        token = self.__dict__.get("_token")
-        if token is None:
-            token = uuid.uuid4().hex
-            object.__setattr__(self, "_token", token)
-        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return (_restore_job, (token, state))
-
-    def __copy__(self) -> PaymentJob:
-        """A new instance with the same fields (not the restored one of
-        :meth:`__reduce__`, which ``copy`` would otherwise go through)."""
-        return dataclasses.replace(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> PaymentJob:
-        """A new instance with deep copies of the fields (see :meth:`__copy__`)."""
-        return PaymentJob(
-            **{
-                f.name: copy.deepcopy(getattr(self, f.name), memo)
-                for f in dataclasses.fields(self)
-            }
-        )
-
-
-_RESTORED: OrderedDict[str, PaymentJob] = OrderedDict()
-_RESTORED_LOCK = threading.Lock()
-RESTORED_JOBS = 1
-"""How many unpickled jobs a process keeps by token (the most recently used). A pool
-worker serves one job's chunks in a row; two jobs interleaved on one worker rebuild
-their memos per chunk, as without this cache. One, because a kept job holds its
-records and the re-solvers' caches (tens of MB at ``m = 10⁵``) until the next job
-replaces it."""
-
-
-def _restore_job(token: str, state: dict[str, Any]) -> PaymentJob:
-    """The job of ``token`` this process already unpickled, else a new one from
-    ``state`` (kept for the chunks that follow; see :meth:`PaymentJob.__reduce__`)."""
-    with _RESTORED_LOCK:
-        job = _RESTORED.get(token)
-        if job is not None:
-            _RESTORED.move_to_end(token)
-            return job
-        job = PaymentJob(**state)
-        object.__setattr__(job, "_token", token)
-        _RESTORED[token] = job
-        while len(_RESTORED) > RESTORED_JOBS:
-            _RESTORED.popitem(last=False)
-        return job
 
 
 def seller_payment(job: PaymentJob, i: int) -> SellerPayment:

@@ -16,7 +16,7 @@ import pytest
 from mechanisms import ExponentialPrior, MechanismConfig, allocate
 from mechanisms.payments import _payments as payments_module
 from mechanisms.payments import _seller_payment as seller_payment_module
-from mechanisms.payments._executors import SerialExecutor, chunked
+from mechanisms.payments._executors import SerialExecutor, chunked, map_chunks
 from mechanisms.payments._payments import (
     MIN_VERIFIED,
     myerson_payments,
@@ -385,49 +385,41 @@ def test_a_payment_does_not_depend_on_the_sellers_paid_before() -> None:
     assert late.payment == pytest.approx(alone.payment, rel=1e-12)
 
 
-def test_a_worker_unpickles_one_job_once(instance: Instance) -> None:
-    """A process pool pickles the shared job once per chunk; the worker must get the
-    same object back for every chunk of one job (its per-base memos, keyed by that
-    object, are then built once), and a different one for a job changed by
-    ``dataclasses.replace`` (other settings, other results)."""
+_SEEN: list[object] = []  # what _count_shared saw in this process (kept alive)
+
+
+def _count_shared(shared: object, chunk: list[int]) -> list[int]:
+    """Per item: how many distinct shared objects this process has been handed."""
+    _SEEN.append(shared)
+    return [len({id(o) for o in _SEEN})] * len(chunk)
+
+
+def test_a_worker_gets_one_shared_object_per_call() -> None:
+    """A process pool pickles the shared object once per chunk; a worker must get one
+    object for all chunks of a call (the payments' per-base memos are keyed by it and
+    are then built once per process), and a new one for the next call."""
+    import multiprocessing
     import pickle
+    from concurrent.futures import ProcessPoolExecutor
 
-    ins = instance
-    job = payment_job(ins.X, ins.y, ins.costs, ins.prior, ins.cfg)
-    first = pickle.loads(pickle.dumps(job))
-    again = pickle.loads(pickle.dumps(job))
-    assert first is again
-    assert first is not job
-    for f in dataclasses.fields(job):
-        if f.name not in ("prob", "base", "prior", "reports", "nodes", "hessian"):
-            assert getattr(first, f.name) == getattr(job, f.name), f.name
-    np.testing.assert_array_equal(first.reports, job.reports)
-    np.testing.assert_array_equal(first.base.epsilon_total, job.base.epsilon_total)
-    other = pickle.loads(pickle.dumps(dataclasses.replace(job, rtol=1e-7)))
-    assert other is not first
-    assert other.rtol == 1e-7
-    assert first.rtol == job.rtol
-    # copies are new objects, never the restored one
-    import copy
+    from mechanisms.payments import _executors
 
-    assert copy.copy(job) is not copy.copy(job)
-    assert copy.copy(first) is not first
-    deep = copy.deepcopy(job)
-    assert deep is not job
-    assert deep is not copy.deepcopy(job)
-    np.testing.assert_array_equal(deep.reports, job.reports)
-    # a restored job pays as the original does
-    (sp_job,) = payments_module._chunk(job, [1])
-    (sp_first,) = payments_module._chunk(first, [1])
-    assert sp_first.payment == sp_job.payment
-    # the cache is bounded: the oldest job is dropped once more are restored
-    jobs = [
-        dataclasses.replace(job, rtol=r)
-        for r in (1e-6, 2e-6, 3e-6)[: seller_payment_module.RESTORED_JOBS + 1]
+    ctx = multiprocessing.get_context("fork")
+    data = {"X": np.arange(6.0)}
+    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        first = map_chunks(_count_shared, data, range(6), executor=pool, chunk_size=1)
+        second = map_chunks(_count_shared, data, range(3), executor=pool, chunk_size=1)
+    assert first == [1] * 6
+    assert second == [2] * 3
+    # the kept objects are bounded: another token replaces the oldest
+    kept = [
+        pickle.loads(pickle.dumps(_executors._Shared(f"t{j}", data)))
+        for j in range(_executors.RESTORED_SHARED + 1)
     ]
-    restored = [pickle.loads(pickle.dumps(j)) for j in jobs]
-    assert pickle.loads(pickle.dumps(jobs[-1])) is restored[-1]
-    assert pickle.loads(pickle.dumps(jobs[0])) is not restored[0]
+    again = pickle.loads(pickle.dumps(_executors._Shared(kept[-1].token, data)))
+    assert again is kept[-1]
+    assert again.obj is kept[-1].obj
+    assert pickle.loads(pickle.dumps(_executors._Shared("t0", data))) is not kept[0]
 
 
 @pytest.mark.parametrize("mode", ["default", "strict"])
