@@ -55,8 +55,9 @@ def kink_brackets(
     only. A pair inside one of the ``known`` brackets (found by an earlier call, whose
     ends the quadrature already splits at) is not searched again.
     """
-    for s in np.linspace(lo, hi, n_scan + 2)[1:-1]:
-        curve.epsilon(float(s))
+    if n_scan > 0:
+        for s in np.linspace(lo, hi, n_scan + 2)[1:-1]:
+            curve.epsilon(float(s))
     width = xrtol * (hi - lo)
     out: set[tuple[float, float]] = set()
     pts = sorted(s for s in curve.cache if lo <= s <= hi)
