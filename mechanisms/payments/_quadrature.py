@@ -37,7 +37,10 @@ alone (trapezoid, bound ``(b − a)|f(b) − f(a)|/2``: a flat piece costs nothi
 piece whose change sits in one half is halved at one evaluation per step until the
 ramp fills it (:data:`RAMP_SHARE`); a piece whose midpoint lies so near the chord that
 the three-node estimate is far under the tolerance is taken as Simpson's value on its
-ends and midpoint (:func:`_flat_panel`); else five-node panels as above.
+ends and midpoint (:func:`_flat_panel`); else five-node panels as above. Where the
+caller knows the slope at a piece's left end (``tangent``), the piece is first tried
+from its ends and that slope (:func:`_tangent_panel`), before its midpoint is
+evaluated.
 
 An integrand of the release's form (``curvature_split``: spec ``mechanism.md`` §3, eq.
 (3.1)), ``f(s) = p(s) + 2·ln(1 + a(s)/κ)`` with ``p = η·a_i`` and ``a = a_i`` smooth
@@ -148,6 +151,9 @@ MAX_GRADING = 60
 CurvatureSplit = Callable[[float], tuple[float, float] | None]
 """``s ↦ (p, a)`` with ``f(s) = p + 2·ln(1 + a/κ)``, or ``None`` where not known."""
 
+Tangent = Callable[[float, float], float | None]
+"""``(lo, hi) ↦ f'(lo)`` for the piece ``[lo, hi]``, or ``None`` where not known."""
+
 
 @dataclass(frozen=True, slots=True)
 class QuadratureResult:
@@ -186,6 +192,7 @@ def integrate(
     monotone: bool = False,
     curvature_split: CurvatureSplit | None = None,
     curvature_scale: float = 0.0,
+    tangent: Tangent | None = None,
 ) -> QuadratureResult:
     """Adaptive Gauss–Kronrod integral of ``f`` over ``[a, b]``.
 
@@ -219,6 +226,11 @@ def integrate(
         split.
     curvature_scale : float
         ``κ > 0`` of ``curvature_split``.
+    tangent : callable, optional
+        ``monotone`` Simpson only: ``(lo, hi) ↦ f'(lo)`` for a piece ``[lo, hi]``
+        where the caller knows that slope without evaluating ``f`` (``None``
+        elsewhere); such a piece may then be taken from its ends and that slope
+        alone (:func:`_tangent_panel`) instead of its midpoint.
     """
     if rule not in (*RULES, "simpson"):
         raise ValueError(
@@ -248,6 +260,7 @@ def integrate(
             monotone=monotone,
             curvature_split=curvature_split,
             curvature_scale=curvature_scale,
+            tangent=tangent,
         )
         return QuadratureResult(
             -r.value, r.error, r.n_evals, r.converged, r.n_intervals
@@ -263,6 +276,7 @@ def integrate(
             monotone=monotone,
             curvature_split=curvature_split,
             curvature_scale=curvature_scale,
+            tangent=tangent,
         )
     n_node = RULES[rule][0].size
     heap: list[tuple[float, float, float, float]] = []  # (-err, lo, hi, value)
@@ -322,6 +336,38 @@ def _flat_panel(
     est = h / 12.0 * abs(f0 - 2.0 * f1 + f2)
     if est <= FLAT_SHARE * rtol * abs(s1):
         return s1, est
+    return None
+
+
+def _tangent_panel(
+    h: float, f0: float, f1: float, d0: float, rtol: float
+) -> tuple[float, float] | None:
+    """The integral over ``[x₀, x₀ + h]`` of the parabola through ``f₀``, ``f₁`` at
+    the ends with slope ``d₀`` at ``x₀``, and ``(h/6)|f₁ − f₀ − d₀h|`` as its error,
+    where that is at most ``FLAT_SHARE·rtol`` of the value; else ``None``.
+
+    The parabola ``q(x) = f₀ + d₀x + κx²``, ``κ = (f₁ − f₀ − d₀h)/h²``, has
+    ``∫q = T − κh³/6`` with ``T = h(f₀ + f₁)/2`` the trapezoid; ``|κ|h³/6``, the
+    trapezoid's error for ``q``, is the estimate (for a smooth ``f`` the parabola's
+    own error is smaller by a factor ``O(h)``: conservative, as
+    :func:`_flat_panel`'s). It is :func:`_flat_panel` with the slope at one end in
+    place of the value at the midpoint, and sees what that rule sees: the curve's
+    departure from the line through its ends, here as the end value's departure
+    from the tangent. A payment sweep's first piece gets the slope at the seller's
+    own report from the base allocation without a re-solve
+    (:mod:`mechanisms.payments._resolve._report_slope`), where a flat curve
+    otherwise pays one re-solve at the midpoint to confirm a line (``ε_i`` falling
+    by ``2·10⁻⁴`` of itself over the sweep with a second difference of ``10⁻¹⁴``,
+    ``benchmarks/RESULTS.md``). The same caveat as :func:`_flat_panel`'s: a step or
+    kink hidden inside the piece whose effects cancel at the far end fools it; the
+    sweep locates the kinks (active-set changes) between its evaluated reports and
+    splits there, and the slope is given only where ``η`` is at the same end of its
+    range at both ends of the piece."""
+    kappa_h3 = h * (f1 - f0 - d0 * h)  # κh³
+    value = 0.5 * h * (f0 + f1) - kappa_h3 / 6.0
+    est = abs(kappa_h3) / 6.0
+    if math.isfinite(value) and est <= FLAT_SHARE * rtol * abs(value):
+        return value, est
     return None
 
 
@@ -439,6 +485,7 @@ def _simpson(
     monotone: bool = False,
     curvature_split: CurvatureSplit | None = None,
     curvature_scale: float = 0.0,
+    tangent: Tangent | None = None,
 ) -> QuadratureResult:
     """Adaptive Simpson–Richardson on the partition ``cuts`` (module docstring).
 
@@ -508,7 +555,14 @@ def _simpson(
             # is concentrated in one half (a ramp much narrower than the piece):
             # then split into two such pieces (one evaluation per halving, where
             # five-node panels cost four); else the five-node panel.
-            flo, fmid, fhi = val(lo), val(mid), val(hi)
+            flo, fhi = val(lo), val(hi)
+            slope = None if tangent is None else tangent(lo, hi)
+            if slope is not None:
+                line = _tangent_panel(hi - lo, flo, fhi, slope, rtol)
+                if line is not None:  # if popped again, its halves get five-node panels
+                    heapq.heappush(heap, (-line[1], lo, hi, line[0], False))
+                    continue
+            fmid = val(mid)
             d1, d2 = abs(fmid - flo), abs(fhi - fmid)
             if min(d1, d2) <= RAMP_SHARE * (d1 + d2):
                 for x0, x1, f0, f1 in ((lo, mid, flo, fmid), (mid, hi, fmid, fhi)):

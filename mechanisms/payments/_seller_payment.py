@@ -375,6 +375,7 @@ def _integral(
             monotone=True,
             curvature_split=curve.release_terms if split else None,
             curvature_scale=4.0 * cfg.lam if split else 0.0,
+            tangent=curve.tangent,
         )
         jump_atol = 0.125 * job.rtol * abs(quad.value)
         if curve.locates_kinks:

@@ -28,6 +28,7 @@ from mechanisms.payments._resolve._range_resolve import (
     range_resolver,
     weights_signature,
 )
+from mechanisms.payments._resolve._report_slope import report_slope
 from mechanisms.payments._resolve._strict_resolve import (
     StrictResolver,
     strict_resolver,
@@ -95,6 +96,7 @@ class SellerCurve:
     # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
     lean: dict[float, LeanSolve] = field(default_factory=dict)
     resolver: RangeResolver | StrictResolver | None = None
+    _slope: tuple[float | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -398,6 +400,28 @@ class SellerCurve:
             return None
         a_i = float(point[1][self.index])
         return a_i * float(point[2]), a_i
+
+    def tangent(self, lo: float, hi: float) -> float | None:
+        """The slope of :meth:`u` at ``lo`` for the piece ``[lo, hi]``, or ``None``.
+
+        Only at the seller's own report, from the base allocation
+        (:func:`mechanisms.payments._resolve._report_slope.report_slope`: ``η`` at an
+        end of its range, the seller free, linear ``u``), and only where the
+        evaluation at ``hi`` still has ``η`` at that end and the seller free: the
+        piece then starts and ends where that slope's conditions hold (a change of
+        the active set between them is located by the kink passes of the sweep, which
+        compare the signatures of its evaluated reports)."""
+        if lo != float(self.report) or self.prob.cfg.u != "linear" or not self.fast:
+            return None
+        point = self.points.get(float(hi))
+        if point is None or point[2] != self.base.eta or self.own_status(hi) != 1:
+            return None
+        if self._slope is None:
+            slope = report_slope(
+                self.prob, self.base, self.hessian, self.prior, self.index, self.report
+            )
+            self._slope = (slope,)
+        return self._slope[0]
 
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""

@@ -1,0 +1,222 @@
+"""The slope of a seller's curve at its own report, from the base allocation alone.
+
+Under the ``η``-search rule with linear ``u`` and ``μ > 0``, where the base's ``η`` sits
+at an end of its range and the profile pushes it outward, a seller's curve
+``s ↦ ε_i^total(s)`` starts at its report ``c_i`` on a piece where ``η`` stays at that
+end and the active set of the weights is the base's. There ``ε_i`` is a smooth
+function of ``Ψ_i`` through the fixed-``η`` problem, and its derivative follows from
+quantities of the base (:mod:`mechanisms.allocation._reduced_newton`'s notation):
+
+* on the free set ``M`` the a-step is ``a_M = A − s r_M`` with
+  ``r_j = ℓ_j(w) + γηΨ_j``, ``‖a‖ = μs``, and its Jacobian in ``r_M`` is
+  ``J = −sI + 1p₁ᵀ − r_M p₂ᵀ``, ``p₁ = (s/D)(S₁a − (Q + μ²s)1)``,
+  ``p₂ = (s/D)(|M|a − c₁1)``, ``D = S₁c₁ − |M|(Q + μ²s)``, ``S₁ = Σ_M r``,
+  ``Q = Σ_M a r``, ``c₁ = Σ_M a``;
+* ``∇F(w) = Σ_j a_j ℓ'_j x_j + λw = 0`` at the optimum; differentiating in ``Ψ_i``
+  (``∂r_M/∂Ψ_i = γη e_i`` at fixed ``w``) gives the model's response
+  ``dw/dΨ_i = −γη (∇²F)⁻¹ Gᵀ J e_i``, ``G`` the rows ``ℓ'_j x_j`` on ``M``, with
+  ``GᵀJe_i = −s G_i + p₁ᵢ Σ_M G_j − p₂ᵢ Σ_M r_j G_j``;
+* ``da_i/dΨ_i = γη J_ii + J_iᵀ v`` with ``v_j = G_j·dw/dΨ_i``, where
+  ``J_iᵀv = −s v_i + p₁ᵀv − r_i p₂ᵀv`` needs only ``aᵀv = (Σ_M a_j G_j)·dw`` and
+  ``1ᵀv = (Σ_M G_j)·dw``;
+* ``dε_i^total/ds = (η + 2/(4λ + a_i))·(da_i/dΨ_i)·Ψ'(s)`` (spec §3, eq. (3.1); ``η``
+  alone without the curvature term).
+
+The three ``d``-vector sums, the factorised ``∇²F`` (the payment job's frozen base
+Hessian, :func:`mechanisms.payments._resolve._local_resolve.base_hessian`) and the
+scalars are computed once per base and process; a seller's slope is then one
+``d × d`` triangular solve pair. Measured against a Richardson difference of cold
+re-solves (``tests/mechanisms/test_report_slope.py``): the same to ``10⁻⁸`` relative
+where the model's response is ``10⁻³`` of the slope.
+
+:meth:`mechanisms.payments._resolve._seller_curve.SellerCurve.tangent` hands the slope
+to the quadrature's first piece (:mod:`mechanisms.payments._quadrature`, the tangent
+panel) where the evaluation at the piece's other end still has ``η`` at the same end
+of the range and the seller free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import solve_triangular
+
+from mechanisms.allocation._problem import Problem
+from mechanisms.allocation._range._certify import effective_problem
+from mechanisms.payments._base_memo import base_memo
+from mechanisms.payments._resolve._local_resolve import base_losses
+from mechanisms.priors import CostPrior
+from mechanisms.priors._ironing import IronedPrior
+from mechanisms.result import Allocation
+
+FloatArray = NDArray[np.float64]
+
+A_FREE = 1e-12
+"""A weight above this (and below its cap by a relative ``1e-9``) is free: the
+thresholds of the active signature
+(:func:`mechanisms.payments._resolve._range_resolve.weights_signature`)."""
+OUTWARD_RTOL = 1e-6
+"""The profile's slope at the range end must push ``η`` outward by at least this,
+relative to ``1 + |G|`` per unit of ``log η``: a slope near 0 lets ``η`` leave the
+end as soon as ``Ψ_i`` moves, and the fixed-``η`` derivative is not the curve's."""
+
+
+@dataclass(frozen=True)
+class _BaseSlopeTerms:
+    """What every seller's slope shares (one base, one process)."""
+
+    eta: float
+    gamma_eta: float
+    s: float
+    D: float
+    S1: float
+    Q_mu: float  # Q + μ²s
+    c1: float
+    n_free: int
+    free: NDArray[np.bool_]
+    r: FloatArray
+    dl: FloatArray
+    u_g: FloatArray  # Σ_M G_j
+    u_rg: FloatArray  # Σ_M r_j G_j
+    u_ag: FloatArray  # Σ_M a_j G_j
+    chol: FloatArray  # lower Cholesky factor of ∇²F
+    curvature_lam: float | None  # λ of the curvature term, None without it
+
+
+def report_slope(
+    prob: Problem,
+    base: Allocation,
+    hessian: FloatArray | None,
+    prior: CostPrior,
+    i: int,
+    report: float,
+) -> float | None:
+    """``dε_i^total/ds`` at ``s = report`` (seller ``i``'s own report, where ``base``
+    is the allocation) on the rule's curve, or ``None`` where the module's
+    conditions do not hold: the ``η``-search rule (a profile, certified), linear
+    ``u``, the logistic loss, ``μ > 0``, no ``ε^max`` cap below ``k/m``, ``η`` at an
+    end of its range with the profile pushing outward, seller ``i`` free, a frozen
+    positive definite ``hessian``, and a prior that is not ironed (``Ψ̄`` is flat
+    and kinked on its ironed intervals) with a finite ``Ψ'`` at the report."""
+    if hessian is None or isinstance(prior, IronedPrior):
+        return None
+    # once per (base, Hessian) and process; the problem is the base's own
+    entry = base_memo(
+        base, "report_slope_terms", hessian,
+        lambda: (prob, _base_terms(prob, base, hessian)),
+    )  # fmt: skip
+    terms = entry[1] if entry[0] is prob else _base_terms(prob, base, hessian)
+    if terms is None or not terms.free[i]:
+        return None
+    dpsi = float(prior.virtual_cost_derivative(float(report)))
+    if not math.isfinite(dpsi):
+        return None
+    a = np.asarray(base.weights)
+    s, D = terms.s, terms.D
+    a_i, r_i = float(a[i]), float(terms.r[i])
+    p1_i = (s / D) * (terms.S1 * a_i - terms.Q_mu)
+    p2_i = (s / D) * (terms.n_free * a_i - terms.c1)
+    g_i = terms.dl[i] * np.asarray(prob.X[i], dtype=np.float64)
+    b = -s * g_i + p1_i * terms.u_g - p2_i * terms.u_rg
+    dw = -terms.gamma_eta * _cho_solve(terms.chol, b)
+    v_i = float(g_i @ dw)
+    a_v = float(terms.u_ag @ dw)
+    one_v = float(terms.u_g @ dw)
+    p1_v = (s / D) * (terms.S1 * a_v - terms.Q_mu * one_v)
+    p2_v = (s / D) * (terms.n_free * a_v - terms.c1 * one_v)
+    j_ii = -s + p1_i - r_i * p2_i
+    da = terms.gamma_eta * j_ii + (-s * v_i + p1_v - r_i * p2_v)
+    deps = terms.eta
+    if terms.curvature_lam is not None:
+        deps += 2.0 / (4.0 * terms.curvature_lam + a_i)
+    out = deps * da * dpsi
+    return out if math.isfinite(out) else None
+
+
+def _base_terms(
+    prob: Problem, base: Allocation, hessian: FloatArray
+) -> _BaseSlopeTerms | None:
+    eff, lam_conv = effective_problem(prob)
+    cfg = eff.cfg
+    prof = base.profile
+    eta = float(base.eta)
+    if (
+        prof is None
+        or lam_conv is None
+        or not base.certified
+        or cfg.mode != "default"
+        or cfg.u != "linear"
+        or cfg.loss != "logistic"
+        or eff.noise is not None
+        or not cfg.mu > 0.0
+        or not cfg.gamma > 0.0
+        or not eta > 0.0
+    ):
+        return None
+    grid = np.asarray(prof.grid)
+    at_top, at_bottom = eta == float(grid[-1]), eta == float(grid[0])
+    if not (at_top or at_bottom) or at_top == at_bottom:
+        return None
+    kcap = cfg.k / eff.m
+    if not np.all(eff.eps_max / eta >= kcap):
+        return None
+    a = np.asarray(base.weights, dtype=np.float64)
+    psi = np.asarray(eff.psi, dtype=np.float64)
+    if not np.all(np.isfinite(psi)):
+        return None
+    # dP/dη at the end, no ε^max cap holding anyone: −σ/η² + γΨᵀa (spec §4.1)
+    slope = -cfg.sigma / eta**2 + cfg.gamma * float(psi @ a)
+    scale = 1.0 + abs(float(base.mode_objective or base.objective))
+    outward = -slope if at_top else slope
+    if not outward * eta > OUTWARD_RTOL * scale:
+        return None
+    at_w = base_losses(prob, base)  # (Xw, ℓ, ℓ', ℓ'') at the base's w
+    if at_w is None:
+        return None
+    _, losses, dl, _ = at_w
+    gamma_eta = cfg.gamma * eta
+    r = losses + gamma_eta * psi
+    free = (a > A_FREE) & (a < kcap * (1.0 - 1e-9))
+    n_free = int(free.sum())
+    norm_a = float(np.sqrt(a @ a))
+    if n_free < 2 or not norm_a > 0.0:
+        return None
+    s = norm_a / cfg.mu
+    r_m, a_m = r[free], a[free]
+    S1, Q, c1 = float(r_m.sum()), float(a_m @ r_m), float(a_m.sum())
+    Q_mu = Q + cfg.mu**2 * s
+    D = S1 * c1 - n_free * Q_mu
+    if not (math.isfinite(D) and D != 0.0):
+        return None
+    G = eff.X[free] * dl[free, None]
+    try:
+        chol = np.linalg.cholesky(hessian)
+    except np.linalg.LinAlgError:
+        return None
+    return _BaseSlopeTerms(
+        eta=eta,
+        gamma_eta=gamma_eta,
+        s=s,
+        D=D,
+        S1=S1,
+        Q_mu=Q_mu,
+        c1=c1,
+        n_free=n_free,
+        free=free,
+        r=r,
+        dl=np.asarray(dl, dtype=np.float64),
+        u_g=G.sum(axis=0),
+        u_rg=r_m @ G,
+        u_ag=a_m @ G,
+        chol=np.asarray(chol, dtype=np.float64),
+        curvature_lam=float(cfg.lam) if cfg.curvature_overhead else None,
+    )
+
+
+def _cho_solve(L: FloatArray, b: FloatArray) -> FloatArray:
+    """``(LLᵀ)⁻¹b`` by two triangular solves."""
+    y = solve_triangular(L, b, lower=True, check_finite=False)
+    return np.asarray(solve_triangular(L.T, y, lower=False, check_finite=False))
