@@ -15,6 +15,7 @@ import pytest
 from mechanisms import MechanismConfig, UniformPrior, allocate
 from mechanisms.payments._payments import payment_job
 from mechanisms.payments._quadrature import FLAT_SHARE, _tangent_panel, integrate
+from mechanisms.payments._resolve._local_resolve import local_resolve
 from mechanisms.payments._resolve._report_slope import report_slope
 from mechanisms.payments._resolve._seller_curve import SellerCurve
 from mechanisms.payments._seller_payment import seller_payment
@@ -165,3 +166,33 @@ def test_payments_with_the_slope_equal_those_with_the_midpoint(monkeypatch) -> N
     for p, q in zip(fast, mid, strict=True):
         assert p.payment == pytest.approx(q.payment, rel=1e-9)
         assert p.quad_error <= 1e-5 * p.integral
+
+
+def test_the_first_re_solve_starts_at_the_first_order_prediction() -> None:
+    """The base's model moved by ``(dw/dΨ_i)·ΔΨ_i`` is a start nearer the re-solve's
+    answer than the base's own: the same allocation in fewer Newton iterations."""
+    X, y, costs, base = _market(FLAT, m=200, seed=3)
+    job = payment_job(X, y, costs, PRIOR, FLAT, None, base=base)
+    psi_top = float(PRIOR.virtual_cost(PRIOR.high))
+    fewer = 0
+    sellers = range(0, 200, 25)
+    for i in sellers:
+        curve = _curve(job, i)
+        start = curve._predicted_point(psi_top)
+        assert start is not None
+        assert not np.array_equal(start[0], base.w)
+        prob = job.prob.with_seller_psi(i, psi_top)
+        kw = {"nodes": job.nodes, "fit_w": False, "hessian": job.hessian}
+        from_base = local_resolve(prob, base, start=(base.w, base.weights, base.eta), **kw)
+        from_pred = local_resolve(prob, base, start=start, **kw)
+        assert from_base is not None
+        assert from_pred is not None
+        assert from_pred.epsilon_total[i] == pytest.approx(
+            from_base.epsilon_total[i], rel=1e-9
+        )
+        assert from_pred.iterations <= from_base.iterations
+        fewer += from_pred.iterations < from_base.iterations
+        # once another report is evaluated, the curve's own points are nearer
+        curve.epsilon(PRIOR.high)
+        assert curve._predicted_point(psi_top) is None
+    assert fewer >= len(sellers) // 2

@@ -32,7 +32,8 @@ where the model's response is ``10⁻³`` of the slope.
 :meth:`mechanisms.payments._resolve._seller_curve.SellerCurve.tangent` hands the slope
 to the quadrature's first piece (:mod:`mechanisms.payments._quadrature`, the tangent
 panel) where the evaluation at the piece's other end still has ``η`` at the same end
-of the range and the seller free.
+of the range and the seller free; the model's response ``dw/dΨ_i`` also starts the
+sweep's first re-solve (``SellerCurve._predicted_point``).
 """
 
 from __future__ import annotations
@@ -86,22 +87,25 @@ class _BaseSlopeTerms:
     curvature_lam: float | None  # λ of the curvature term, None without it
 
 
-def report_slope(
-    prob: Problem,
-    base: Allocation,
-    hessian: FloatArray | None,
-    prior: CostPrior,
-    i: int,
-    report: float,
-) -> float | None:
-    """``dε_i^total/ds`` at ``s = report`` (seller ``i``'s own report, where ``base``
-    is the allocation) on the rule's curve, or ``None`` where the module's
-    conditions do not hold: the ``η``-search rule (a profile, certified), linear
-    ``u``, the logistic loss, ``μ > 0``, no ``ε^max`` cap below ``k/m``, ``η`` at an
-    end of its range with the profile pushing outward, seller ``i`` free, a frozen
-    positive definite ``hessian``, and a prior that is not ironed (``Ψ̄`` is flat
-    and kinked on its ironed intervals) with a finite ``Ψ'`` at the report."""
-    if hessian is None or isinstance(prior, IronedPrior):
+@dataclass(frozen=True)
+class Response:
+    """Seller ``i``'s first-order response to its own ``Ψ_i`` at the base:
+    ``dw/dΨ_i`` (the model), ``da_i/dΨ_i`` (its weight) and ``dε_i^total/da_i``."""
+
+    dw: FloatArray
+    da_i: float
+    deps_da: float
+
+
+def response(
+    prob: Problem, base: Allocation, hessian: FloatArray | None, i: int
+) -> Response | None:
+    """:class:`Response` of seller ``i`` (module docstring), or ``None`` where the
+    module's conditions do not hold: the ``η``-search rule (a profile, certified),
+    linear ``u``, the logistic loss, ``μ > 0``, no ``ε^max`` cap below ``k/m``,
+    ``η`` at an end of its range with the profile pushing outward, seller ``i``
+    free, and a frozen positive definite ``hessian`` (the job's)."""
+    if hessian is None:
         return None
     # once per (base, Hessian) and process; the problem is the base's own
     entry = base_memo(
@@ -110,9 +114,6 @@ def report_slope(
     )  # fmt: skip
     terms = entry[1] if entry[0] is prob else _base_terms(prob, base, hessian)
     if terms is None or not terms.free[i]:
-        return None
-    dpsi = float(prior.virtual_cost_derivative(float(report)))
-    if not math.isfinite(dpsi):
         return None
     a = np.asarray(base.weights)
     s, D = terms.s, terms.D
@@ -132,7 +133,31 @@ def report_slope(
     deps = terms.eta
     if terms.curvature_lam is not None:
         deps += 2.0 / (4.0 * terms.curvature_lam + a_i)
-    out = deps * da * dpsi
+    if not (math.isfinite(da) and np.all(np.isfinite(dw))):
+        return None
+    return Response(dw, da, deps)
+
+
+def report_slope(
+    prob: Problem,
+    base: Allocation,
+    hessian: FloatArray | None,
+    prior: CostPrior,
+    i: int,
+    report: float,
+) -> float | None:
+    """``dε_i^total/ds`` at ``s = report`` (seller ``i``'s own report, where ``base``
+    is the allocation) on the rule's curve: ``(dε_i/da_i)(da_i/dΨ_i)Ψ'(report)``
+    from :func:`response`, or ``None`` where that does not apply or the prior is
+    ironed (``Ψ̄`` is flat and kinked on its ironed intervals) or ``Ψ'`` is not
+    finite at the report."""
+    if isinstance(prior, IronedPrior):
+        return None
+    res = response(prob, base, hessian, i)
+    if res is None:
+        return None
+    dpsi = float(prior.virtual_cost_derivative(float(report)))
+    out = res.deps_da * res.da_i * dpsi
     return out if math.isfinite(out) else None
 
 

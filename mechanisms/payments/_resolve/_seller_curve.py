@@ -28,7 +28,11 @@ from mechanisms.payments._resolve._range_resolve import (
     range_resolver,
     weights_signature,
 )
-from mechanisms.payments._resolve._report_slope import report_slope
+from mechanisms.payments._resolve._report_slope import (
+    Response,
+    report_slope,
+    response,
+)
 from mechanisms.payments._resolve._strict_resolve import (
     StrictResolver,
     strict_resolver,
@@ -96,7 +100,7 @@ class SellerCurve:
     # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
     lean: dict[float, LeanSolve] = field(default_factory=dict)
     resolver: RangeResolver | StrictResolver | None = None
-    _slope: tuple[float | None] | None = field(default=None, repr=False)
+    _first_order: tuple[Response | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -163,7 +167,7 @@ class SellerCurve:
                 prob,
                 self.base,
                 lower_bounds=self._lower_bounds(psi_i),
-                start=self._nearest_point(s),
+                start=self._predicted_point(psi_i) or self._nearest_point(s),
                 nodes=self.nodes,
                 fit_w=False,
                 hessian=self.hessian,
@@ -245,6 +249,34 @@ class SellerCurve:
             return self.profiles[pa]
         t = (psi_i - pa) / (pb - pa)
         return (1 - t) * self.profiles[pa] + t * self.profiles[pb]
+
+    def _predicted_point(
+        self, psi_i: float
+    ) -> tuple[FloatArray, FloatArray, float] | None:
+        """Start for the sweep's first re-solve where the base's first-order response
+        applies (:func:`mechanisms.payments._resolve._report_slope.response`): the
+        base's model moved by ``(dw/dΨ_i)·ΔΨ_i``, at the base's ``η`` (which stays at
+        its end of the range), while that predicts the seller still free; ``None``
+        once another report is evaluated (the inter/extrapolation of
+        :meth:`_nearest_point` then starts nearer). A start only: the re-solve
+        converges and is certified from wherever it starts."""
+        if len(self.points) != 1 or not self.fast:
+            return None
+        res = self._response()
+        if res is None:
+            return None
+        d_psi = psi_i - float(self.base.virtual_costs[self.index])
+        a_i = float(self.base.weights[self.index])
+        if not (d_psi > 0.0 and math.isfinite(d_psi) and a_i + res.da_i * d_psi > 0.0):
+            return None
+        return self.base.w + d_psi * res.dw, self.base.weights, self.base.eta
+
+    def _response(self) -> Response | None:
+        """The base's first-order response of this seller (once per curve)."""
+        if self._first_order is None:
+            res = response(self.prob, self.base, self.hessian, self.index)
+            self._first_order = (res,)
+        return self._first_order[0]
 
     def _nearest_point(self, s: float) -> tuple[FloatArray, FloatArray, float] | None:
         """Start for a re-solve at ``s``: the solution at the nearest evaluated report,
@@ -416,12 +448,11 @@ class SellerCurve:
         point = self.points.get(float(hi))
         if point is None or point[2] != self.base.eta or self.own_status(hi) != 1:
             return None
-        if self._slope is None:
-            slope = report_slope(
-                self.prob, self.base, self.hessian, self.prior, self.index, self.report
-            )
-            self._slope = (slope,)
-        return self._slope[0]
+        if self._response() is None:
+            return None
+        return report_slope(
+            self.prob, self.base, self.hessian, self.prior, self.index, self.report
+        )
 
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""
