@@ -209,7 +209,10 @@ class CostPrior(ABC):
         return math.isfinite(c) and c >= 0.0 and self.low <= c <= self.high
 
     def virtual_cost_derivative(self, c: ArrayLike) -> Any:
-        """``Ψ'(c) = 2 − (F(c)/f(c))·f'(c)/f(c)``; ``c`` must be in the support."""
+        """``Ψ'(c) = 2 − (F(c)/f(c))·f'(c)/f(c)``; ``c`` must be in the support (one
+        float inside it skips the validation pass, as :meth:`virtual_cost` does)."""
+        if isinstance(c, float) and self.contains(c):
+            return evaluate(self._virtual_cost_derivative, c)
         return evaluate(self._virtual_cost_derivative, self.validate_costs(c, name="c"))
 
     def validate_costs(self, costs: ArrayLike, *, name: str = "costs") -> FloatArray:

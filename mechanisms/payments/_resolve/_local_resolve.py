@@ -133,7 +133,8 @@ def local_resolve(
         or len(base_cert.node_bounds) != len(prof.grid)
     ):
         return None
-    if np.any(prob.psi < base.virtual_costs):
+    raised = prob.psi - base.virtual_costs  # ≥ 0 (NaN where both are ∞)
+    if np.any(raised < 0.0):
         return None
     bounds = eta_bounds(prob)
     if bounds is None:
@@ -157,7 +158,7 @@ def local_resolve(
     # G is affine in Ψ (linear u: the privacy term is γηΨᵀa), so from the base's
     # value there it is one dot product instead of a pass over X.
     upper = float(prof.grid_values[j]) + cfg.gamma * float(grid[j]) * float(
-        a_j @ (prob.psi - base.virtual_costs)
+        a_j @ raised
     )
     if not np.isfinite(upper):
         upper = search_value(prob, w_j, a_j, float(grid[j]))

@@ -25,7 +25,7 @@ quantities of the base (:mod:`mechanisms.allocation._reduced_newton`'s notation)
 The three ``d``-vector sums, the factorised ``∇²F`` (the payment job's frozen base
 Hessian, :func:`mechanisms.payments._resolve._local_resolve.base_hessian`) and the
 scalars are computed once per base and process; a seller's slope is then one
-``d × d`` triangular solve pair. Measured against a Richardson difference of cold
+``d × d`` product with ``(∇²F)⁻¹``. Measured against a Richardson difference of cold
 re-solves (``tests/mechanisms/test_report_slope.py``): the same to ``10⁻⁸`` relative
 where the model's response is ``10⁻³`` of the slope.
 
@@ -83,7 +83,7 @@ class _BaseSlopeTerms:
     u_g: FloatArray  # Σ_M G_j
     u_rg: FloatArray  # Σ_M r_j G_j
     u_ag: FloatArray  # Σ_M a_j G_j
-    chol: FloatArray  # lower Cholesky factor of ∇²F
+    h_inv: FloatArray  # (∇²F)⁻¹, d × d
     curvature_lam: float | None  # λ of the curvature term, None without it
 
 
@@ -122,7 +122,7 @@ def response(
     p2_i = (s / D) * (terms.n_free * a_i - terms.c1)
     g_i = terms.dl[i] * np.asarray(prob.X[i], dtype=np.float64)
     b = -s * g_i + p1_i * terms.u_g - p2_i * terms.u_rg
-    dw = -terms.gamma_eta * _cho_solve(terms.chol, b)
+    dw = -terms.gamma_eta * (terms.h_inv @ b)
     v_i = float(g_i @ dw)
     a_v = float(terms.u_ag @ dw)
     one_v = float(terms.u_g @ dw)
@@ -145,15 +145,17 @@ def report_slope(
     prior: CostPrior,
     i: int,
     report: float,
+    res: Response | None = None,
 ) -> float | None:
     """``dε_i^total/ds`` at ``s = report`` (seller ``i``'s own report, where ``base``
     is the allocation) on the rule's curve: ``(dε_i/da_i)(da_i/dΨ_i)Ψ'(report)``
-    from :func:`response`, or ``None`` where that does not apply or the prior is
-    ironed (``Ψ̄`` is flat and kinked on its ironed intervals) or ``Ψ'`` is not
-    finite at the report."""
+    from :func:`response` (``res`` where the caller has it), or ``None`` where that
+    does not apply or the prior is ironed (``Ψ̄`` is flat and kinked on its ironed
+    intervals) or ``Ψ'`` is not finite at the report."""
     if isinstance(prior, IronedPrior):
         return None
-    res = response(prob, base, hessian, i)
+    if res is None:
+        res = response(prob, base, hessian, i)
     if res is None:
         return None
     dpsi = float(prior.virtual_cost_derivative(float(report)))
@@ -221,6 +223,12 @@ def _base_terms(
         chol = np.linalg.cholesky(hessian)
     except np.linalg.LinAlgError:
         return None
+    # (LLᵀ)⁻¹ once: a seller's slope is then a d × d product (two triangular solves
+    # per seller cost more in SciPy's call overhead than the whole product)
+    eye = np.eye(chol.shape[0])
+    h_inv = solve_triangular(
+        chol.T, solve_triangular(chol, eye, lower=True), lower=False
+    )
     return _BaseSlopeTerms(
         eta=eta,
         gamma_eta=gamma_eta,
@@ -236,12 +244,6 @@ def _base_terms(
         u_g=G.sum(axis=0),
         u_rg=r_m @ G,
         u_ag=a_m @ G,
-        chol=np.asarray(chol, dtype=np.float64),
+        h_inv=np.asarray(h_inv, dtype=np.float64),
         curvature_lam=float(cfg.lam) if cfg.curvature_overhead else None,
     )
-
-
-def _cho_solve(L: FloatArray, b: FloatArray) -> FloatArray:
-    """``(LLᵀ)⁻¹b`` by two triangular solves."""
-    y = solve_triangular(L, b, lower=True, check_finite=False)
-    return np.asarray(solve_triangular(L.T, y, lower=False, check_finite=False))

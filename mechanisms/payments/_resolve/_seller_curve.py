@@ -101,6 +101,7 @@ class SellerCurve:
     lean: dict[float, LeanSolve] = field(default_factory=dict)
     resolver: RangeResolver | StrictResolver | None = None
     _first_order: tuple[Response | None] | None = field(default=None, repr=False)
+    _report_slope: tuple[float | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -448,11 +449,16 @@ class SellerCurve:
         point = self.points.get(float(hi))
         if point is None or point[2] != self.base.eta or self.own_status(hi) != 1:
             return None
-        if self._response() is None:
+        res = self._response()
+        if res is None:
             return None
-        return report_slope(
-            self.prob, self.base, self.hessian, self.prior, self.index, self.report
-        )
+        if self._report_slope is None:
+            slope = report_slope(
+                self.prob, self.base, self.hessian, self.prior, self.index,
+                self.report, res,
+            )  # fmt: skip
+            self._report_slope = (slope,)
+        return self._report_slope[0]
 
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""
