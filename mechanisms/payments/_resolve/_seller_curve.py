@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.allocation._range._certify import Node
+from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._resolve._local_resolve import local_resolve
 from mechanisms.payments._resolve._range_resolve import (
     LeanSolve,
@@ -311,6 +312,11 @@ class SellerCurve:
                 sig = self.resolver.base_signature(self.index)
             elif self.resolver is not None:
                 sig = self.resolver.allocation_signature(self.base, self.index)
+            elif s == float(self.report):  # the base's: once per base and process
+                sig = base_memo(
+                    self.base, "active_signature", self.prob,
+                    lambda: active_signature(self.prob, self.base),
+                )  # fmt: skip
             else:
                 sig = active_signature(self.prob, self.base)
             self.signatures[s] = sig
@@ -476,6 +482,13 @@ class SellerCurve:
         sweep): the worst upward violation of the allocation's monotonicity."""
         if len(self.cache) < 2:
             return 0.0
+        if len(self.cache) <= 16:  # a sweep's usual few reports: no arrays
+            worst, low = 0.0, math.inf
+            for x in sorted(self.cache):
+                v = self.cache[x]
+                worst = max(worst, v - low)
+                low = min(low, v)
+            return float(worst)
         s = np.array(sorted(self.cache))
         e = np.array([self.cache[v] for v in s])
         running_min = np.minimum.accumulate(e)
