@@ -7,8 +7,9 @@ critical cost ``s*_i`` by a secant search (:mod:`mechanisms.payments._critical_c
 where the seller leaves its cap (:mod:`mechanisms.payments._kinks`), and Simpson–Richardson
 quadrature on the smooth pieces (:mod:`mechanisms.payments._quadrature`). Re-solves take the
 certified shortcut of :mod:`mechanisms.payments._resolve._local_resolve`; unless the seller is in
-``job.unverified``, its values at the bracket ends and at a quadrature node are
-checked against cold full solves and the stage is redone with full solves on a
+``job.unverified``, its values at the bracket ends and at a quadrature node (where
+the quadrature evaluated one besides them: a flat first piece taken from its ends and
+the slope at the report has none) are checked against cold full solves and the stage is redone with full solves on a
 mismatch. :func:`mechanisms.payments.myerson_payments` maps this over sellers.
 """
 

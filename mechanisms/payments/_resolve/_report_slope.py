@@ -22,9 +22,9 @@ quantities of the base (:mod:`mechanisms.allocation._reduced_newton`'s notation)
 * ``dε_i^total/ds = (η + 2/(4λ + a_i))·(da_i/dΨ_i)·Ψ'(s)`` (spec §3, eq. (3.1); ``η``
   alone without the curvature term).
 
-The three ``d``-vector sums, the factorised ``∇²F`` (the payment job's frozen base
-Hessian, :func:`mechanisms.payments._resolve._local_resolve.base_hessian`) and the
-scalars are computed once per base and process; a seller's slope is then one
+The three ``d``-vector sums, the inverse of ``∇²F`` (the payment job's frozen base
+Hessian, :func:`mechanisms.payments._resolve._local_resolve.base_hessian`, through its
+Cholesky factor) and the scalars are computed once per base and process; a seller's slope is then one
 ``d × d`` product with ``(∇²F)⁻¹``. Measured against a Richardson difference of cold
 re-solves (``tests/mechanisms/test_report_slope.py``): the same to ``10⁻⁸`` relative
 where the model's response is ``10⁻³`` of the slope.

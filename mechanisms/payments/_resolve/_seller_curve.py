@@ -74,7 +74,11 @@ class SellerCurve:
     O(1)). In mode ``strict`` (every cap ``k/m`` on the ``η`` range, ``μ, γ > 0``) a
     re-solve at any finite ``Ψ_i`` is the compiled one of
     :mod:`mechanisms.payments._resolve._strict_resolve` (the same rule's certified
-    optimum, returned as a :class:`LeanSolve`), checked the same way.
+    optimum, returned as a :class:`LeanSolve`), checked the same way. Where ``η``
+    sits at an end of its range, the base's first-order response to ``Ψ_i``
+    (:mod:`mechanisms.payments._resolve._report_slope`) gives the curve's slope at
+    the report (:meth:`tangent`, for the quadrature's first piece) and the start of
+    the sweep's first re-solve.
     """
 
     prob: Problem
