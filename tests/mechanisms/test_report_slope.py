@@ -50,8 +50,8 @@ def _curve(job, i: int) -> SellerCurve:
 
 
 def _richardson(curve: SellerCurve, c: float, step: float) -> float:
-    """``(4·D(h) − D(2h))/3`` of forward differences ``D(h) = (ε(c+h) − ε(c))/h``:
-    the one-sided derivative to second order in ``h``."""
+    """``2·D(h) − D(2h)`` of forward differences ``D(h) = (ε(c+h) − ε(c))/h``: the
+    one-sided derivative with the first-order error ``h·ε''/2`` cancelled."""
     e0 = curve.epsilon(c)
     d1 = (curve.epsilon(c + step) - e0) / step
     d2 = (curve.epsilon(c + 2 * step) - e0) / (2 * step)
@@ -100,7 +100,7 @@ def test_slope_follows_the_prior_through_its_virtual_cost() -> None:
     matches the re-solves' difference (to 1e-5: the difference's own error, from the
     curvature of ``Ψ``, is ~1e-6 here; dropping the model's response costs 1e-4)."""
     prior = ExponentialPrior(rate=2e3)
-    X, y, costs, base = (*_market(TOP)[:3], None)
+    X, y, costs, _ = _market(TOP)
     base = allocate(X, y, costs, prior, TOP)
     job = payment_job(X, y, costs, prior, TOP, None, base=base)
     i = 11
