@@ -43,22 +43,20 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import solve_triangular
+from scipy.linalg import cho_solve
 
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._certify import effective_problem
+from mechanisms.allocation._weights_kernel import kernel_array
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._resolve._local_resolve import base_losses
+from mechanisms.payments._resolve._range_resolve import weights_signature
 from mechanisms.priors import CostPrior
 from mechanisms.priors._ironing import IronedPrior
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
 
-A_FREE = 1e-12
-"""A weight above this (and below its cap by a relative ``1e-9``) is free: the
-thresholds of the active signature
-(:func:`mechanisms.payments._resolve._range_resolve.weights_signature`)."""
 OUTWARD_RTOL = 1e-6
 """The profile's slope at the range end must push ``η`` outward by at least this,
 relative to ``1 + |G|`` per unit of ``log η``: a slope near 0 lets ``η`` leave the
@@ -206,7 +204,8 @@ def _base_terms(
     _, losses, dl, _ = at_w
     gamma_eta = cfg.gamma * eta
     r = losses + gamma_eta * psi
-    free = (a > A_FREE) & (a < kcap * (1.0 - 1e-9))
+    # free as the sweep's active signatures read it (status 1)
+    free = weights_signature(kernel_array(a), kcap, eff.eps_max, eta) == 1
     n_free = int(free.sum())
     norm_a = float(np.sqrt(a @ a))
     if n_free < 2 or not norm_a > 0.0:
@@ -225,10 +224,7 @@ def _base_terms(
         return None
     # (LLᵀ)⁻¹ once: a seller's slope is then a d × d product (two triangular solves
     # per seller cost more in SciPy's call overhead than the whole product)
-    eye = np.eye(chol.shape[0])
-    h_inv = solve_triangular(
-        chol.T, solve_triangular(chol, eye, lower=True), lower=False
-    )
+    h_inv = cho_solve((chol, True), np.eye(chol.shape[0]))
     return _BaseSlopeTerms(
         eta=eta,
         gamma_eta=gamma_eta,

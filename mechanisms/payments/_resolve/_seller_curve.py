@@ -10,6 +10,7 @@ quadrature share them and the sweep can be audited for monotonicity.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,8 +106,6 @@ class SellerCurve:
     # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
     lean: dict[float, LeanSolve] = field(default_factory=dict)
     resolver: RangeResolver | StrictResolver | None = None
-    _first_order: tuple[Response | None] | None = field(default=None, repr=False)
-    _report_slope: tuple[float | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -268,7 +267,7 @@ class SellerCurve:
         converges and is certified from wherever it starts."""
         if len(self.points) != 1 or not self.fast:
             return None
-        res = self._response()
+        res = self._response
         if res is None:
             return None
         d_psi = psi_i - float(self.base.virtual_costs[self.index])
@@ -277,12 +276,18 @@ class SellerCurve:
             return None
         return self.base.w + d_psi * res.dw, self.base.weights, self.base.eta
 
+    @functools.cached_property
     def _response(self) -> Response | None:
         """The base's first-order response of this seller (once per curve)."""
-        if self._first_order is None:
-            res = response(self.prob, self.base, self.hessian, self.index)
-            self._first_order = (res,)
-        return self._first_order[0]
+        return response(self.prob, self.base, self.hessian, self.index)
+
+    @functools.cached_property
+    def _report_slope(self) -> float | None:
+        """``dε_i/ds`` at the report from :attr:`_response` (once per curve)."""
+        return report_slope(
+            self.prob, self.base, self.hessian, self.prior, self.index, self.report,
+            self._response,
+        )  # fmt: skip
 
     def _nearest_point(self, s: float) -> tuple[FloatArray, FloatArray, float] | None:
         """Start for a re-solve at ``s``: the solution at the nearest evaluated report,
@@ -459,16 +464,9 @@ class SellerCurve:
         point = self.points.get(float(hi))
         if point is None or point[2] != self.base.eta or self.own_status(hi) != 1:
             return None
-        res = self._response()
-        if res is None:
+        if self._response is None:
             return None
-        if self._report_slope is None:
-            slope = report_slope(
-                self.prob, self.base, self.hessian, self.prior, self.index,
-                self.report, res,
-            )  # fmt: skip
-            self._report_slope = (slope,)
-        return self._report_slope[0]
+        return self._report_slope
 
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""
@@ -484,19 +482,12 @@ class SellerCurve:
     def monotonicity_violation(self) -> float:
         """Largest ``ε(s') − ε(s)`` over evaluated ``s < s'`` (0 for a non-increasing
         sweep): the worst upward violation of the allocation's monotonicity."""
-        if len(self.cache) < 2:
-            return 0.0
-        if len(self.cache) <= 16:  # a sweep's usual few reports: no arrays
-            worst, low = 0.0, math.inf
-            for x in sorted(self.cache):
-                v = self.cache[x]
-                worst = max(worst, v - low)
-                low = min(low, v)
-            return float(worst)
-        s = np.array(sorted(self.cache))
-        e = np.array([self.cache[v] for v in s])
-        running_min = np.minimum.accumulate(e)
-        return float(max(0.0, float((e[1:] - running_min[:-1]).max())))
+        worst, low = 0.0, math.inf  # low: the least ε at the reports below
+        for s in sorted(self.cache):
+            v = self.cache[s]
+            worst = max(worst, v - low)
+            low = min(low, v)
+        return float(worst)
 
 
 def allocation_check(alloc: Allocation) -> tuple[str, float, float | None]:
