@@ -23,7 +23,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._kkt_kernel import eta_cap_limit
+from mechanisms.allocation._kkt_kernel import a_block_conditions, eta_cap_limit
 from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pass
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._reduced_newton import (
@@ -151,9 +151,11 @@ def solve_and_polish_kernel(
     l0: FloatArray,
     dl0: FloatArray,
     d20: FloatArray,
+    a_zero: float,
+    eps_cap_rtol: float,
 ) -> tuple[
     int, int, float, FloatArray, FloatArray, FloatArray, FloatArray, float, float,
-    float, FloatArray, int, bool,
+    float, FloatArray, int, bool, float, float,
 ]:  # fmt: skip
     """The fixed-``η`` solve from ``w`` (the a-step warm from ``(A0, s0)``; its
     margins ``Xw`` and loss pass computed here, as ``solve_at_eta`` computes them for
@@ -161,7 +163,10 @@ def solve_and_polish_kernel(
     used where they have ``m`` entries; chord steps on the frozen Hessian ``H0``
     where that is ``d × d``), then :func:`polish_kernel` from its solution: the same
     tuple, with ``steps = 0`` meaning the solve's own point (its gradient and
-    iterations)."""
+    iterations), and two more entries: the a-block residual and the profile slope
+    ``dP/dη`` at the returned point (:func:`._kkt_kernel.a_block_conditions` with
+    the thresholds ``a_zero`` and ``eps_cap_rtol``; 0 where it hands back), which
+    the caller's KKT check and ``η`` root would otherwise compute in a second call."""
     m = y.size
     q = gamma * eta
     const = sigma / eta
@@ -178,18 +183,33 @@ def solve_and_polish_kernel(
         val, d1, d2, r = _logistic_pass(z, y, q, psi)
     ok, a, A, s, value = _point_from_r(r, caps, mu, A0, s0, w, lam, const)
     if not ok:
-        return POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False
+        return (
+            POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False, 0.0, 0.0
+        )  # fmt: skip
     out = _newton_kernel(
         X, y, psi, q, caps, mu, lam, const, gtol, max_iter, w, z, val, d1, d2, r, a,
         A, s, value, H0,
     )  # fmt: skip
     code = out[0]
     if not _solved(code):
-        return POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False
-    return polish_kernel(
+        return (
+            POLISH_HANDBACK, 0, eta, w, a, val, d1, A0, s0, 0.0, w, 0, False, 0.0, 0.0
+        )  # fmt: skip
+    p = polish_kernel(
         X, y, psi, eps_max, kcap, gamma, mu, lam, sigma, gtol, max_iter, lo, hi,
         eta_rtol, rounding, eta, out[3], out[4], out[5], out[6], out[7], out[9],
         out[10], out[11], out[12], out[13], out[1], code == NEWTON_CONVERGED, H0,
+    )  # fmt: skip
+    r_a, dG = 0.0, 0.0
+    if p[0] == POLISH_DONE:  # at (η, a) with the losses kept: ∂G/∂η = −σ/η² + …
+        e = p[2]
+        r_a, dG = a_block_conditions(
+            p[5], p[4], psi, eps_max, e, kcap, gamma, mu, -sigma / (e * e), a_zero,
+            eps_cap_rtol,
+        )  # fmt: skip
+    return (
+        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11],
+        p[12], r_a, dG,
     )  # fmt: skip
 
 

@@ -565,10 +565,12 @@ def solve_and_polish(
             cfg.lam, cfg.sigma, cfg.tol, cfg.max_iter, lo, hi, eta_rtol,
             POLISH_ROUNDING, float(eta), kernel_array(w0),
             state.A, state.s, kernel_hessian(hessian0),
-            *(_NO_LOSSES if losses0 is None else losses0),
+            *(_NO_LOSSES if losses0 is None else losses0), A_ZERO, EPS_CAP_RTOL,
         )  # fmt: skip
-        sol = _kernel_solution(out)
+        sol = _kernel_solution(out[:13])
         if sol is not None:
+            # the kernel's a-block pass at sol, as _block_conditions reads it
+            _LAST_CONDITIONS[0] = (prob, sol, sol.losses, out[13], out[14])
             return _profile_root(prob, sol, lo, hi)
     first = solve_at_eta(
         prob, eta, w0=w0, a0=a0, state=state, hessian0=hessian0
@@ -697,7 +699,20 @@ def _block_conditions(
     ``with_gradient`` the first entry is 0 and the losses the solver kept with
     ``sol`` are used (no pass over ``X``); with it, the solver's gradient and losses
     where it kept both."""
-    cfg, loss = prob.cfg, prob.loss
+    cfg = prob.cfg
+    last = _LAST_CONDITIONS[0]
+    if (
+        last is not None
+        and last[0] is prob
+        and last[1] is sol
+        and model_losses is None
+        and cfg.mode != "strict"
+        and last[2] is sol.losses
+        and (not with_gradient or sol.gradient is not None)
+    ):  # the same point again: the pass below would read the same losses
+        gw = sol.gradient if with_gradient else np.zeros(1)
+        assert gw is not None
+        return math.sqrt(float(gw.dot(gw))), float(last[3]), float(last[4])
     w, a, eta = sol.w, sol.a, sol.eta
     c = prob.linear_term(eta)
     if model_losses is not None:
@@ -718,6 +733,7 @@ def _block_conditions(
         if cfg.loss == "logistic":
             value, deriv = logistic_value_slope(z, prob.y)
         else:
+            loss = prob.loss
             value, deriv = loss.value(z, prob.y), loss.derivative(z, prob.y)
         gw = prob.X.T @ (a * deriv) + cfg.lam * w
         if c is not None:
@@ -727,10 +743,9 @@ def _block_conditions(
         else:
             losses = value
     # ∂G/∂η without the privacy term: −σ/η² (and the paper's noise term)
-    dG0 = -cfg.sigma / eta**2
+    dG0 = -cfg.sigma / (eta * eta)  # as the compiled polish forms it
     if c is not None:
         dG0 -= float(c @ w) / eta
-    last = _LAST_CONDITIONS[0]
     if last is not None and last[0] is prob and last[1] is sol and last[2] is losses:
         r_a, dG = last[3], last[4]  # the same point again (the polish, then the KKT)
     else:
@@ -740,9 +755,9 @@ def _block_conditions(
         r_a, dG = a_block_conditions(
             np.ascontiguousarray(losses, dtype=np.float64),
             np.ascontiguousarray(a, dtype=np.float64),
-            np.ascontiguousarray(upsi, dtype=np.float64), prob.caps(eta),
-            prob.eps_max / eta, cfg.k / prob.m, cfg.gamma, eta, cfg.mu, dG0,
-            A_ZERO, EPS_CAP_RTOL,
+            np.ascontiguousarray(upsi, dtype=np.float64),
+            np.ascontiguousarray(prob.eps_max, dtype=np.float64), eta,
+            cfg.k / prob.m, cfg.gamma, cfg.mu, dG0, A_ZERO, EPS_CAP_RTOL,
         )  # fmt: skip
         _LAST_CONDITIONS[0] = (prob, sol, losses, r_a, dG)
     # ‖∇_w G‖ as np.linalg.norm computes it for a 1-D array: sqrt(x·x)

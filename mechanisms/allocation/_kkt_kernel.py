@@ -43,19 +43,20 @@ def a_block_conditions(
     losses: FloatArray,
     a: FloatArray,
     upsi: FloatArray,
-    caps: FloatArray,
-    eps_cap: FloatArray,
+    eps_max: FloatArray,
+    eta: float,
     kcap: float,
     gamma: float,
-    eta: float,
     mu: float,
     dG0: float,
     a_zero: float,
     eps_cap_rtol: float,
 ) -> tuple[float, float]:
     """``(relative a-residual, dP/dη)`` at ``(a, η)`` (module docstring) with
-    ``upsi = Ψ·u'(ηa)`` and the classes' thresholds ``a_zero`` and
-    ``eps_cap_rtol``. ``dG0`` is ``∂G/∂η`` without the term ``γ(Ψu')ᵀa``
+    ``upsi = Ψ·u'(ηa)``, the caps ``h_i = min(k/m, ε_i^max/η)`` formed here from
+    ``eps_max`` and ``kcap = k/m`` (the same numbers as
+    :meth:`mechanisms.allocation._problem.Problem.caps`, without its two arrays),
+    and the classes' thresholds ``a_zero`` and ``eps_cap_rtol``. ``dG0`` is ``∂G/∂η`` without the term ``γ(Ψu')ᵀa``
     (``−σ/η²``, and the noise term where there is one)."""
     m = a.size
     sq = 0.0
@@ -78,7 +79,8 @@ def a_block_conditions(
             gi += mu * a[i] / norm_a
         g[i] = gi
         pa += a[i] * upsi[i]
-        c = caps[i]
+        eps_cap_i = eps_max[i] / eta
+        c = min(kcap, eps_cap_i)
         if c <= 0.0:
             cls[i] = 3
             continue
@@ -88,7 +90,7 @@ def a_block_conditions(
             not at_cap
             and not at_zero
             and a[i] >= c * (1.0 - eps_cap_rtol)
-            and eps_cap[i] < kcap
+            and eps_cap_i < kcap
         ):
             at_cap = True
         if (
@@ -112,7 +114,8 @@ def a_block_conditions(
     else:
         tau = lo_t if math.isfinite(lo_t) else hi_t
         for i in range(m):
-            if cls[i] == 2 and eps_cap[i] < kcap and not _kink(eps_cap[i], kcap):
+            eps_cap_i = eps_max[i] / eta
+            if cls[i] == 2 and eps_cap_i < kcap and not _kink(eps_cap_i, kcap):
                 held_a += a[i]
                 held_ga += g[i] * a[i]
         if held_a > 0.0 and math.isfinite(lo_t):
@@ -131,8 +134,9 @@ def a_block_conditions(
             v = max(tau - gi, 0.0)
         elif c == 2:
             v = max(gi - tau, 0.0)
-            if eps_cap[i] < kcap or _kink(eps_cap[i], kcap):
-                if _kink(eps_cap[i], kcap):
+            eps_cap_i = eps_max[i] / eta
+            if eps_cap_i < kcap or _kink(eps_cap_i, kcap):
+                if _kink(eps_cap_i, kcap):
                     any_kink = True
                     share += max(tau - gi, 0.0) * a[i]
                 else:

@@ -382,12 +382,14 @@ def verification_sample(base: Allocation, sellers: list[int]) -> frozenset[int]:
     which is why every winner is checked below ``MIN_VERIFIED`` winners.
     """
     eps = np.asarray(base.epsilon_total, dtype=float)
-    winners = sorted((i for i in sellers if eps[i] > 0.0), key=lambda i: (eps[i], i))
-    k = max(MIN_VERIFIED, math.ceil(math.sqrt(len(winners))))
-    if k >= len(winners):
-        return frozenset(winners)
-    pick = np.unique(np.linspace(0, len(winners) - 1, k).round().astype(int))
-    return frozenset(winners[int(j)] for j in pick)
+    idx = np.asarray(sellers, dtype=np.intp).reshape(-1)
+    cand = idx[eps[idx] > 0.0]
+    winners = cand[np.lexsort((cand, eps[cand]))]  # by ε_i, ties by index
+    k = max(MIN_VERIFIED, math.ceil(math.sqrt(winners.size)))
+    if k >= winners.size:
+        return frozenset(int(i) for i in winners)
+    pick = np.unique(np.linspace(0, winners.size - 1, k).round().astype(int))
+    return frozenset(int(winners[j]) for j in pick)
 
 
 def collect(

@@ -61,6 +61,10 @@ class UniformPrior(CostPrior):
     def _dlogpdf(self, c: FloatArray) -> FloatArray:
         return np.zeros(c.shape)
 
+    def _virtual_cost_derivative(self, c: FloatArray) -> FloatArray:
+        # Ψ(c) = 2c − low: Ψ' = 2 (the general form's value, without its guards)
+        return np.full(c.shape, 2.0)
+
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "params": {"low": self.low, "high": self.high}}
 

@@ -212,3 +212,55 @@ def test_solve_and_polish_from_given_losses_is_the_same_solve() -> None:
             assert key(off) != key(one)
             n += 1
     assert n == 3 * len(CONFIGS)
+
+
+def test_the_kernels_block_conditions_are_the_python_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compiled re-solve returns the a-block residual and profile slope at its
+    point; they are what :func:`_eta_search._block_conditions` computes there afresh
+    (to the bit, capped and uncapped), and the KKT check reads them instead of
+    passing over the weights again."""
+    outs: list[tuple[object, ...]] = []
+    real = _eta_polish.solve_and_polish_kernel
+
+    def spy(*args: object) -> tuple[object, ...]:
+        out = real(*args)  # type: ignore[arg-type]
+        outs.append(out)
+        return out
+
+    monkeypatch.setattr(_eta_search, "solve_and_polish_kernel", spy)
+    n = 0
+    for j, cfg in enumerate(CONFIGS):
+        for capped in (False, True):
+            prob = instance(j, 40, cfg, capped)
+            eff, _ = effective_problem(prob)
+            for start, lo, hi in starts(prob):
+                outs.clear()
+                _eta_search.solve_and_polish(
+                    eff, start.eta, w0=start.w * 1.01, a0=start.a, state=start.state,
+                    lo=lo, hi=hi,
+                )  # fmt: skip
+                out = outs[0]
+                sol = _eta_search._kernel_solution(out[:13])
+                if sol is None:
+                    continue
+                _eta_search._LAST_CONDITIONS[0] = None
+                fresh = _eta_search._block_conditions(eff, sol, None)
+                assert (fresh[1], fresh[2]) == (out[13], out[14]), (j, capped)
+                # the cached pair is read back, with the solver's gradient
+                assert _eta_search._block_conditions(eff, sol, None) == fresh
+                n += 1
+    assert n >= 10
+    # a wrong cached pair would be read: the cache is what the KKT check uses
+    prob = instance(0, 40, CFG)
+    eff, _ = effective_problem(prob)
+    start, lo, hi = starts(prob)[0]
+    outs.clear()
+    _eta_search.solve_and_polish(
+        eff, start.eta, w0=start.w * 1.01, a0=start.a, state=start.state, lo=lo, hi=hi
+    )
+    sol = _eta_search._kernel_solution(outs[0][:13])
+    assert sol is not None
+    _eta_search._LAST_CONDITIONS[0] = (eff, sol, sol.losses, 0.5, -7.0)
+    assert _eta_search._block_conditions(eff, sol, None)[1:] == (0.5, -7.0)

@@ -131,7 +131,7 @@ def response(
     deps = terms.eta
     if terms.curvature_lam is not None:
         deps += 2.0 / (4.0 * terms.curvature_lam + a_i)
-    if not (math.isfinite(da) and np.all(np.isfinite(dw))):
+    if not (math.isfinite(da) and np.isfinite(dw).all()):
         return None
     return Response(dw, da, deps)
 
