@@ -570,6 +570,7 @@ def solve_and_polish(
         sol = _kernel_solution(out[:13])
         if sol is not None:
             # the kernel's a-block pass at sol, as _block_conditions reads it
+            assert sol.losses is not None
             _LAST_CONDITIONS[0] = (prob, sol, sol.losses, out[13], out[14])
             return _profile_root(prob, sol, lo, hi)
     first = solve_at_eta(
