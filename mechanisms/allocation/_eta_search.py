@@ -711,7 +711,9 @@ def _block_conditions(
         and last[2] is sol.losses
         and (not with_gradient or sol.gradient is not None)
     ):  # the same point again: the pass below would read the same losses
-        gw = sol.gradient if with_gradient else np.zeros(1)
+        if not with_gradient:
+            return 0.0, float(last[3]), float(last[4])
+        gw = sol.gradient
         assert gw is not None
         return math.sqrt(float(gw.dot(gw))), float(last[3]), float(last[4])
     w, a, eta = sol.w, sol.a, sol.eta
@@ -817,9 +819,13 @@ def _result(
     # Δ_i = 2 ln(1 + a_i/(4λ)) (spec §3 Correction): learners.privacy.curvature_slack
     # without its input checks (a solver's weights are finite and ≥ 0; λ > 0 is
     # validated with the configuration), which cost a scan of m per re-solve
-    eps_total = (
-        eps + 2.0 * np.log1p(best.a / (4.0 * cfg.lam)) if cfg.curvature_overhead else eps
-    )
+    if cfg.curvature_overhead:  # eps + 2·log1p(a/(4λ)), formed in one buffer
+        eps_total = best.a / (4.0 * cfg.lam)
+        np.log1p(eps_total, out=eps_total)
+        eps_total *= 2.0
+        eps_total += eps
+    else:
+        eps_total = eps
     ok = best.converged and kkt.max() <= KKT_TOL
     if not ok:
         status = SolveStatus.OPTIMAL_INACCURATE

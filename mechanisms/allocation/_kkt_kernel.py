@@ -73,6 +73,14 @@ def a_block_conditions(
     hi_t = np.inf  # min g at zero
     held_a = 0.0
     held_ga = 0.0
+    # the extremes of g per class, and whether any capped weight is held by its
+    # ε cap (or at the kink): without such weights the residual is read from the
+    # extremes (|g_i − τ| is largest at the free extremes, τ − g_i at the smallest
+    # g at zero, g_i − τ at the largest at a cap) and the second pass is skipped
+    free_hi = -np.inf
+    free_lo = np.inf
+    zero_lo = np.inf
+    n_special = 0
     for i in range(m):
         gi = losses[i] + q * upsi[i]
         if norm_a > 0.0:
@@ -100,13 +108,18 @@ def a_block_conditions(
             lo_t = max(lo_t, gi)
             if at_zero:
                 hi_t = min(hi_t, gi)
+            if eps_cap_i < kcap or _kink(eps_cap_i, kcap):
+                n_special += 1
         elif at_zero:
             cls[i] = 1
             hi_t = min(hi_t, gi)
+            zero_lo = min(zero_lo, gi)
         else:
             cls[i] = 0
             free_g[n_free] = gi
             n_free += 1
+            free_hi = max(free_hi, gi)
+            free_lo = min(free_lo, gi)
     dG = dG0 + gamma * pa
     tau = 0.0
     if n_free > 0:
@@ -125,6 +138,14 @@ def a_block_conditions(
     held = 0.0
     share = 0.0
     any_kink = False
+    if n_special == 0:  # the same maxima as the pass below, from the extremes
+        if free_lo <= free_hi:  # some free g_i that is not NaN
+            viol = max(viol, abs(free_hi - tau))
+            viol = max(viol, abs(free_lo - tau))
+        viol = max(viol, max(tau - zero_lo, 0.0)) if zero_lo < np.inf else viol
+        viol = max(viol, max(lo_t - tau, 0.0)) if lo_t > -np.inf else viol
+        r_a = viol / (1.0 + abs(tau)) if m > 0 else 0.0
+        return r_a, dG + held / eta
     for i in range(m):
         c = cls[i]
         gi = g[i]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._base_memo import base_memo
@@ -23,6 +24,8 @@ from mechanisms.payments._resolve._seller_curve import (
 )
 from mechanisms.priors import CostPrior
 from mechanisms.result import Allocation
+
+FloatArray = NDArray[np.float64]
 
 __all__ = [
     "CriticalCost",
@@ -38,15 +41,19 @@ __all__ = [
 ]
 
 
-def kkt_threshold(prob: Problem, base: Allocation) -> float | None:
+def kkt_threshold(
+    prob: Problem, base: Allocation, losses: FloatArray | None = None
+) -> float | None:
     """The a-step threshold ``τ`` at the base point (``a_i = clip(S(τ − r_i), 0, h_i)``).
 
     ``S = ‖a‖₂/μ`` (KKT of the ``μ‖a‖₂`` term), so each seller strictly between its
     bounds gives ``τ = r_i + a_i/S``; with none, ``τ`` is the smallest ``r_i`` of the
     sellers at 0 (the most a dropping-out seller can have). ``None`` if undefined.
+    ``losses``: ``ℓ(Xw, y)`` at the base's ``w`` where the caller has them.
     """
     cfg = prob.cfg
-    losses = prob.loss.value(prob.X @ base.w, prob.y)
+    if losses is None:
+        losses = prob.loss.value(prob.X @ base.w, prob.y)
     if cfg.mode == "strict":
         losses = np.full(prob.m, prob.strict_loss_value)
     r = losses + cfg.gamma * base.eta * prob.psi
@@ -100,16 +107,22 @@ def _first_order_target(curve: SellerCurve) -> float | None:
     cfg = prob.cfg
     if cfg.u != "linear" or cfg.gamma <= 0 or base.eta <= 0:
         return None
-    tau = base_memo(base, "kkt_threshold", prob, lambda: kkt_threshold(prob, base))
+    tau, losses = base_memo(
+        base, "kkt_threshold", prob, lambda: _threshold_and_losses(prob, base)
+    )
     if tau is None:
         return None
-    if cfg.mode == "strict":
-        loss_i = prob.strict_loss_value
-    else:
-        loss_i = float(
-            prob.loss.value(prob.X[i : i + 1] @ base.w, prob.y[i : i + 1])[0]
-        )
+    loss_i = prob.strict_loss_value if cfg.mode == "strict" else float(losses[i])
     return float((tau - loss_i) / (cfg.gamma * base.eta))
+
+
+def _threshold_and_losses(
+    prob: Problem, base: Allocation
+) -> tuple[float | None, FloatArray]:
+    """``(τ, ℓ(Xw, y))`` at the base: the threshold and every seller's loss from one
+    product (once per base and process; a seller's ``ℓ_i`` is then a lookup)."""
+    losses = np.asarray(prob.loss.value(prob.X @ base.w, prob.y), dtype=float)
+    return kkt_threshold(prob, base, losses), losses
 
 
 SEARCH_POINTS = 256

@@ -28,7 +28,9 @@ from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
 
 
-def _case(seed: int, free: bool, mode: str) -> tuple[Problem, Problem, BlockSolution]:
+def _case(
+    seed: int, free: bool, mode: str, capped: bool = True
+) -> tuple[Problem, Problem, BlockSolution]:
     rng = np.random.default_rng(seed)
     m, d = int(rng.integers(40, 200)), 3
     X = rng.normal(size=(m, d))
@@ -41,6 +43,8 @@ def _case(seed: int, free: bool, mode: str) -> tuple[Problem, Problem, BlockSolu
     eps_max[held] = rng.uniform(0.2, 0.9, held.size) * kcap * eta  # binding caps
     eps_max[held[:3]] = kcap * eta * (1.0 + 1e-12)  # the kink: both caps bind
     eps_max[held[3]] = 0.0  # pinned at a zero cap
+    if not capped:  # no ε cap holds anyone: the kernel reads the residual in one pass
+        eps_max[:] = np.inf
     cfg = MechanismConfig(
         gamma=float(rng.uniform(0.1, 2.0)), lam=0.1, mu=float(rng.uniform(0.1, 3.0)),
         sigma=float(10 ** rng.uniform(-1.0, 3.0)), k=k, mode=mode,
@@ -50,7 +54,8 @@ def _case(seed: int, free: bool, mode: str) -> tuple[Problem, Problem, BlockSolu
     if free:
         inner = rng.choice(np.flatnonzero(caps > 0), 7, replace=False)
         a[inner] = caps[inner] * rng.uniform(0.2, 0.8, inner.size)
-    a[held[3]] = 0.0
+    if capped:
+        a[held[3]] = 0.0
     w = rng.normal(size=d)
     sol = BlockSolution(eta, w, a, 0.0, 1.0, 1, True, None)
     linear = Problem(X, y, psi, eps_max, cfg)
@@ -58,13 +63,14 @@ def _case(seed: int, free: bool, mode: str) -> tuple[Problem, Problem, BlockSolu
     return linear, power, sol
 
 
+@pytest.mark.parametrize("capped", [True, False])
 @pytest.mark.parametrize("mode", ["default", "strict"])
 @pytest.mark.parametrize("free", [True, False])
 @pytest.mark.parametrize("seed", range(8))
 def test_compiled_block_conditions_equal_numpy(
-    seed: int, free: bool, mode: str
+    seed: int, free: bool, mode: str, capped: bool
 ) -> None:
-    linear, power, sol = _case(seed, free, mode)
+    linear, power, sol = _case(seed, free, mode, capped)
     power15 = dataclasses.replace(power, cfg=power.cfg.with_(u_power=1.5))
     for prob in (linear, power, power15):
         got = _block_conditions(prob, sol, None)
@@ -169,3 +175,23 @@ def test_block_conditions_from_the_solvers_gradient() -> None:
     assert got[0] == pytest.approx(ref[0], rel=1e-8, abs=1e-13)
     assert got[1] == pytest.approx(ref[1], rel=1e-9, abs=1e-14)
     assert got[2] == pytest.approx(ref[2], rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_residual_of_free_weights_from_either_extreme(seed: int) -> None:
+    """Every weight free and no ε cap: the residual is the larger of the distances
+    from the median to the largest and to the smallest ``g_i``, whichever side it
+    falls on (the compiled pass reads it from the extremes)."""
+    linear, _, sol = _case(seed, True, "default", capped=False)
+    m = linear.m
+    kcap = linear.cfg.k / m
+    a = np.full(m, 0.5 * min(kcap, 1.0 / m))
+    a[: m // 2] *= 1.5  # free, inside (0, k/m), not summing to 1: a residual
+    losses = np.random.default_rng(seed).normal(size=m)
+    losses[seed % m] = (-50.0 if seed % 2 else 50.0)  # one far extreme, either side
+    inner = dataclasses.replace(sol, a=a)
+    got = _block_conditions(linear, inner, losses)
+    ref = _numpy_conditions(linear, inner, losses)
+    assert got[1] == pytest.approx(ref[1], rel=1e-12)
+    assert got[2] == pytest.approx(ref[2], rel=1e-12, abs=1e-12)
+    assert ref[1] > 1.0  # the far extreme sets it
