@@ -56,8 +56,9 @@ def a_block_conditions(
     ``upsi = Ψ·u'(ηa)``, the caps ``h_i = min(k/m, ε_i^max/η)`` formed here from
     ``eps_max`` and ``kcap = k/m`` (the same numbers as
     :meth:`mechanisms.allocation._problem.Problem.caps`, without its two arrays),
-    and the classes' thresholds ``a_zero`` and ``eps_cap_rtol``. ``dG0`` is ``∂G/∂η`` without the term ``γ(Ψu')ᵀa``
-    (``−σ/η²``, and the noise term where there is one)."""
+    and the classes' thresholds ``a_zero`` and ``eps_cap_rtol``. ``dG0`` is
+    ``∂G/∂η`` without the term ``γ(Ψu')ᵀa`` (``−σ/η²``, and the noise term where
+    there is one)."""
     m = a.size
     sq = 0.0
     for i in range(m):
