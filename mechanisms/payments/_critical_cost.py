@@ -75,11 +75,7 @@ def first_order_estimate(curve: SellerCurve) -> float | None:
     Returns ``None`` when the KKT form does not apply (``γ = 0``, power ``u``, no
     threshold) or no ``s`` in the support reaches it.
     """
-    return _estimate_at(curve, _first_order_target(curve))
-
-
-def _estimate_at(curve: SellerCurve, target: float | None) -> float | None:
-    """:func:`first_order_estimate` from the curve's first-order ``target``."""
+    target = _first_order_target(curve)
     if target is None:
         return None
     return invert_virtual_cost(curve.prior, target, low=curve.report)
@@ -89,11 +85,7 @@ def predicted_to_stay(curve: SellerCurve) -> bool:
     """Whether the first-order reading keeps seller ``i`` in over the whole (bounded)
     support: ``ℓ_i(w) + γηΨ(c̄) < τ`` at the base ``(w, η, τ)``, i.e. no ``s ≤ c̄``
     reaches the threshold (:func:`first_order_estimate` is then ``None``)."""
-    return _stays_at(curve, _first_order_target(curve))
-
-
-def _stays_at(curve: SellerCurve, target: float | None) -> bool:
-    """:func:`predicted_to_stay` from the curve's first-order ``target``."""
+    target = _first_order_target(curve)
     top = float(curve.prior.high)
     if target is None or not np.isfinite(top):
         return False
@@ -220,11 +212,10 @@ def find_critical_cost(
     top = float(curve.prior.high)
     if curve.epsilon(c) <= 0.0:
         return CriticalCost(c, c, None, True)
-    target = _first_order_target(curve)  # once: both readings below use it
-    est = _estimate_at(curve, target)
+    est = first_order_estimate(curve)
     scale = max(abs(c), 1e-12)
     guess = est if est is not None and est > c else c + scale
-    if est is None and _stays_at(curve, target):
+    if est is None and predicted_to_stay(curve):
         guess = top  # one re-solve where the reading holds (most winners)
     guess = min(guess, top)
     lo, hi = c, None
