@@ -230,6 +230,8 @@ def test_the_kernels_block_conditions_are_the_python_pass(
         return out
 
     monkeypatch.setattr(_eta_search, "solve_and_polish_kernel", spy)
+    # the module's one-entry cache, this test's own (it writes to it below)
+    monkeypatch.setattr(_eta_search, "_LAST_CONDITIONS", [None])
     n = 0
     for j, cfg in enumerate(CONFIGS):
         for capped in (False, True):
@@ -262,5 +264,6 @@ def test_the_kernels_block_conditions_are_the_python_pass(
     )
     sol = _eta_search._kernel_solution(outs[0][:13])
     assert sol is not None
+    assert sol.losses is not None
     _eta_search._LAST_CONDITIONS[0] = (eff, sol, sol.losses, 0.5, -7.0)
     assert _eta_search._block_conditions(eff, sol, None)[1:] == (0.5, -7.0)
