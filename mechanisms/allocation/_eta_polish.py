@@ -207,10 +207,7 @@ def solve_and_polish_kernel(
             p[5], p[4], psi, eps_max, e, kcap, gamma, mu, -sigma / (e * e), a_zero,
             eps_cap_rtol,
         )  # fmt: skip
-    return (
-        p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11],
-        p[12], r_a, dG,
-    )  # fmt: skip
+    return (*p, r_a, dG)
 
 
 @_jit

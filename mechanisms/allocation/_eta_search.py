@@ -701,21 +701,6 @@ def _block_conditions(
     ``sol`` are used (no pass over ``X``); with it, the solver's gradient and losses
     where it kept both."""
     cfg = prob.cfg
-    last = _LAST_CONDITIONS[0]
-    if (
-        last is not None
-        and last[0] is prob
-        and last[1] is sol
-        and model_losses is None
-        and cfg.mode != "strict"
-        and last[2] is sol.losses
-        and (not with_gradient or sol.gradient is not None)
-    ):  # the same point again: the pass below would read the same losses
-        if not with_gradient:
-            return 0.0, float(last[3]), float(last[4])
-        gw = sol.gradient
-        assert gw is not None
-        return math.sqrt(float(gw.dot(gw))), float(last[3]), float(last[4])
     w, a, eta = sol.w, sol.a, sol.eta
     c = prob.linear_term(eta)
     if model_losses is not None:
@@ -749,8 +734,11 @@ def _block_conditions(
     dG0 = -cfg.sigma / (eta * eta)  # as the compiled polish forms it
     if c is not None:
         dG0 -= float(c @ w) / eta
+    last = _LAST_CONDITIONS[0]
     if last is not None and last[0] is prob and last[1] is sol and last[2] is losses:
-        r_a, dG = last[3], last[4]  # the same point again (the polish, then the KKT)
+        # the same point again: the compiled re-solve's own pass, or the polish's
+        # slope and then the KKT check
+        r_a, dG = last[3], last[4]
     else:
         upsi = (
             prob.psi if cfg.u == "linear" else prob.psi * utility_derivative(eta * a, cfg)

@@ -52,10 +52,10 @@ def kkt_threshold(
     ``losses``: ``ℓ(Xw, y)`` at the base's ``w`` where the caller has them.
     """
     cfg = prob.cfg
-    if losses is None:
-        losses = prob.loss.value(prob.X @ base.w, prob.y)
     if cfg.mode == "strict":
         losses = np.full(prob.m, prob.strict_loss_value)
+    elif losses is None:
+        losses = prob.loss.value(prob.X @ base.w, prob.y)
     r = losses + cfg.gamma * base.eta * prob.psi
     a = base.weights
     caps = prob.caps(base.eta)
@@ -104,16 +104,19 @@ def _first_order_target(curve: SellerCurve) -> float | None:
     )
     if tau is None:
         return None
-    loss_i = prob.strict_loss_value if cfg.mode == "strict" else float(losses[i])
-    return float((tau - loss_i) / (cfg.gamma * base.eta))
+    return float((tau - float(losses[i])) / (cfg.gamma * base.eta))
 
 
 def _threshold_and_losses(
     prob: Problem, base: Allocation
 ) -> tuple[float | None, FloatArray]:
-    """``(τ, ℓ(Xw, y))`` at the base: the threshold and every seller's loss from one
-    product (once per base and process; a seller's ``ℓ_i`` is then a lookup)."""
-    losses = np.asarray(prob.loss.value(prob.X @ base.w, prob.y), dtype=float)
+    """``(τ, ℓ)`` at the base: the threshold and every seller's loss from one pass
+    (once per base and process; a seller's ``ℓ_i`` is then a lookup). In strict
+    mode every loss is the public constant, and no pass over ``X`` is made."""
+    if prob.cfg.mode == "strict":
+        losses = np.full(prob.m, prob.strict_loss_value)
+    else:
+        losses = np.asarray(prob.loss.value(prob.X @ base.w, prob.y), dtype=float)
     return kkt_threshold(prob, base, losses), losses
 
 
