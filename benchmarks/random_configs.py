@@ -26,6 +26,11 @@ configuration of ``benchmarks/allocation_speed.py`` (``WBC_CFG``):
   ``allocate``: best of two.
 - ``pay`` and ``wbc_pay`` run on one pool, warmed first by a small payment job in each
   mode (:func:`warm_pool`).
+- ``verified_share`` (``pay`` and ``wbc_pay``): the share of the sellers' seconds
+  spent on the sellers whose shortcut re-solves are cross-checked against cold full
+  re-solves (``verified``: ``max(32, ⌈√n⌉)`` of the ``n`` winners, all of them below
+  32, each with two or three full solves of about one ``allocate`` each); at
+  Wisconsin's size that part is set by the sample's size, not by the shortcut's speed.
 - ``wbc_pay``: all Wisconsin payments (every seller, default pool, wall; best of
   ``--pay-repeat`` runs, 3 by default: a tenth of a second each, where one run on a
   shared machine moved by ±15 %) / one ``allocate`` (best of ``--repeat``: a few
@@ -182,6 +187,7 @@ def pay_rows(
             )
             wall = min(wall, time.perf_counter() - t0)
         sec = np.array([s.seconds for s in pay.sellers])
+        checked = np.array([s.verified for s in pay.sellers], dtype=bool)
         est_all = wall if sel is None else float(sec.mean()) * m / workers
         row = {
             "i": "bench" if i == 0 else i, "config": cfg_label(cfg), "m": m,
@@ -195,6 +201,8 @@ def pay_rows(
             "converged": bool(pay.converged), "status": str(alloc.status),
             "escalated": bool(pay.escalated),
             "solves": int(sum(s.n_solves for s in pay.sellers)),
+            "verified": int(checked.sum()),
+            "verified_share": float(sec[checked].sum() / max(sec.sum(), 1e-300)),
         }  # fmt: skip
         print(json.dumps(row), flush=True)
         rows.append(row)
