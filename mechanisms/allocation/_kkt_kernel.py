@@ -139,33 +139,32 @@ def a_block_conditions(
     held = 0.0
     share = 0.0
     any_kink = False
-    if n_special == 0:  # the same maxima as the pass below, from the extremes
+    if n_special == 0:  # the same maxima as the per-seller pass, from the extremes
         if free_lo <= free_hi:  # some free g_i that is not NaN
             viol = max(viol, abs(free_hi - tau))
             viol = max(viol, abs(free_lo - tau))
         viol = max(viol, max(tau - zero_lo, 0.0)) if zero_lo < np.inf else viol
         viol = max(viol, max(lo_t - tau, 0.0)) if lo_t > -np.inf else viol
-        r_a = viol / (1.0 + abs(tau)) if m > 0 else 0.0
-        return r_a, dG + held / eta
-    for i in range(m):
-        c = cls[i]
-        gi = g[i]
-        if c == 0:
-            v = abs(gi - tau)
-        elif c == 1:
-            v = max(tau - gi, 0.0)
-        elif c == 2:
-            v = max(gi - tau, 0.0)
-            eps_cap_i = eps_max[i] / eta
-            if eps_cap_i < kcap or _kink(eps_cap_i, kcap):
-                if _kink(eps_cap_i, kcap):
-                    any_kink = True
-                    share += max(tau - gi, 0.0) * a[i]
-                else:
-                    held += (tau - gi) * a[i]
-        else:
-            v = 0.0
-        viol = max(viol, v)
+    else:
+        for i in range(m):
+            c = cls[i]
+            gi = g[i]
+            if c == 0:
+                v = abs(gi - tau)
+            elif c == 1:
+                v = max(tau - gi, 0.0)
+            elif c == 2:
+                v = max(gi - tau, 0.0)
+                eps_cap_i = eps_max[i] / eta
+                if eps_cap_i < kcap or _kink(eps_cap_i, kcap):
+                    if _kink(eps_cap_i, kcap):
+                        any_kink = True
+                        share += max(tau - gi, 0.0) * a[i]
+                    else:
+                        held += (tau - gi) * a[i]
+            else:
+                v = 0.0
+            viol = max(viol, v)
     r_a = viol / (1.0 + abs(tau)) if m > 0 else 0.0
     dG += held / eta
     if any_kink:

@@ -49,13 +49,12 @@ def kkt_threshold(
     ``S = ‖a‖₂/μ`` (KKT of the ``μ‖a‖₂`` term), so each seller strictly between its
     bounds gives ``τ = r_i + a_i/S``; with none, ``τ`` is the smallest ``r_i`` of the
     sellers at 0 (the most a dropping-out seller can have). ``None`` if undefined.
-    ``losses``: ``ℓ(Xw, y)`` at the base's ``w`` where the caller has them.
+    ``losses``: every seller's loss at the base (:func:`_base_losses`) where the
+    caller has them.
     """
     cfg = prob.cfg
-    if cfg.mode == "strict":
-        losses = np.full(prob.m, prob.strict_loss_value)
-    elif losses is None:
-        losses = prob.loss.value(prob.X @ base.w, prob.y)
+    if losses is None:
+        losses = _base_losses(prob, base)
     r = losses + cfg.gamma * base.eta * prob.psi
     a = base.weights
     caps = prob.caps(base.eta)
@@ -113,11 +112,16 @@ def _threshold_and_losses(
     """``(τ, ℓ)`` at the base: the threshold and every seller's loss from one pass
     (once per base and process; a seller's ``ℓ_i`` is then a lookup). In strict
     mode every loss is the public constant, and no pass over ``X`` is made."""
-    if prob.cfg.mode == "strict":
-        losses = np.full(prob.m, prob.strict_loss_value)
-    else:
-        losses = np.asarray(prob.loss.value(prob.X @ base.w, prob.y), dtype=float)
+    losses = _base_losses(prob, base)
     return kkt_threshold(prob, base, losses), losses
+
+
+def _base_losses(prob: Problem, base: Allocation) -> FloatArray:
+    """Every seller's loss at the base: ``ℓ(Xw, y)`` at its ``w``, or in strict
+    mode the public constant (no pass over ``X``)."""
+    if prob.cfg.mode == "strict":
+        return np.full(prob.m, prob.strict_loss_value)
+    return np.asarray(prob.loss.value(prob.X @ base.w, prob.y), dtype=float)
 
 
 SEARCH_POINTS = 256
