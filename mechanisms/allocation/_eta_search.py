@@ -782,38 +782,12 @@ def _result(
     blocks ``(a, η)`` (w-residual 0, as for a candidate model): the strict search
     value (spec §4.4) does not contain ``w``, so ``(a, η)`` is the same either way."""
     cfg = prob.cfg
-    strict_no_w = cfg.mode == "strict" and not fit_w
     if cfg.mode == "strict" and fit_w:
         best = fit_strict_w(prob, best)
     range_rule = cert is not None and cert.rule == "candidate_models"
-    lo_hi = (
-        eta_bounds(prob)
-        if profile is None
-        else (float(profile.grid[0]), float(profile.grid[-1]))
-    )
-    assert lo_hi is not None
-    if range_rule:
-        # w ranges over a finite set of models: no stationarity condition in w.
-        assert cert is not None
-        kkt = kkt_residuals(prob, best, *lo_hi, model_losses=_model_losses(cert, best))
-        kkt = dataclasses.replace(kkt, w=0.0)
-    elif strict_no_w:
-        const = np.full(prob.m, prob.strict_loss_value)
-        kkt = kkt_residuals(prob, best, *lo_hi, model_losses=const)
-        kkt = dataclasses.replace(kkt, w=0.0)
-    else:
-        kkt = kkt_residuals(prob, best, *lo_hi)
+    kkt = result_kkt(prob, best, profile, cert, fit_w=fit_w)
     eps = best.a * best.eta
-    # Δ_i = 2 ln(1 + a_i/(4λ)) (spec §3 Correction): learners.privacy.curvature_slack
-    # without its input checks (a solver's weights are finite and ≥ 0; λ > 0 is
-    # validated with the configuration), which cost a scan of m per re-solve
-    if cfg.curvature_overhead:  # eps + 2·log1p(a/(4λ)), formed in one buffer
-        eps_total = best.a / (4.0 * cfg.lam)
-        np.log1p(eps_total, out=eps_total)
-        eps_total *= 2.0
-        eps_total += eps
-    else:
-        eps_total = eps
+    eps_total = epsilon_total(best.a, eps, cfg)
     ok = best.converged and kkt.max() <= KKT_TOL
     if not ok:
         status = SolveStatus.OPTIMAL_INACCURATE
@@ -856,6 +830,50 @@ def _result(
         mode_objective=best.search_value,
         certificate=cert,
     )
+
+
+def epsilon_total(a: FloatArray, eps: FloatArray, cfg: MechanismConfig) -> FloatArray:
+    """``ε^total = ε + Δ`` for the weights ``a`` and ``ε = η·a``, with the curvature
+    slack ``Δ_i = 2 ln(1 + a_i/(4λ))`` (spec §3 Correction) where
+    ``cfg.curvature_overhead``, else ``ε`` itself. The slack is
+    ``learners.privacy.curvature_slack`` without its input checks (a solver's weights
+    are finite and ≥ 0; ``λ > 0`` is validated with the configuration), which cost a
+    scan of ``m`` per re-solve; it is formed in one buffer."""
+    if not cfg.curvature_overhead:
+        return eps
+    out = a / (4.0 * cfg.lam)
+    np.log1p(out, out=out)
+    out *= 2.0
+    out += eps
+    return out
+
+
+def result_kkt(
+    prob: Problem,
+    best: BlockSolution,
+    profile: EtaProfile | None,
+    cert: AllocationCertificate | None,
+    *,
+    fit_w: bool = True,
+) -> KKTResiduals:
+    """The block KKT residuals :func:`_result` reports for ``best`` (``w`` already
+    fitted where strict mode fits it): over the profile's ``η`` grid when there is
+    one, else :func:`eta_bounds`; no stationarity in ``w`` under the candidate-model
+    rule (``w`` ranges over a finite set) nor for strict mode's unfitted ``w``."""
+    lo_hi = (
+        eta_bounds(prob)
+        if profile is None
+        else (float(profile.grid[0]), float(profile.grid[-1]))
+    )
+    assert lo_hi is not None
+    if cert is not None and cert.rule == "candidate_models":
+        kkt = kkt_residuals(prob, best, *lo_hi, model_losses=_model_losses(cert, best))
+        return dataclasses.replace(kkt, w=0.0)
+    if prob.cfg.mode == "strict" and not fit_w:
+        const = np.full(prob.m, prob.strict_loss_value)
+        kkt = kkt_residuals(prob, best, *lo_hi, model_losses=const)
+        return dataclasses.replace(kkt, w=0.0)
+    return kkt_residuals(prob, best, *lo_hi)
 
 
 def _model_losses(cert: AllocationCertificate, best: BlockSolution) -> FloatArray:

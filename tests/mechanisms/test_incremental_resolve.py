@@ -43,12 +43,18 @@ from mechanisms.allocation._weights_kernel import (
 from mechanisms.payments._payments import payment_job, seller_payment
 from mechanisms.payments._resolve import _range_resolve, _seller_curve
 from mechanisms.payments._resolve._local_resolve import (
+    LocalSolve,
     base_hessian,
     local_resolve,
+    local_resolve_seller,
     stale_nodes,
 )
 from mechanisms.payments._resolve._range_resolve import range_resolver
-from mechanisms.payments._resolve._seller_curve import active_signature
+from mechanisms.payments._resolve._seller_curve import (
+    active_signature,
+    allocation_check,
+    weights_status,
+)
 from mechanisms.result import Allocation
 
 CFG = MechanismConfig(
@@ -740,14 +746,14 @@ def test_a_polish_ending_at_the_range_end_keeps_the_shortcut(
     assert base.eta == base.profile.grid[-1]
     job = payment_job(Xt, yt, costs, prior, cfg, base=base)
     declined = []
-    shortcut = _seller_curve.local_resolve
+    shortcut = _seller_curve.local_resolve_seller
 
-    def spy(*args: Any, **kwargs: Any) -> Allocation | None:
+    def spy(*args: Any, **kwargs: Any) -> LocalSolve | None:
         out = shortcut(*args, **kwargs)
         declined.append(out is None)
         return out
 
-    monkeypatch.setattr(_seller_curve, "local_resolve", spy)
+    monkeypatch.setattr(_seller_curve, "local_resolve_seller", spy)
     for i in (17, 55, 67, 181):
         sp = seller_payment(job, i)
         assert sp.verified  # its shortcut values checked against cold solves
@@ -755,3 +761,42 @@ def test_a_polish_ending_at_the_range_end_keeps_the_shortcut(
         assert sp.fast_mismatch <= 1e-6 * sp.epsilon
     assert len(declined) >= 4
     assert not any(declined)
+
+
+@pytest.mark.parametrize("lam", [31.0, 2.0])
+def test_the_sweeps_lean_shortcut_reads_what_the_allocation_says(lam: float) -> None:
+    """``local_resolve_seller`` accepts exactly where ``local_resolve`` returns an
+    allocation, with the same point, the seller's ``ε_i^total`` to the bit, and what
+    ``allocation_check`` and ``active_signature`` read from that allocation."""
+    X, y = load_wisconsin()
+    split = train_val_test_split(X, y, random_state=0)
+    Xt, yt = split.X_train, split.y_train
+    costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
+    prior = UniformPrior(1e-4, 5e-4)
+    cfg = MechanismConfig(gamma=3.7e5, lam=lam, mu=4.4e5, sigma=3e3, k=2.11, eps_avg_max=0.027)
+    base = allocate(Xt, yt, costs, prior, cfg)
+    assert base.certified
+    job = payment_job(Xt, yt, costs, prior, cfg, base=base)
+    kw = {"nodes": job.nodes, "hessian": job.hessian, "fit_w": False}
+    n_taken = 0
+    for i, raise_by in [(3, 1.05), (40, 1.4), (41, 2.0), (200, 1.2), (398, 3.0)]:
+        psi_i = float(job.prob.psi[i]) * raise_by
+        prob = job.prob.with_seller_psi(i, psi_i)
+        full = local_resolve(prob, base, **kw)
+        lean = local_resolve_seller(prob, base, i, **kw)
+        assert (full is None) == (lean is None)
+        if full is None or lean is None:
+            continue
+        n_taken += 1
+        assert isinstance(lean, LocalSolve)
+        assert lean.epsilon_total == float(full.epsilon_total[i])
+        assert lean.eta == full.eta
+        np.testing.assert_array_equal(lean.w, full.w)
+        np.testing.assert_array_equal(lean.weights, full.weights)
+        assert (lean.status, lean.kkt, lean.gap) == allocation_check(full)
+        assert weights_status(job.prob, lean.weights, lean.eta) == active_signature(
+            job.prob, full
+        )
+        assert not lean.w.flags.writeable
+        assert not lean.weights.flags.writeable
+    assert n_taken >= 3

@@ -39,17 +39,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from mechanisms.allocation._blas import single_blas_thread
-from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
 from mechanisms.allocation._eta_search import (
     GRID_TOL,
+    KKT_TOL,
     _polish,
     _result,
+    epsilon_total,
     eta_bounds,
+    result_kkt,
     solve_allocation,
     solve_and_polish,
 )
@@ -68,7 +72,7 @@ from mechanisms.allocation._range._certify import (
 from mechanisms.allocation._reduced_newton import hessian_at, value_and_gradient
 from mechanisms.allocation._weights_step import WeightsStepState
 from mechanisms.payments._base_memo import base_memo
-from mechanisms.result import Allocation
+from mechanisms.result import Allocation, SolveStatus
 
 FloatArray = NDArray[np.float64]
 
@@ -119,6 +123,80 @@ def local_resolve(
         (:func:`mechanisms.allocation._reduced_newton.newton_reduced`).
     """
     t0 = time.perf_counter()
+    found = _certified_resolve(prob, base, lower_bounds, start, nodes, fit_w, hessian)
+    if found is None:
+        return None
+    eff, best, cert, n_iter, n_evals = found
+    timings = {"total": time.perf_counter() - t0}
+    out = _result(eff, best, base.profile, n_iter, n_evals, timings, cert, fit_w=fit_w)
+    return out if out.certified else None
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSolve:
+    """One certified shortcut re-solve as a payment sweep reads it: the point
+    ``(w, a, η)`` (read-only arrays, the next re-solve's start), seller ``index``'s
+    ``ε_i^total``, and what :func:`mechanisms.payments._resolve._seller_curve.allocation_check`
+    reads from :func:`local_resolve`'s allocation (``status``, the largest KKT
+    residual, the range gap relative to ``1 + |G|``), without that allocation's O(m)
+    arrays (``ε``, ``ε^total``, copies of ``w`` and ``a``)."""
+
+    w: FloatArray
+    weights: FloatArray
+    eta: float
+    epsilon_total: float
+    status: str
+    kkt: float
+    gap: float | None
+
+
+@single_blas_thread
+def local_resolve_seller(
+    prob: Problem,
+    base: Allocation,
+    index: int,
+    *,
+    lower_bounds: FloatArray | None = None,
+    start: tuple[FloatArray, FloatArray, float] | None = None,
+    nodes: dict[float, Node] | None = None,
+    fit_w: bool = True,
+    hessian: FloatArray | None = None,
+) -> LocalSolve | None:
+    """:func:`local_resolve` for a payment sweep of seller ``index``: the same
+    re-solve and the same acceptance (a closed range certificate and block KKT
+    residuals within ``KKT_TOL``, i.e. status ``"optimal"``), returned as a
+    :class:`LocalSolve` with the same values (``ε_index^total`` by the same
+    operations as the allocation's)."""
+    found = _certified_resolve(prob, base, lower_bounds, start, nodes, fit_w, hessian)
+    if found is None:
+        return None
+    eff, best, cert, _, _ = found
+    kkt = result_kkt(eff, best, base.profile, cert, fit_w=fit_w).max()
+    if not (best.converged and kkt <= KKT_TOL and cert.certified):
+        return None  # local_resolve's allocation would not be "optimal"
+    a_i = best.a[index : index + 1]
+    eps_i = float(epsilon_total(a_i, a_i * best.eta, eff.cfg)[0])
+    gap = None
+    if cert.range_checked and np.isfinite(cert.gap):
+        gap = float(cert.gap) / (1.0 + abs(best.search_value or best.value))
+    w, a = best.w, best.a
+    w.flags.writeable = False
+    a.flags.writeable = False
+    return LocalSolve(w, a, float(best.eta), eps_i, str(SolveStatus.OPTIMAL), kkt, gap)
+
+
+def _certified_resolve(
+    prob: Problem,
+    base: Allocation,
+    lower_bounds: FloatArray | None,
+    start: tuple[FloatArray, FloatArray, float] | None,
+    nodes: dict[float, Node] | None,
+    fit_w: bool,
+    hessian: FloatArray | None,
+) -> tuple[Problem, BlockSolution, AllocationCertificate, int, int] | None:
+    """The body of :func:`local_resolve`: ``(effective problem, point, closed
+    certificate, iterations, η evaluations)``, or ``None`` where the shortcut
+    declines."""
     prof = base.profile
     if prof is None:  # e.g. the candidate-model rule: its re-solves reuse the base
         return None
@@ -147,7 +225,7 @@ def local_resolve(
     if rises_with_eta(prob):
         state = _nearest_state(nodes, float(grid[0]))
         return _at_lowest_eta(
-            prob, base, float(grid[0]), lam_conv, start, fit_w, t0, state, hessian
+            prob, base, float(grid[0]), lam_conv, start, state, hessian
         )
     lb = prof.grid_values if lower_bounds is None else lower_bounds
     j = int(np.argmin(lb))
@@ -207,11 +285,7 @@ def local_resolve(
     if not closed:
         return None
     cert = AllocationCertificate(cfg.lam, lam_conv, True, True, lower, gap, True, n_bb)
-    timings = {"total": time.perf_counter() - t0}
-    out = _result(
-        prob, best, prof, n_iter + best.iterations, 2, timings, cert, fit_w=fit_w
-    )
-    return out if out.certified else None
+    return prob, best, cert, n_iter + best.iterations, 2
 
 
 def _nearest_state(
@@ -292,11 +366,9 @@ def _at_lowest_eta(
     eta_lo: float,
     lam_conv: float,
     start: tuple[FloatArray, FloatArray, float] | None,
-    fit_w: bool,
-    t0: float,
     state: WeightsStepState | None = None,
     hessian: FloatArray | None = None,
-) -> Allocation | None:
+) -> tuple[Problem, BlockSolution, AllocationCertificate, int, int] | None:
     """The re-solve where ``P`` rises with ``η`` (:func:`rises_with_eta`): one
     fixed-``η`` solve at ``η_lo``, where the full search also ends (its ``η``-step is
     ``clip(√(σ/(γΨᵀa)), η_lo, η_hi) = η_lo``), certified by that solve's rigorous
@@ -313,11 +385,7 @@ def _at_lowest_eta(
     cert = AllocationCertificate(
         prob.cfg.lam, lam_conv, True, True, lower, gap, True, 0
     )
-    timings = {"total": time.perf_counter() - t0}
-    out = _result(
-        prob, best, base.profile, best.iterations, 1, timings, cert, fit_w=fit_w
-    )
-    return out if out.certified else None
+    return prob, best, cert, best.iterations, 1
 
 
 def grid_nodes(base: Allocation) -> dict[float, Node]:

@@ -23,7 +23,10 @@ from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.allocation._range._certify import Node
 from mechanisms.payments._base_memo import base_memo
-from mechanisms.payments._resolve._local_resolve import local_resolve
+from mechanisms.payments._resolve._local_resolve import (
+    local_resolve,
+    local_resolve_seller,
+)
 from mechanisms.payments._resolve._range_resolve import (
     LeanSolve,
     RangeResolver,
@@ -146,7 +149,21 @@ class SellerCurve:
                 self.checks[s] = (lean.status, lean.kkt, lean.gap)
                 self.cache[s] = lean.epsilon_total
                 return lean.epsilon_total
-        alloc = self._solve(self.prob.with_seller_psi(self.index, psi_i), s)
+        prob = self.prob.with_seller_psi(self.index, psi_i)
+        if self.resolver is None and self._takes_shortcut(psi_i):
+            local = local_resolve_seller(
+                prob, self.base, self.index, **self._shortcut_kwargs(psi_i, s)
+            )
+            if local is not None:
+                self.points[s] = (local.w, local.weights, local.eta)
+                self.fast_keys.add(s)
+                self.checks[s] = (local.status, local.kkt, local.gap)
+                self.cache[s] = local.epsilon_total
+                self.signatures[s] = weights_status(self.prob, local.weights, local.eta)
+                return local.epsilon_total
+            alloc = self._solve(prob, s, shortcut=False)
+        else:
+            alloc = self._solve(prob, s)
         val = float(alloc.epsilon_total[self.index]) if alloc.success else 0.0
         self.checks[s] = allocation_check(alloc)
         self.cache[s] = val
@@ -156,9 +173,33 @@ class SellerCurve:
             self.signatures[s] = active_signature(self.prob, alloc)
         return val
 
-    def _solve(self, prob: Problem, s: float) -> Allocation:
+    def _takes_shortcut(self, psi_i: float) -> bool:
+        """Whether a re-solve at ``Ψ_i = psi_i`` tries the certified shortcut of
+        :mod:`mechanisms.payments._resolve._local_resolve` (it declines without the
+        base's ``η`` profile, and applies to raised costs only)."""
+        return (
+            self.solver is solve_allocation
+            and self.fast
+            and self.base.profile is not None
+            and psi_i >= self.base.virtual_costs[self.index]
+        )
+
+    def _shortcut_kwargs(self, psi_i: float, s: float) -> dict[str, Any]:
+        """The shortcut's arguments for the report ``s`` (``Ψ_i = psi_i``): lower
+        bounds from the full solves seen, a start from the evaluated reports, the
+        base's stale nodes and Hessian; ``ε`` needs no fitted ``w``."""
+        return {
+            "lower_bounds": self._lower_bounds(psi_i),
+            "start": self._predicted_point(psi_i) or self._nearest_point(s),
+            "nodes": self.nodes,
+            "fit_w": False,
+            "hessian": self.hessian,
+        }
+
+    def _solve(self, prob: Problem, s: float, *, shortcut: bool = True) -> Allocation:
         """The frozen rule at ``prob``: the certified shortcut of
-        :mod:`mechanisms.payments._resolve._local_resolve` when it applies, else the full search."""
+        :mod:`mechanisms.payments._resolve._local_resolve` when it applies (and
+        ``shortcut``), else the full search."""
         # The candidate-model rule reuses the base's models (cost-independent, so
         # identical to recomputing them): always pass the base there.
         reuse = getattr(self.base.certificate, "models", None) is not None
@@ -166,17 +207,8 @@ class SellerCurve:
         if self.solver is not solve_allocation:
             return self.solver(prob, warm_start=warm)
         psi_i = float(prob.psi[self.index])
-        shortcut = self.base.profile is not None  # local_resolve declines otherwise
-        if shortcut and self.fast and psi_i >= self.base.virtual_costs[self.index]:
-            out = local_resolve(
-                prob,
-                self.base,
-                lower_bounds=self._lower_bounds(psi_i),
-                start=self._predicted_point(psi_i) or self._nearest_point(s),
-                nodes=self.nodes,
-                fit_w=False,
-                hessian=self.hessian,
-            )
+        if shortcut and self._takes_shortcut(psi_i):
+            out = local_resolve(prob, self.base, **self._shortcut_kwargs(psi_i, s))
             if out is not None:
                 self.points[s] = (out.w, out.weights, out.eta)
                 self.fast_keys.add(s)
@@ -503,8 +535,13 @@ def allocation_check(alloc: Allocation) -> tuple[str, float, float | None]:
 def active_signature(prob: Problem, alloc: Allocation) -> bytes:
     """Which bound each ``a_j`` sits at. Between changes of this signature the KKT
     system is smooth in ``s``, so ``ε_i(s)`` is smooth; its kinks sit at changes."""
-    a = np.asarray(alloc.weights, dtype=np.float64)
-    if alloc.eta <= 0:
+    return weights_status(prob, alloc.weights, alloc.eta)
+
+
+def weights_status(prob: Problem, weights: FloatArray, eta: float) -> bytes:
+    """:func:`active_signature` of the weights ``weights`` at ``η = eta``."""
+    a = np.asarray(weights, dtype=np.float64)
+    if eta <= 0:
         return bytes(a.size)
     kcap = prob.cfg.k / prob.m
-    return weights_signature(a, kcap, prob.eps_max, float(alloc.eta)).tobytes()
+    return weights_signature(a, kcap, prob.eps_max, float(eta)).tobytes()
