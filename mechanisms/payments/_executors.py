@@ -7,9 +7,10 @@ are chunked and mapped over an executor: a process pool by default, a thread poo
 
 The chunks are sized by the executor's actual worker count (:func:`worker_count`:
 about four chunks per worker, for progress and load balance). On a process pool the
-shared object is pickled once per chunk and restored once per worker process
-(:class:`_Shared`: each chunk of a call gets the same object, so caches keyed by it,
-such as the payments' per-base memos, are built once per process); on Dask it is
+shared object is pickled once per call, its bytes travel with every chunk and are
+unpickled once per worker process (:class:`_Shared`: each chunk of a call gets the
+same object, so caches keyed by it, such as the payments' per-base memos, are built
+once per process); on Dask it is
 scattered to the workers **once** (``Client.scatter(..., broadcast=True)``) and every
 chunk receives a reference to it.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 import threading
 import uuid
 from collections import OrderedDict
@@ -183,18 +185,27 @@ def map_chunks(
 @dataclass(frozen=True, eq=False)
 class _Shared:
     """The shared object of one :func:`map_chunks` call as chunks carry it, named by
-    a token for that call. A process pool pickles it once per chunk; unpickled
-    (:meth:`__reduce__`), a worker process returns the one it restored first for the
-    same token (:func:`_restore_shared`), so every chunk of the call that runs there
-    works on one object, and what is cached by that object's identity (the payment
-    sweeps' per-base memos: re-solvers, the base's losses, renewal arrays) is built
-    once per process instead of once per chunk."""
+    a token for that call. Pickled (:meth:`__reduce__`), it carries the object's
+    own pickle, made once per call (:attr:`payload`) rather than once per chunk; a
+    worker process unpickles that only for the first chunk of the call it runs and
+    returns the object it restored then for the others (:func:`_restore_shared`),
+    so every chunk of the call that runs there works on one object, and what is
+    cached by that object's identity (the payment sweeps' per-base memos:
+    re-solvers, the base's losses, renewal arrays) is built once per process instead
+    of once per chunk. (A Wisconsin payment job pickles to about 0.3 MB: 0.8 ms to
+    pickle and 0.5 ms to unpickle, per chunk before, on the two cores the workers
+    use.)"""
 
     token: str
     obj: Any
 
+    @functools.cached_property
+    def payload(self) -> bytes:
+        """``pickle.dumps(obj)`` (computed at the first chunk's pickling)."""
+        return pickle.dumps(self.obj, protocol=pickle.HIGHEST_PROTOCOL)
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore_shared, (self.token, self.obj))
+        return (_restore_shared, (self.token, self.payload))
 
 
 _RESTORED: OrderedDict[str, _Shared] = OrderedDict()
@@ -207,15 +218,16 @@ its records and the re-solvers' caches, tens of MB at ``m = 10⁵``) stays in me
 until the next call replaces it."""
 
 
-def _restore_shared(token: str, obj: Any) -> _Shared:
-    """The :class:`_Shared` of ``token`` this process already restored, else ``obj``
-    under that token (kept for the chunks that follow)."""
+def _restore_shared(token: str, payload: bytes) -> _Shared:
+    """The :class:`_Shared` of ``token`` this process already restored, else the
+    object unpickled from ``payload`` under that token (kept for the chunks that
+    follow)."""
     with _RESTORED_LOCK:
         hit = _RESTORED.get(token)
         if hit is not None:
             _RESTORED.move_to_end(token)
             return hit
-        out = _RESTORED[token] = _Shared(token, obj)
+        out = _RESTORED[token] = _Shared(token, pickle.loads(payload))
         while len(_RESTORED) > RESTORED_SHARED:
             _RESTORED.popitem(last=False)
         return out
