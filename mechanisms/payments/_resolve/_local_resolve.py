@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -71,8 +72,9 @@ from mechanisms.allocation._range._certify import (
 )
 from mechanisms.allocation._reduced_newton import hessian_at, value_and_gradient
 from mechanisms.allocation._weights_step import WeightsStepState
+from mechanisms.config import MechanismConfig
 from mechanisms.payments._base_memo import base_memo
-from mechanisms.result import Allocation, SolveStatus
+from mechanisms.result import Allocation, EtaProfile, SolveStatus
 
 FloatArray = NDArray[np.float64]
 
@@ -197,38 +199,21 @@ def _certified_resolve(
     """The body of :func:`local_resolve`: ``(effective problem, point, closed
     certificate, iterations, η evaluations)``, or ``None`` where the shortcut
     declines."""
-    prof = base.profile
-    if prof is None:  # e.g. the candidate-model rule: its re-solves reuse the base
+    fixed = _fixed_part(prob, base)
+    if fixed is None:
         return None
-    prob, lam_conv = effective_problem(prob)
-    cfg = prob.cfg
-    if prof is None or cfg.u != "linear" or cfg.mode == "paper" or not base.certified:
-        return None
-    base_cert = base.certificate
-    if (
-        lam_conv is None
-        or base_cert is None
-        or len(base_cert.node_bounds) != len(prof.grid)
-    ):
-        return None
+    if fixed.cfg is not prob.cfg:  # λ raised to the certified one (effective_problem)
+        prob = dataclasses.replace(prob, cfg=fixed.cfg)
+    cfg, lam_conv, grid, prof = prob.cfg, fixed.lam_conv, fixed.grid, fixed.profile
     raised = prob.psi - base.virtual_costs  # ≥ 0 (NaN where both are ∞)
-    if np.any(raised < 0.0):
+    if (raised < 0.0).any():
         return None
-    bounds = eta_bounds(prob)
-    if bounds is None:
-        return None
-    # the search's grid is np.geomspace(lo, hi, n_grid), whose ends are lo and hi
-    # exactly: the same ends and size are the same grid (no 50 µs geomspace per call)
-    grid = np.asarray(prof.grid)
-    if not (grid.size == cfg.n_grid and grid[0] == bounds[0] and grid[-1] == bounds[1]):
-        return None
-    if rises_with_eta(prob):
-        state = _nearest_state(nodes, float(grid[0]))
-        return _at_lowest_eta(
-            prob, base, float(grid[0]), lam_conv, start, state, hessian
-        )
+    if fixed.rises and prob.noise is None and bool((prob.psi > 0.0).all()):
+        # rises_with_eta(prob)
+        state = _nearest_state(nodes, fixed.lo)
+        return _at_lowest_eta(prob, base, fixed.lo, lam_conv, start, state, hessian)
     lb = prof.grid_values if lower_bounds is None else lower_bounds
-    j = int(np.argmin(lb))
+    j = int(lb.argmin())
     w_j, a_j = prof.starts[j]
     floor = float(min(lb[:j].min(initial=np.inf), lb[j + 1 :].min(initial=np.inf)))
     # Upper bound on P_j*: G at the base's grid solution with the new Ψ; re-solve
@@ -238,10 +223,10 @@ def _certified_resolve(
     upper = float(prof.grid_values[j]) + cfg.gamma * float(grid[j]) * float(
         a_j @ raised
     )
-    if not np.isfinite(upper):
+    if not math.isfinite(upper):
         upper = search_value(prob, w_j, a_j, float(grid[j]))
     n_iter = 0
-    node_floor = _node_floor(base_cert.node_bounds, j)
+    node_floor = fixed.node_floors[j]
 
     def keeps_cell(upper: float) -> bool:
         return upper < floor - MARGIN * (1.0 + abs(upper)) or (
@@ -254,12 +239,13 @@ def _certified_resolve(
         if not keeps_cell(upper):
             return None
     w_s, a_s, eta_s = (base.w, base.weights, base.eta) if start is None else start
+    lo, hi = fixed.lo, fixed.hi
     best = solve_and_polish(
-        prob, eta_s, w0=w_s, a0=a_s, state=_nearest_state(nodes, eta_s),
-        lo=float(grid[0]), hi=float(grid[-1]), eta_rtol=ETA_RTOL, hessian0=hessian,
+        prob, eta_s, w0=w_s, a0=a_s, state=_nearest_state(nodes, eta_s), lo=lo,
+        hi=hi, eta_rtol=ETA_RTOL, hessian0=hessian,
         losses0=base_losses(prob, base) if w_s is base.w else None,
     )  # fmt: skip
-    cell_lo, cell_hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    cell_lo, cell_hi = fixed.cells[j]
     # the upper bound and the polished value are the same G by two roundings where
     # the polish ends at the grid point itself (an end of the range): compare them
     # with the rounding allowance of grid_error
@@ -271,13 +257,13 @@ def _certified_resolve(
     found, lower, n_bb = certify_range(
         prob,
         best,
-        float(grid[0]),
-        float(grid[-1]),
+        lo,
+        hi,
         nodes=nodes,  # read only (its cell cache is filled on first use)
         lam_conv=lam_conv,
     )
     if found is not best:
-        found = _polish(prob, found, float(grid[0]), float(grid[-1]))
+        found = _polish(prob, found, lo, hi)
         if found.search_value < best.search_value:
             best = found
     gap = max(best.search_value - lower, 0.0)
@@ -286,6 +272,74 @@ def _certified_resolve(
         return None
     cert = AllocationCertificate(cfg.lam, lam_conv, True, True, lower, gap, True, n_bb)
     return prob, best, cert, n_iter + best.iterations, 2
+
+
+@dataclass(frozen=True, eq=False)
+class _FixedPart:
+    """What the shortcut reads from the base and the problem's records, caps and
+    configuration, the same for every re-solve of a payment job
+    (:func:`_fixed_part`): the effective configuration (``λ`` raised where the rule
+    raises it) and ``λ_conv``, the base's ``η`` profile and grid with its ends, each
+    grid point's cell ``[η_{j−1}, η_{j+1}]`` and the least certified base bound of
+    the other grid points, and whether ``P`` may rise with ``η`` (the part of
+    :func:`rises_with_eta` that does not read ``Ψ``)."""
+
+    X: FloatArray
+    eps_max: FloatArray
+    cfg: MechanismConfig
+    lam_conv: float
+    profile: EtaProfile
+    grid: FloatArray
+    lo: float
+    hi: float
+    cells: tuple[tuple[float, float], ...]
+    node_floors: tuple[float, ...]
+    rises: bool
+
+
+def _fixed_part(prob: Problem, base: Allocation) -> _FixedPart | None:
+    """The :class:`_FixedPart` of ``prob`` and ``base`` (once per base, process and
+    configuration object while the records and caps stay the same), or ``None``
+    where the shortcut does not apply whatever the costs: no profile, a
+    configuration other than linear ``u`` outside the paper mode, an uncertified
+    base, no ``λ_conv``, or a grid that is not the search's for this problem."""
+    hit = base_memo(base, "shortcut_fixed", prob.cfg, lambda: _compute_fixed(prob, base))
+    if hit is not None and (hit.X is not prob.X or hit.eps_max is not prob.eps_max):
+        return _compute_fixed(prob, base)
+    return hit
+
+
+def _compute_fixed(prob: Problem, base: Allocation) -> _FixedPart | None:
+    """:func:`_fixed_part` computed."""
+    prof = base.profile
+    if prof is None:  # e.g. the candidate-model rule: its re-solves reuse the base
+        return None
+    eff, lam_conv = effective_problem(prob)
+    cfg = eff.cfg
+    if cfg.u != "linear" or cfg.mode == "paper" or not base.certified:
+        return None
+    base_cert = base.certificate
+    if (
+        lam_conv is None
+        or base_cert is None
+        or len(base_cert.node_bounds) != len(prof.grid)
+    ):
+        return None
+    bounds = eta_bounds(eff)
+    if bounds is None:
+        return None
+    # the search's grid is np.geomspace(lo, hi, n_grid), whose ends are lo and hi
+    # exactly: the same ends and size are the same grid (no 50 µs geomspace per call)
+    grid = np.asarray(prof.grid)
+    if not (grid.size == cfg.n_grid and grid[0] == bounds[0] and grid[-1] == bounds[1]):
+        return None
+    n = grid.size
+    cells = tuple((grid[max(j - 1, 0)], grid[min(j + 1, n - 1)]) for j in range(n))
+    rises = cfg.sigma == 0.0 and cfg.gamma > 0.0 and cfg.u == "linear"
+    return _FixedPart(
+        prob.X, prob.eps_max, cfg, lam_conv, prof, grid, float(grid[0]),
+        float(grid[-1]), cells, _node_floors(base_cert.node_bounds), rises,
+    )  # fmt: skip
 
 
 def _nearest_state(
