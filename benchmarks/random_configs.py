@@ -14,7 +14,9 @@ Each part reports the median and the worst ratio over the draws next to the
 configuration of ``benchmarks/allocation_speed.py`` (``WBC_CFG``):
 
 - ``wbc``: ``allocate`` / one ``LogisticRegression(solver="lbfgs")`` fit on the Wisconsin
-  training split (m = 399, d = 31), best of ``--repeat``, interleaved, in one process.
+  training split (m = 399, d = 31), best of ``--repeat``, in one process, the two
+  called in turns (:func:`interleaved_best`: a ratio then compares calls made during
+  the same stretches of a shared machine's load).
 - ``big``: the same at ``m = --big-m``, ``d = 20`` (``make_synthetic``), one run each,
   after one ``allocate`` per configuration on 50,000 of the records (:func:`warm_up`).
 - ``pay``: payments per seller / ``allocate`` at ``m = --pay-m`` (``d = 20``) on the
@@ -34,7 +36,9 @@ configuration of ``benchmarks/allocation_speed.py`` (``WBC_CFG``):
 - ``wbc_pay``: all Wisconsin payments (every seller, default pool, wall; best of
   ``--pay-repeat`` runs, 3 by default: a tenth of a second each, where one run on a
   shared machine moved by ±15 %) / one ``allocate`` (best of ``--repeat``: a few
-  milliseconds, where two runs left the denominator up to twice too large).
+  milliseconds, where two runs left the denominator up to twice too large); after
+  the first ``allocate`` (the payments' base) the two are run in turns, as for
+  ``wbc``.
 
 Times are CPU seconds of this process (``time.process_time``; BLAS limited to one
 thread) for ``allocate`` and scikit-learn: on a machine shared by many jobs a wall clock
@@ -123,13 +127,29 @@ def cfg_label(cfg: MechanismConfig) -> str:
 
 def cpu_best(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
     """Smallest CPU and wall time of ``repeat`` calls, and the last result."""
-    cpu, wall, out = np.inf, np.inf, None
-    for _ in range(max(repeat, 1)):
-        c0, w0 = time.process_time(), time.perf_counter()
-        out = fn()
-        cpu = min(cpu, time.process_time() - c0)
-        wall = min(wall, time.perf_counter() - w0)
-    return cpu, wall, out
+    return interleaved_best([fn], [repeat])[0]
+
+
+def interleaved_best(
+    fns: list[Callable[[], Any]], repeats: list[int]
+) -> list[tuple[float, float, Any]]:
+    """:func:`cpu_best` of each of ``fns`` (``repeats[k]`` calls of ``fns[k]``), the
+    calls taken in turns (``fns[0]``, ``fns[1]``, …, then again) so that a ratio of
+    two of them compares calls made during the same stretches of a shared machine's
+    load, not one function's calls during a quiet stretch with the other's during a
+    busy one."""
+    best = [[np.inf, np.inf, None] for _ in fns]
+    for r in range(max(max(repeats), 1)):
+        for k, fn in enumerate(fns):
+            if r >= max(repeats[k], 1):
+                continue
+            c0, w0 = time.process_time(), time.perf_counter()
+            out = fn()
+            b = best[k]
+            b[0] = min(b[0], time.process_time() - c0)
+            b[1] = min(b[1], time.perf_counter() - w0)
+            b[2] = out
+    return [(float(b[0]), float(b[1]), b[2]) for b in best]
 
 
 def sklearn_fit(X: np.ndarray, y: np.ndarray) -> Any:
@@ -143,9 +163,12 @@ def ratio_rows(
     """``allocate`` / sklearn for each configuration (sklearn re-timed per row)."""
     rows = []
     for i, cfg in enumerate(cfgs):
-        sk_cpu, sk_wall, _ = cpu_best(lambda: sklearn_fit(X, y), repeat)
-        al_cpu, al_wall, alloc = cpu_best(
-            lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), repeat
+        (sk_cpu, sk_wall, _), (al_cpu, al_wall, alloc) = interleaved_best(
+            [
+                lambda: sklearn_fit(X, y),
+                lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg),
+            ],
+            [repeat, repeat],
         )
         cert = alloc.certificate
         row = {
@@ -168,24 +191,29 @@ def pay_rows(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Payments / allocate per configuration (all sellers when ``sample`` is None);
     ``allocate``'s times are the best of ``repeat`` runs, the payments' the best of
-    ``pay_repeat`` (the same payments each time: the rule is deterministic)."""
+    ``pay_repeat`` (the same payments each time: the rule is deterministic), the
+    runs after the first ``allocate`` taken in turns (:func:`interleaved_best`)."""
     rows = []
     m = X.shape[0]
     rng = np.random.default_rng(seed)
     for i, cfg in enumerate(cfgs):
         al_cpu, al_wall, alloc = cpu_best(
-            lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), repeat
+            lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), 1
         )
         sel = None
         if sample and sample < m:
             sel = np.sort(rng.choice(m, size=sample, replace=False))
-        wall = np.inf
-        for _ in range(max(pay_repeat, 1)):
-            t0 = time.perf_counter()
-            pay = myerson_payments(
-                X, y, costs, PRIOR, cfg, sellers=sel, executor=pool, base=alloc
-            )
-            wall = min(wall, time.perf_counter() - t0)
+        # the allocation's remaining runs and the payments' in turns
+        (al2_cpu, al2_wall, _), (_, wall, pay) = interleaved_best(
+            [
+                lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg),
+                lambda cfg=cfg, alloc=alloc, sel=sel: myerson_payments(
+                    X, y, costs, PRIOR, cfg, sellers=sel, executor=pool, base=alloc
+                ),
+            ],
+            [repeat - 1, pay_repeat],
+        )
+        al_cpu, al_wall = min(al_cpu, al2_cpu), min(al_wall, al2_wall)
         sec = np.array([s.seconds for s in pay.sellers])
         checked = np.array([s.verified for s in pay.sellers], dtype=bool)
         est_all = wall if sel is None else float(sec.mean()) * m / workers
