@@ -199,6 +199,20 @@ def spectral_norm_sq(X: FloatArray) -> float:
     return max(top, 0.0) * (1.0 + 1e-12)
 
 
+def _caps_fixed(prob: Problem, bound: float) -> bool:
+    """``caps_fixed_above(prob.eps_max, bound)``, remembered for the last ``ε^max``
+    array and bound of these records (a payment job's re-solves share both: one O(m)
+    pass per job instead of one per re-solve)."""
+    hit = prob.records_memo.get("caps_fixed_above")
+    if hit is not None and hit[0] is prob.X:
+        eps_max, hit_bound, value = hit[1]
+        if eps_max is prob.eps_max and hit_bound == bound:
+            return bool(value)
+    value = bool(caps_fixed_above(prob.eps_max, bound))
+    prob.records_memo["caps_fixed_above"] = (prob.X, (prob.eps_max, bound, value))
+    return value
+
+
 def effective_problem(prob: Problem) -> tuple[Problem, float | None]:
     """The problem the rule actually solves, and its ``λ_conv``.
 
@@ -482,9 +496,7 @@ def certify_range(
     modulus = _modulus(prob, lam_conv)
     # A zero ε^max is a zero cap at every η (a report at the top of a support with
     # an infinite virtual cost): it does not make the feasible set depend on η.
-    fixed_set = cfg.gamma > 0.0 and caps_fixed_above(
-        prob.eps_max, (cfg.k / prob.m) * eta_hi
-    )
+    fixed_set = cfg.gamma > 0.0 and _caps_fixed(prob, (cfg.k / prob.m) * eta_hi)
     # the reduced Newton method's F (default mode, linear u), no paper noise term
     renewable = cfg.mode == "default" and cfg.u == "linear" and prob.noise is None
     # the compiled renewal (_stale_search.renewal_bound)
