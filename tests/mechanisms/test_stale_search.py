@@ -175,15 +175,17 @@ def test_nearest_node_is_the_first_minimiser_of_the_distance() -> None:
 
 
 def test_node_floor_is_the_least_bound_of_the_others() -> None:
-    from mechanisms.payments._resolve._local_resolve import _node_floor
+    from mechanisms.payments._resolve._local_resolve import _node_floors
 
     rng = np.random.default_rng(6)
     for n in (1, 2, 3, 7):
         for _ in range(20):
             bounds = tuple(float(b) for b in rng.integers(0, 4, n))  # with ties
+            floors = _node_floors(bounds)
+            assert len(floors) == n
             for j in range(n):
                 others = [b for k, b in enumerate(bounds) if k != j]
-                assert _node_floor(bounds, j) == (min(others) if others else math.inf)
+                assert floors[j] == (min(others) if others else math.inf)
 
 
 def test_eta_bounds_are_remembered_only_for_the_same_caps() -> None:

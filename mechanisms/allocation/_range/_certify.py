@@ -147,6 +147,14 @@ class AllocationCertificate:
     def certified(self) -> bool:
         return self.convex and self.closed
 
+    def relative_gap(self, value: float) -> float | None:
+        """The certified gap relative to ``1 + |value|`` (``value``: the point's
+        ``G``), or ``None`` where the range was not checked or the gap is not
+        finite."""
+        if not (self.range_checked and np.isfinite(self.gap)):
+            return None
+        return float(self.gap) / (1.0 + abs(value))
+
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out.pop("node_bounds")

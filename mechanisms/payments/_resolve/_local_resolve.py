@@ -178,9 +178,7 @@ def local_resolve_seller(
         return None  # local_resolve's allocation would not be "optimal"
     a_i = best.a[index : index + 1]
     eps_i = float(epsilon_total(a_i, a_i * best.eta, eff.cfg)[0])
-    gap = None
-    if cert.range_checked and np.isfinite(cert.gap):
-        gap = float(cert.gap) / (1.0 + abs(best.search_value or best.value))
+    gap = cert.relative_gap(best.search_value or best.value)
     w, a = best.w, best.a
     w.flags.writeable = False
     a.flags.writeable = False
@@ -208,8 +206,7 @@ def _certified_resolve(
     raised = prob.psi - base.virtual_costs  # ≥ 0 (NaN where both are ∞)
     if (raised < 0.0).any():
         return None
-    if fixed.rises and prob.noise is None and bool((prob.psi > 0.0).all()):
-        # rises_with_eta(prob)
+    if rises_with_eta(prob):
         state = _nearest_state(nodes, fixed.lo)
         return _at_lowest_eta(prob, base, fixed.lo, lam_conv, start, state, hessian)
     lb = prof.grid_values if lower_bounds is None else lower_bounds
@@ -281,8 +278,7 @@ class _FixedPart:
     (:func:`_fixed_part`): the effective configuration (``λ`` raised where the rule
     raises it) and ``λ_conv``, the base's ``η`` profile and grid with its ends, each
     grid point's cell ``[η_{j−1}, η_{j+1}]`` and the least certified base bound of
-    the other grid points, and whether ``P`` may rise with ``η`` (the part of
-    :func:`rises_with_eta` that does not read ``Ψ``)."""
+    the other grid points (:func:`_node_floors`)."""
 
     X: FloatArray
     eps_max: FloatArray
@@ -294,7 +290,6 @@ class _FixedPart:
     hi: float
     cells: tuple[tuple[float, float], ...]
     node_floors: tuple[float, ...]
-    rises: bool
 
 
 def _fixed_part(prob: Problem, base: Allocation) -> _FixedPart | None:
@@ -335,10 +330,9 @@ def _compute_fixed(prob: Problem, base: Allocation) -> _FixedPart | None:
         return None
     n = grid.size
     cells = tuple((grid[max(j - 1, 0)], grid[min(j + 1, n - 1)]) for j in range(n))
-    rises = cfg.sigma == 0.0 and cfg.gamma > 0.0 and cfg.u == "linear"
     return _FixedPart(
         prob.X, prob.eps_max, cfg, lam_conv, prof, grid, float(grid[0]),
-        float(grid[-1]), cells, _node_floors(base_cert.node_bounds), rises,
+        float(grid[-1]), cells, _node_floors(base_cert.node_bounds),
     )  # fmt: skip
 
 
@@ -356,16 +350,10 @@ def _nearest_state(
     return nodes[near].state
 
 
-def _node_floor(node_bounds: tuple[float, ...], j: int) -> float:
-    """The least certified base bound of the grid points other than ``j``."""
-    floors = _node_floors(node_bounds)
-    return floors[j] if 0 <= j < len(floors) else min(node_bounds, default=np.inf)
-
-
 @functools.lru_cache(maxsize=8)
 def _node_floors(node_bounds: tuple[float, ...]) -> tuple[float, ...]:
-    """:func:`_node_floor` at every ``j`` (prefix and suffix minima): the same for
-    every re-solve of a payment job."""
+    """The least certified base bound of the grid points other than ``j``, at every
+    ``j`` (prefix and suffix minima): the same for every re-solve of a payment job."""
     n = len(node_bounds)
     prefix = [np.inf] * (n + 1)
     suffix = [np.inf] * (n + 1)

@@ -526,8 +526,8 @@ def allocation_check(alloc: Allocation) -> tuple[str, float, float | None]:
     """``(status, max KKT residual, relative certified gap or None)`` of a solve."""
     cert = alloc.certificate
     gap = None
-    if cert is not None and cert.range_checked and np.isfinite(cert.gap):
-        gap = float(cert.gap) / (1.0 + abs(alloc.mode_objective or alloc.objective))
+    if cert is not None:
+        gap = cert.relative_gap(alloc.mode_objective or alloc.objective)
     kkt = alloc.kkt.max()
     return str(alloc.status), float(kkt) if np.isfinite(kkt) else float("inf"), gap
 
