@@ -24,6 +24,7 @@ from mechanisms.allocation._eta_search import (
     _block_conditions,
     profile_slope,
 )
+from mechanisms.allocation._kkt_kernel import FEW_ULPS, median
 from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
 
@@ -195,3 +196,47 @@ def test_residual_of_free_weights_from_either_extreme(seed: int) -> None:
     assert got[1] == pytest.approx(ref[1], rel=1e-12)
     assert got[2] == pytest.approx(ref[2], rel=1e-12, abs=1e-12)
     assert ref[1] > 1.0  # the far extreme sets it
+
+
+def _ulp_values(rng: np.random.Generator, start: float, span: int, n: int) -> np.ndarray:
+    """``n`` draws from the ``span + 1`` consecutive floats from ``start`` up."""
+    grid = [start]
+    for _ in range(span):
+        grid.append(float(np.nextafter(grid[-1], np.inf)))
+    return rng.choice(np.array(grid), size=n)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_median_of_values_a_few_ulps_apart_is_numpys(seed: int) -> None:
+    """The a-block residual's ``τ`` where the free ``g_i`` differ by a few ulps (an
+    optimum's): counted ranks give NumPy's median to the bit, for odd and even
+    counts, negative values, values around ±0, spans up to and beyond the counted
+    one, and with a stray value or a NaN among them (the selection then)."""
+    rng = np.random.default_rng(seed)
+    starts = [83.94612514, -1.5, 0.0, -0.0, -2e-323, 1e-300, 2.0**-30]
+    for trial in range(400):
+        n = int(rng.integers(1, 40))
+        x = _ulp_values(rng, starts[trial % len(starts)], int(rng.integers(0, 12)), n)
+        if trial % 9 == 0:
+            x[rng.integers(n)] = rng.normal()  # a spread beyond a few ulps
+        if trial % 23 == 0 and n > 1:
+            x[rng.integers(n)] = np.nan
+        finite = x[~np.isnan(x)]
+        lo, hi = float(finite.min()), float(finite.max())
+        padded = np.concatenate([x, rng.normal(size=3)])  # read only x[:n]
+        got = median(padded, n, lo, hi)
+        want = float(np.median(x))
+        if np.isnan(want):
+            # NumPy's median propagates a NaN; the compiled selection, like the
+            # kernel's before, orders it as it falls (either is a non-number or a value)
+            continue
+        assert got == want or (got == 0.0 and want == 0.0), (x, got, want)
+
+
+def test_median_counts_ranks_only_within_a_few_ulps() -> None:
+    """The counted path covers a span of ``FEW_ULPS`` floats and no more."""
+    rng = np.random.default_rng(7)
+    for span in (0, 1, FEW_ULPS, FEW_ULPS + 1, 40):
+        x = _ulp_values(rng, 1.0, span, 101)
+        x[:2] = [1.0, x.max()]
+        assert median(x, x.size, float(x.min()), float(x.max())) == np.median(x)
