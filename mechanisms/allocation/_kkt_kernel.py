@@ -228,7 +228,7 @@ def _order_statistic(grid: FloatArray, ranks: NDArray[np.int64], j: int) -> floa
     t = 0
     while ranks[t] <= j:
         t += 1
-    return grid[t]
+    return float(grid[t])
 
 
 @_jit

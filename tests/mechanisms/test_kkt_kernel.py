@@ -189,7 +189,7 @@ def test_residual_of_free_weights_from_either_extreme(seed: int) -> None:
     a = np.full(m, 0.5 * min(kcap, 1.0 / m))
     a[: m // 2] *= 1.5  # free, inside (0, k/m), not summing to 1: a residual
     losses = np.random.default_rng(seed).normal(size=m)
-    losses[seed % m] = (-50.0 if seed % 2 else 50.0)  # one far extreme, either side
+    losses[seed % m] = -50.0 if seed % 2 else 50.0  # one far extreme, either side
     inner = dataclasses.replace(sol, a=a)
     got = _block_conditions(linear, inner, losses)
     ref = _numpy_conditions(linear, inner, losses)
@@ -198,7 +198,9 @@ def test_residual_of_free_weights_from_either_extreme(seed: int) -> None:
     assert ref[1] > 1.0  # the far extreme sets it
 
 
-def _ulp_values(rng: np.random.Generator, start: float, span: int, n: int) -> np.ndarray:
+def _ulp_values(
+    rng: np.random.Generator, start: float, span: int, n: int
+) -> np.ndarray:
     """``n`` draws from the ``span + 1`` consecutive floats from ``start`` up."""
     grid = [start]
     for _ in range(span):
