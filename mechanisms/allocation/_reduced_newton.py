@@ -61,9 +61,11 @@ from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_kernel import (
     _clip_weights,
+    _equal_cap,
     _jit,
+    caps_exceed_one,
     kernel_array,
-    weights_kernel,
+    weights_kernel_cap,
 )
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
@@ -219,12 +221,10 @@ def _point_from_r(
     ``(ok, a, A, s, F)``; not ok (``a`` empty) where the kernel declines or does not
     apply (``μ = 0``, ``Σ h ≤ 1``)."""
     empty = np.empty(0)
-    total = 0.0
-    for i in range(h.size):
-        total += h[i]
-    if not (mu > 0.0 and total > 1.0 + 1e-12):
+    c = _equal_cap(h)
+    if not (mu > 0.0 and caps_exceed_one(h, c)):
         return False, empty, 0.0, 0.0, 0.0
-    ok, A, s = weights_kernel(r, h, mu, A0, s0)
+    ok, A, s = weights_kernel_cap(r, h, c, mu, A0, s0)
     if not ok:
         return False, empty, 0.0, 0.0, 0.0
     a = _clip_weights(A, s, r, h)

@@ -483,6 +483,31 @@ def _vertex(
 
 
 @_jit
+def caps_exceed_one(h: FloatArray, c: float) -> bool:
+    """``Σ h > 1 + 1e-12`` with the sum taken in index order, given ``c =
+    _equal_cap(h)``. Where every cap is ``c > 0`` the answer usually follows from
+    ``m·c`` alone: a sum of ``m`` terms in floating point is within ``γ_{m−1}·Σ|h|``
+    of the exact one (``γ_k = ku/(1 − ku)``, ``u`` the unit roundoff; Higham,
+    *Accuracy and Stability of Numerical Algorithms*, §4.2), and the margin below
+    doubles that and covers the rounding of ``m·c``; only where ``m·c`` falls
+    inside it is the sum formed (a pass of ``m`` dependent additions, about 13 µs at
+    ``m = 10⁴``)."""
+    m = h.size
+    limit = 1.0 + 1e-12
+    if c > 0.0 and m < 1e12:
+        guess = float(m) * c
+        margin = 2.0 * (m + 1) * 1.2e-16
+        if guess * (1.0 - margin) > limit:
+            return True
+        if guess * (1.0 + margin) < limit:
+            return False
+    total = 0.0
+    for i in range(m):
+        total += h[i]
+    return total > limit
+
+
+@_jit
 def _equal_cap(h: FloatArray) -> float:
     """``c`` when every ``h_i`` is the same positive ``c``, else ``NaN``."""
     c = h[0] if h.size > 0 else np.nan
@@ -834,10 +859,17 @@ def weights_kernel(
     ``s0 > 0``. Equal caps take :func:`_weights_eq` (same results, faster). Not ok
     when some ``r_i`` is not finite (``γηΨ_i`` overflowed: a payment sweep's report
     far up an unbounded prior): the NumPy solver handles that seller."""
+    return weights_kernel_cap(r, h, _equal_cap(h), mu, A0, s0)
+
+
+@_jit
+def weights_kernel_cap(
+    r: FloatArray, h: FloatArray, c: float, mu: float, A0: float, s0: float
+) -> tuple[bool, float, float]:
+    """:func:`weights_kernel` given ``c = _equal_cap(h)`` (a caller that has read it)."""
     for i in range(r.size):
         if not abs(r[i]) < np.inf:
             return False, 0.0, 0.0
-    c = _equal_cap(h)
     if c > 0.0:
         return _weights_eq(r, c, mu, A0, s0)
     return _weights_general(r, h, mu, A0, s0)

@@ -514,3 +514,31 @@ def test_next_event_and_its_step() -> None:
     assert math.isnan(wk._event_step(-0.25, 3.0, 0.25, 2.0, 4.0, 3))  # |f| = h_e
     assert math.isnan(wk._event_step(-0.25 * (1 - 1e-16), 3.0, 0.25, 2.0, 4.0, 3))
     assert math.isnan(wk._event_step(-0.1, 3.0, 0.25, 2.0, 3.05, 3))  # off bracket
+
+
+def test_caps_sum_decision_matches_the_summed_caps() -> None:
+    """``caps_exceed_one`` decides ``Σ h > 1 + 1e-12`` as the index-order sum does,
+    from ``m·c`` where every cap is ``c`` and by the sum where ``m·c`` is within
+    rounding of the line (equal caps from every side of it, and unequal caps)."""
+    rng = np.random.default_rng(5)
+    limit = 1.0 + 1e-12
+    cases = []
+    for m in (1, 2, 3, 7, 10, 399, 10_000):
+        target = limit / m
+        for c in (target, 1.0 / m, 2.0 / m, 0.5 / m, 1e-300, 1e300):
+            for k in range(-3, 4):  # a few ulps either side of the line
+                ck = c
+                for _ in range(abs(k)):
+                    ck = float(np.nextafter(ck, np.inf if k > 0 else -np.inf))
+                cases.append(np.full(m, ck))
+        cases.append(rng.uniform(0.5, 1.5, m) / m)  # unequal caps near the line
+    for h in cases:
+        want = _sequential_sum(h) > limit
+        assert wk.caps_exceed_one(h, wk._equal_cap(h)) == want
+
+
+def _sequential_sum(h: np.ndarray) -> float:
+    total = 0.0
+    for v in h.tolist():
+        total += v
+    return total
