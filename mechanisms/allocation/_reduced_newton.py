@@ -60,12 +60,12 @@ from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pa
 from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._weights_kernel import (
-    _clip_weights,
     _equal_cap,
     _jit,
     caps_exceed_one,
+    clip_weights_counted,
     kernel_array,
-    weights_kernel_cap,
+    weights_kernel_sums,
 )
 from mechanisms.allocation._weights_step import (
     WeightsStepState,
@@ -224,10 +224,10 @@ def _point_from_r(
     c = _equal_cap(h)
     if not (mu > 0.0 and caps_exceed_one(h, c)):
         return False, empty, 0.0, 0.0, 0.0
-    ok, A, s = weights_kernel_cap(r, h, c, mu, A0, s0)
+    ok, A, s, tot, n_free = weights_kernel_sums(r, h, c, mu, A0, s0)
     if not ok:
         return False, empty, 0.0, 0.0, 0.0
-    a = _clip_weights(A, s, r, h)
+    a = clip_weights_counted(A, s, r, h, tot, n_free)
     lin = 0.0
     sq = 0.0
     for i in range(a.size):

@@ -656,9 +656,11 @@ def _active_set_eq(
     sup: FloatArray,
     n: int,
     R: float,
-) -> tuple[bool, float, float, int, float]:
+) -> tuple[bool, float, float, int, float, float, int]:
     """:func:`_active_set` with every ``h_i = c`` (same iterates, same results), over
-    the support ``(sup, n, R)``; ``(ok, A, s, n, R)``."""
+    the support ``(sup, n, R)``; ``(ok, A, s, n, R, Σa, n_free)``, the last two the
+    final check's sums of ``a = clip(A − s r, 0, c)`` (index order) and its free
+    count where it ran, else ``(NaN, −1)``."""
     prev_u = -1
     prev_m = -1
     n_f = 0  # the folds H1, H2 of the capped sums, kept between iterations
@@ -675,14 +677,14 @@ def _active_set_eq(
             if n_up == 0 or not abs(H1 - 1.0) <= 1e-12:
                 # _vertex's first test on the same sum (H1 is its Σ_U h bit for bit):
                 # no vertex, without its cap array (8 MB at m = 10⁶) and pass
-                return False, A, s, n, R
+                return False, A, s, n, R, np.nan, -1
             ok, A, s = _vertex(r, np.full(r.size, c), mu, A, s)
-            return ok, A, s, n, R
+            return ok, A, s, n, R, np.nan, -1
         V = S2 - S1 * S1 / n_mid
         c1 = 1.0 - H1
         denom = mu * mu - V
         if denom <= 0.0:
-            return False, A, s, n, R
+            return False, A, s, n, R, np.nan, -1
         s = np.sqrt((H2 + c1 * c1 / n_mid) / denom)
         A = (c1 + s * S1) / n_mid + s * t
         if n_up == prev_u and n_mid == prev_m:
@@ -690,8 +692,8 @@ def _active_set_eq(
         prev_u, prev_m = n_up, n_mid
     tot, sq, n_free, n, R = _clip_sums_eq(A, s, r, c, sup, n, R)
     if not _kkt_holds(tot, sq, mu, A, s, n_free, c):
-        return False, A, s, n, R
-    return True, A, s, n, R
+        return False, A, s, n, R, np.nan, -1
+    return True, A, s, n, R, tot, n_free
 
 
 @_jit
@@ -799,9 +801,10 @@ def _theta_eq(
 @_jit
 def _weights_eq(
     r: FloatArray, c: float, mu: float, A0: float, s0: float
-) -> tuple[bool, float, float]:
+) -> tuple[bool, float, float, float, int]:
     """:func:`weights_kernel` with every ``h_i = c > 0`` (the cap array is built only
-    for the rare cold bisection)."""
+    for the rare cold bisection), with the final check's ``Σa`` and free count
+    (:func:`_active_set_eq`; ``(NaN, −1)`` where there was none)."""
     sup = np.empty(r.size)
     n = 0
     R = np.nan  # no support yet: the first pass runs over all records
@@ -811,20 +814,22 @@ def _weights_eq(
             # A stalled re-centring (a free set of 0 or 1 record: the step creeps
             # by ulps) is usually at the root to rounding: try the exact active-set
             # step from there before θ from the full bracket (~50 O(m) passes).
-            ok, A2, s2, n, R = _active_set_eq(r, c, mu, A, s0, sup, n, R)
+            ok, A2, s2, n, R, tot, n_free = _active_set_eq(
+                r, c, mu, A, s0, sup, n, R
+            )
             if ok:
-                return ok, A2, s2
+                return ok, A2, s2, tot, n_free
             A, n, R = _theta_eq(s0, r, c, sup, n, R)
-        ok, A, s, n, R = _active_set_eq(r, c, mu, A, s0, sup, n, R)
+        ok, A, s, n, R, tot, n_free = _active_set_eq(r, c, mu, A, s0, sup, n, R)
         if ok:
-            return ok, A, s
+            return ok, A, s, tot, n_free
     h = np.full(r.size, c)
     for rel in (1e-1, 1e-4, 1e-14):
         A, s = _bisect(r, h, mu, rel)
-        ok, A2, s2, n, R = _active_set_eq(r, c, mu, A, s, sup, n, R)
+        ok, A2, s2, n, R, tot, n_free = _active_set_eq(r, c, mu, A, s, sup, n, R)
         if ok:
-            return ok, A2, s2
-    return False, 0.0, 0.0
+            return ok, A2, s2, tot, n_free
+    return False, 0.0, 0.0, np.nan, -1
 
 
 @_jit
@@ -859,20 +864,25 @@ def weights_kernel(
     ``s0 > 0``. Equal caps take :func:`_weights_eq` (same results, faster). Not ok
     when some ``r_i`` is not finite (``γηΨ_i`` overflowed: a payment sweep's report
     far up an unbounded prior): the NumPy solver handles that seller."""
-    return weights_kernel_cap(r, h, _equal_cap(h), mu, A0, s0)
+    ok, A, s, _, _ = weights_kernel_sums(r, h, _equal_cap(h), mu, A0, s0)
+    return ok, A, s
 
 
 @_jit
-def weights_kernel_cap(
+def weights_kernel_sums(
     r: FloatArray, h: FloatArray, c: float, mu: float, A0: float, s0: float
-) -> tuple[bool, float, float]:
-    """:func:`weights_kernel` given ``c = _equal_cap(h)`` (a caller that has read it)."""
+) -> tuple[bool, float, float, float, int]:
+    """:func:`weights_kernel` given ``c = _equal_cap(h)`` (a caller that has read
+    it), and with equal caps the sum and free count of ``clip(A − s r, 0, c)`` in
+    index order from the kernel's last check (:func:`_weights_eq`; ``(NaN, −1)``
+    otherwise): what :func:`restore_sum` would count again."""
     for i in range(r.size):
         if not abs(r[i]) < np.inf:
-            return False, 0.0, 0.0
+            return False, 0.0, 0.0, np.nan, -1
     if c > 0.0:
         return _weights_eq(r, c, mu, A0, s0)
-    return _weights_general(r, h, mu, A0, s0)
+    ok, A, s = _weights_general(r, h, mu, A0, s0)
+    return ok, A, s, np.nan, -1
 
 
 @_jit
@@ -1005,7 +1015,7 @@ def range_value_kernel(
             return False, 0.0, 0.0, 0.0, 0.0
     equal = _caps_all_kcap(kcap, eps_max, eta)
     if equal:  # every cap k/m: no cap array (as weights_kernel with h = kcap)
-        ok, A, s = _weights_eq(r, kcap, mu, A0, s0)
+        ok, A, s, _, _ = _weights_eq(r, kcap, mu, A0, s0)
         h = np.empty(0)
     else:
         h = np.empty(m)
@@ -1080,6 +1090,28 @@ def _clip_weights(A: float, s: float, r: FloatArray, h: FloatArray) -> FloatArra
     for i in range(r.size):
         a[i] = min(max(A - s * r[i], 0.0), h[i])
     restore_sum(a, h)
+    return a
+
+
+@_jit
+def clip_weights_counted(
+    A: float, s: float, r: FloatArray, h: FloatArray, tot: float, n_free: int
+) -> FloatArray:
+    """:func:`_clip_weights` given ``tot`` and ``n_free``, the index-order sum and the
+    free count of ``clip(A − s r, 0, h)`` (:func:`weights_kernel_sums`), so without
+    :func:`restore_sum`'s counting pass (a chain of ``m`` dependent additions); the
+    same weights. ``n_free < 0``: not known, :func:`_clip_weights` itself."""
+    if n_free < 0:
+        return _clip_weights(A, s, r, h)
+    a = np.empty(r.size)
+    for i in range(r.size):
+        a[i] = min(max(A - s * r[i], 0.0), h[i])
+    if n_free == 0:
+        return a
+    d = (1.0 - tot) / n_free
+    for i in range(a.size):
+        if 0.0 < a[i] < h[i]:
+            a[i] = min(max(a[i] + d, 0.0), h[i])
     return a
 
 
