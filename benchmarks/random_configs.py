@@ -27,7 +27,10 @@ configuration of ``benchmarks/allocation_speed.py`` (``WBC_CFG``):
   seller × m / workers``. The estimate is an upper one, often by far: every chunk of
   the pool pays its own setup (unpickling the job, building the re-solver's caches),
   which a sample spreads over a few sellers and a whole market over thousands.
-  ``allocate``: best of two.
+  ``allocate``: best of ``--repeat`` (about 10 ms at draw 9, where the best of two
+  runs read 7.5 to 17 ms on this host); the payments: best of ``--pay-m-repeat`` (2)
+  runs of a few seconds each (one run of seed 28's draw 9 read 4.1 to 4.9 s in a
+  row); the runs after the first ``allocate`` in turns (:func:`interleaved_best`).
 - ``pay`` and ``wbc_pay`` run on one pool, warmed first by a small payment job in each
   mode (:func:`warm_pool`).
 - ``verified_share`` (``pay`` and ``wbc_pay``): the share of the sellers' seconds
@@ -287,6 +290,10 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--pay-m", type=int, default=10_000)
     ap.add_argument(
+        "--pay-m-repeat", type=int, default=2,
+        help="payments at m = --pay-m: best of this many runs (allocate: --repeat)",
+    )  # fmt: skip
+    ap.add_argument(
         "--pay-sample", type=int, default=0,
         help="estimate payments from this many sampled sellers (0: all sellers)",
     )
@@ -330,7 +337,7 @@ def main() -> None:
                 data = make_synthetic(args.pay_m, 20, label_noise=0.05, random_state=2)
                 out["pay"] = pay_rows(
                     data.X, data.y, data.costs, cfgs, args.pay_sample, pool, workers,
-                    args.seed,
+                    args.seed, repeat=args.repeat, pay_repeat=args.pay_m_repeat,
                 )  # fmt: skip
             if "wbc_pay" in args.parts:
                 out["wbc_pay"] = pay_rows(
@@ -367,8 +374,9 @@ def report(
 ) -> str:  # fmt: skip
     cmd = "python benchmarks/random_configs.py " + " ".join(
         [f"--parts {' '.join(args.parts)}", f"--n-configs {args.n_configs}",
+         f"--repeat {args.repeat}",
          f"--big-m {args.big_m}", f"--big-repeat {args.big_repeat}",
-         f"--pay-m {args.pay_m}",
+         f"--pay-m {args.pay_m}", f"--pay-m-repeat {args.pay_m_repeat}",
          f"--pay-sample {args.pay_sample}", f"--pay-repeat {args.pay_repeat}",
          f"--seed {args.seed}"]
     )  # fmt: skip
