@@ -47,6 +47,7 @@ from mechanisms.payments._resolve._local_resolve import (
     base_hessian,
     local_resolve,
     local_resolve_seller,
+    sole_change,
     stale_nodes,
 )
 from mechanisms.payments._resolve._range_resolve import range_resolver
@@ -773,7 +774,9 @@ def test_the_sweeps_lean_shortcut_reads_what_the_allocation_says(lam: float) -> 
     Xt, yt = split.X_train, split.y_train
     costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
     prior = UniformPrior(1e-4, 5e-4)
-    cfg = MechanismConfig(gamma=3.7e5, lam=lam, mu=4.4e5, sigma=3e3, k=2.11, eps_avg_max=0.027)
+    cfg = MechanismConfig(
+        gamma=3.7e5, lam=lam, mu=4.4e5, sigma=3e3, k=2.11, eps_avg_max=0.027
+    )
     base = allocate(Xt, yt, costs, prior, cfg)
     assert base.certified
     job = payment_job(Xt, yt, costs, prior, cfg, base=base)
@@ -785,6 +788,14 @@ def test_the_sweeps_lean_shortcut_reads_what_the_allocation_says(lam: float) -> 
         full = local_resolve(prob, base, **kw)
         lean = local_resolve_seller(prob, base, i, **kw)
         assert (full is None) == (lean is None)
+        # read at seller i alone (the sweep's case): the same result, to the bit
+        assert sole_change(job.prob, base)
+        sole = local_resolve_seller(prob, base, i, **kw, sole_change=True)
+        assert (sole is None) == (lean is None)
+        if sole is not None and lean is not None:
+            assert dataclasses.astuple(sole)[2:] == dataclasses.astuple(lean)[2:]
+            np.testing.assert_array_equal(sole.w, lean.w)
+            np.testing.assert_array_equal(sole.weights, lean.weights)
         if full is None or lean is None:
             continue
         n_taken += 1
@@ -800,3 +811,27 @@ def test_the_sweeps_lean_shortcut_reads_what_the_allocation_says(lam: float) -> 
         assert not lean.w.flags.writeable
         assert not lean.weights.flags.writeable
     assert n_taken >= 3
+
+
+def test_sole_change_holds_only_for_the_bases_own_finite_costs() -> None:
+    """The one-seller reading of a raise needs the job's virtual costs to be the
+    base's bit for bit and finite: an allocation of other (close) costs, or a
+    problem with an infinite virtual cost, is read over all sellers."""
+    X, y = load_wisconsin()
+    split = train_val_test_split(X, y, random_state=0)
+    Xt, yt = split.X_train, split.y_train
+    costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
+    prior = UniformPrior(1e-4, 5e-4)
+    cfg = MechanismConfig(
+        gamma=3.7e5, lam=2.0, mu=4.4e5, sigma=3e3, k=2.11, eps_avg_max=0.027
+    )
+    base = allocate(Xt, yt, costs, prior, cfg)
+    job = payment_job(Xt, yt, costs, prior, cfg, base=base)
+    assert sole_change(job.prob, base)
+    nudged = job.prob.psi.copy()
+    nudged[5] = np.nextafter(nudged[5], np.inf)  # within allclose, not equal
+    other = Problem(Xt, yt, nudged, job.prob.eps_max, job.prob.cfg)
+    assert not sole_change(other, base)
+    with_inf = job.prob.psi.copy()
+    with_inf[7] = np.inf
+    assert not sole_change(Problem(Xt, yt, with_inf, job.prob.eps_max, cfg), base)

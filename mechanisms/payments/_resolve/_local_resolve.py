@@ -163,13 +163,20 @@ def local_resolve_seller(
     nodes: dict[float, Node] | None = None,
     fit_w: bool = True,
     hessian: FloatArray | None = None,
+    sole_change: bool = False,
 ) -> LocalSolve | None:
     """:func:`local_resolve` for a payment sweep of seller ``index``: the same
     re-solve and the same acceptance (a closed range certificate and block KKT
     residuals within ``KKT_TOL``, i.e. status ``"optimal"``), returned as a
     :class:`LocalSolve` with the same values (``ε_index^total`` by the same
-    operations as the allocation's)."""
-    found = _certified_resolve(prob, base, lower_bounds, start, nodes, fit_w, hessian)
+    operations as the allocation's). ``sole_change``: the caller's promise that
+    ``prob``'s virtual costs are the base's, bit for bit and finite, but seller
+    ``index``'s (:func:`sole_change`), so the raise is read at that seller alone
+    instead of by passes over all ``m``."""
+    found = _certified_resolve(
+        prob, base, lower_bounds, start, nodes, fit_w, hessian,
+        index if sole_change else None,
+    )  # fmt: skip
     if found is None:
         return None
     eff, best, cert, _, _ = found
@@ -193,33 +200,48 @@ def _certified_resolve(
     nodes: dict[float, Node] | None,
     fit_w: bool,
     hessian: FloatArray | None,
+    index: int | None = None,
 ) -> tuple[Problem, BlockSolution, AllocationCertificate, int, int] | None:
     """The body of :func:`local_resolve`: ``(effective problem, point, closed
     certificate, iterations, η evaluations)``, or ``None`` where the shortcut
-    declines."""
+    declines. ``index``: the only seller whose virtual cost differs from the
+    base's (:func:`local_resolve_seller`'s ``sole_change``), else ``None``."""
     fixed = _fixed_part(prob, base)
     if fixed is None:
         return None
     if fixed.cfg is not prob.cfg:  # λ raised to the certified one (effective_problem)
         prob = dataclasses.replace(prob, cfg=fixed.cfg)
     cfg, lam_conv, grid, prof = prob.cfg, fixed.lam_conv, fixed.grid, fixed.profile
-    raised = prob.psi - base.virtual_costs  # ≥ 0 (NaN where both are ∞)
-    if (raised < 0.0).any():
-        return None
+    raised: FloatArray | None = None
+    raised_i = 0.0
+    if index is not None and math.isfinite(float(prob.psi[index])):
+        # every other entry of Ψ − Ψ_base is +0 exactly: the tests and the dot
+        # product below read seller index's alone, with the same values
+        raised_i = float(prob.psi[index]) - float(base.virtual_costs[index])
+        if raised_i < 0.0:
+            return None
+    else:
+        raised = prob.psi - base.virtual_costs  # ≥ 0 (NaN where both are ∞)
+        if (raised < 0.0).any():
+            return None
     if rises_with_eta(prob):
         state = _nearest_state(nodes, fixed.lo)
         return _at_lowest_eta(prob, base, fixed.lo, lam_conv, start, state, hessian)
-    lb = prof.grid_values if lower_bounds is None else lower_bounds
-    j = int(lb.argmin())
+    if lower_bounds is None or lower_bounds is prof.grid_values:
+        j, floor = fixed.grid_best, fixed.grid_floor
+    else:
+        lb = lower_bounds
+        j = int(lb.argmin())
+        floor = float(
+            min(lb[:j].min(initial=np.inf), lb[j + 1 :].min(initial=np.inf))
+        )
     w_j, a_j = prof.starts[j]
-    floor = float(min(lb[:j].min(initial=np.inf), lb[j + 1 :].min(initial=np.inf)))
     # Upper bound on P_j*: G at the base's grid solution with the new Ψ; re-solve
     # at η_j* only when that bound is not already below every other cell's floor.
     # G is affine in Ψ (linear u: the privacy term is γηΨᵀa), so from the base's
     # value there it is one dot product instead of a pass over X.
-    upper = float(prof.grid_values[j]) + cfg.gamma * float(grid[j]) * float(
-        a_j @ raised
-    )
+    rise = float(a_j @ raised) if raised is not None else float(a_j[index]) * raised_i
+    upper = float(prof.grid_values[j]) + cfg.gamma * float(grid[j]) * rise
     if not math.isfinite(upper):
         upper = search_value(prob, w_j, a_j, float(grid[j]))
     n_iter = 0
@@ -278,7 +300,9 @@ class _FixedPart:
     (:func:`_fixed_part`): the effective configuration (``λ`` raised where the rule
     raises it) and ``λ_conv``, the base's ``η`` profile and grid with its ends, each
     grid point's cell ``[η_{j−1}, η_{j+1}]`` and the least certified base bound of
-    the other grid points (:func:`_node_floors`)."""
+    the other grid points (:func:`_node_floors`), and the best grid point of the
+    base's values with the least value of the others (the shortcut's cell and floor
+    where no other lower bounds are given)."""
 
     X: FloatArray
     eps_max: FloatArray
@@ -290,6 +314,8 @@ class _FixedPart:
     hi: float
     cells: tuple[tuple[float, float], ...]
     node_floors: tuple[float, ...]
+    grid_best: int
+    grid_floor: float
 
 
 def _fixed_part(prob: Problem, base: Allocation) -> _FixedPart | None:
@@ -330,10 +356,33 @@ def _compute_fixed(prob: Problem, base: Allocation) -> _FixedPart | None:
         return None
     n = grid.size
     cells = tuple((grid[max(j - 1, 0)], grid[min(j + 1, n - 1)]) for j in range(n))
+    lb = prof.grid_values
+    best = int(lb.argmin())
+    floor = float(
+        min(lb[:best].min(initial=np.inf), lb[best + 1 :].min(initial=np.inf))
+    )
     return _FixedPart(
         prob.X, prob.eps_max, cfg, lam_conv, prof, grid, float(grid[0]),
-        float(grid[-1]), cells, _node_floors(base_cert.node_bounds),
+        float(grid[-1]), cells, _node_floors(base_cert.node_bounds), best, floor,
     )  # fmt: skip
+
+
+def sole_change(prob: Problem, base: Allocation) -> bool:
+    """Whether a problem ``prob.with_seller_psi(i, ψ)`` (finite ``ψ``) differs from
+    ``base``'s virtual costs at seller ``i`` alone, bit for bit: ``prob``'s virtual
+    costs are its given ones and equal the base's, all finite (once per base and
+    problem; :func:`local_resolve_seller`'s ``sole_change``)."""
+
+    def compute() -> bool:
+        psi = prob.psi
+        return bool(
+            psi is prob.given_psi
+            and prob.eps_max is prob.given_eps_max
+            and np.array_equal(psi, base.virtual_costs)
+            and np.isfinite(psi).all()
+        )
+
+    return base_memo(base, "sole_change", prob, compute)
 
 
 def _nearest_state(

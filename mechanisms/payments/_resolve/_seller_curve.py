@@ -26,6 +26,7 @@ from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._resolve._local_resolve import (
     local_resolve,
     local_resolve_seller,
+    sole_change,
 )
 from mechanisms.payments._resolve._range_resolve import (
     LeanSolve,
@@ -152,8 +153,9 @@ class SellerCurve:
         prob = self.prob.with_seller_psi(self.index, psi_i)
         if self.resolver is None and self._takes_shortcut(psi_i):
             local = local_resolve_seller(
-                prob, self.base, self.index, **self._shortcut_kwargs(psi_i, s)
-            )
+                prob, self.base, self.index, **self._shortcut_kwargs(psi_i, s),
+                sole_change=math.isfinite(psi_i) and sole_change(self.prob, self.base),
+            )  # fmt: skip
             if local is not None:
                 self.points[s] = (local.w, local.weights, local.eta)
                 self.fast_keys.add(s)
