@@ -23,7 +23,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._kkt_kernel import a_block_conditions, eta_cap_limit
+from mechanisms.allocation._kkt_kernel import a_block_conditions, eta_cap_top
 from mechanisms.allocation._logistic_kernel import logistic_pass as _logistic_pass
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._reduced_newton import (
@@ -33,7 +33,7 @@ from mechanisms.allocation._reduced_newton import (
     _newton_kernel,
     _point_from_r,
 )
-from mechanisms.allocation._weights_kernel import _jit
+from mechanisms.allocation._weights_kernel import _caps_all_kcap, _jit
 
 FloatArray = NDArray[np.float64]
 
@@ -65,6 +65,22 @@ def psi_dot(psi: FloatArray, a: FloatArray) -> float:
     """``Ψᵀa`` as the ``η``-step forms it (NumPy's ``psi @ a``: the same BLAS
     product)."""
     return float(np.dot(psi, a))
+
+
+@_jit
+def caps_at(kcap: float, eps_max: FloatArray, eta: float) -> FloatArray:
+    """The caps ``h_i = min(k/m, ε_i^max/η)``; every one ``k/m`` without a division
+    per seller where the least ``ε^max`` already gives ``k/m``
+    (:func:`._weights_kernel._caps_all_kcap`, exact: the rounded quotient is
+    monotone in ``ε``)."""
+    m = eps_max.size
+    caps = np.empty(m)
+    if _caps_all_kcap(kcap, eps_max, eta):
+        caps[:] = kcap
+        return caps
+    for i in range(m):
+        caps[i] = min(kcap, eps_max[i] / eta)
+    return caps
 
 
 @_jit
@@ -107,10 +123,9 @@ def _solve_at(
     m = losses.size
     q = gamma * eta
     const = sigma / eta
-    caps = np.empty(m)
+    caps = caps_at(kcap, eps_max, eta)
     r = np.empty(m)
     for i in range(m):
-        caps[i] = min(kcap, eps_max[i] / eta)
         r[i] = losses[i] + q * psi[i]
     ok, a, A1, s1, value = _point_from_r(r, caps, mu, A, s, w, lam, const)
     if not ok:
@@ -170,9 +185,7 @@ def solve_and_polish_kernel(
     m = y.size
     q = gamma * eta
     const = sigma / eta
-    caps = np.empty(m)
-    for i in range(m):
-        caps[i] = min(kcap, eps_max[i] / eta)
+    caps = caps_at(kcap, eps_max, eta)
     if z0.size == m:  # the losses do not depend on Ψ: r as the loss pass forms it
         z, val, d1, d2 = z0, l0, dl0, d20
         r = np.empty(m)
@@ -258,7 +271,7 @@ def polish_kernel(
     pg = 0.0
     for _ in range(POLISH_MAX_STEPS):
         # the η-step at the current (w, a): _eta_search.eta_step without a noise term
-        top = min(hi, eta_cap_limit(eps_max, a))
+        top = eta_cap_top(eps_max, a, hi)
         slope = gamma * psi_dot(psi, a)
         if sigma <= 0.0:
             target = lo

@@ -35,7 +35,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._weights_kernel import _jit
+from mechanisms.allocation._weights_kernel import _jit, _min_of
 
 FloatArray = NDArray[np.float64]
 
@@ -84,14 +84,20 @@ def a_block_conditions(
     free_lo = np.inf
     zero_lo = np.inf
     n_special = 0
+    # every ε cap far above k/m (no kink either): each h_i is k/m, no division
+    plain = _eps_caps_slack(eps_max, eta, kcap)
     for i in range(m):
         gi = losses[i] + q * upsi[i]
         if norm_a > 0.0:
             gi += mu * a[i] / norm_a
         g[i] = gi
         pa += a[i] * upsi[i]
-        eps_cap_i = eps_max[i] / eta
-        c = min(kcap, eps_cap_i)
+        if plain:  # (∞: neither below k/m nor at the kink, as the quotient is)
+            eps_cap_i = np.inf
+            c = kcap
+        else:
+            eps_cap_i = eps_max[i] / eta
+            c = min(kcap, eps_cap_i)
         if c <= 0.0:
             cls[i] = 3
             continue
@@ -232,6 +238,18 @@ def _order_statistic(grid: FloatArray, ranks: NDArray[np.int64], j: int) -> floa
 
 
 @_jit
+def _eps_caps_slack(eps_max: FloatArray, eta: float, kcap: float) -> bool:
+    """Whether every ``ε_i^max/η`` is at least ``(1 + 4·10⁻⁹)·k/m`` (``k/m > 0``):
+    then each cap is ``k/m``, none is held by ``ε_i^max`` and none is at the kink
+    (:func:`_kink`), read from the least ``ε^max`` (the rounded quotient is
+    monotone in it)."""
+    if not (kcap > 0.0 and 0.0 < eta < np.inf):
+        return False
+    lo = _min_of(eps_max)
+    return lo / eta >= kcap * (1.0 + 4e-9)  # (False for a NaN)
+
+
+@_jit
 def _kink(eps_cap_i: float, kcap: float) -> bool:
     """Both caps bind: ``|ε_i^max/η − k/m| ≤ 1e-9·k/m``."""
     return abs(eps_cap_i - kcap) <= 1e-9 * kcap
@@ -249,6 +267,42 @@ def eta_cap_limit(eps_max: FloatArray, a: FloatArray) -> float:
             if v < out:
                 out = v
     return out
+
+
+@_jit
+def eta_cap_top(eps_max: FloatArray, a: FloatArray, hi: float) -> float:
+    """``min(hi, eta_cap_limit(eps_max, a))`` (``hi ≥ 0``), first from two
+    extremes: every ``ε_i^max/a_i`` with ``a_i > 0`` is at least ``min ε^max / max
+    a`` (exactly, and so after rounding, which is monotone), so where that is at
+    least ``hi`` (as where no ``ε^max`` is finite) the answer is ``hi`` without a
+    division per seller; otherwise the quotients themselves."""
+    a_max = _max_of(a)
+    if not a_max > 0.0:  # no positive weight (or a NaN): as eta_cap_limit reads it
+        return min(hi, eta_cap_limit(eps_max, a))
+    lo = _min_of(eps_max)
+    if lo / a_max >= hi:  # (False for a NaN)
+        return hi
+    return min(hi, eta_cap_limit(eps_max, a))
+
+
+@_jit
+def _max_of(x: FloatArray) -> float:
+    """``max x`` (NaN when ``x`` holds a NaN, −∞ when empty), four partial maxima at
+    a time."""
+    m0 = m1 = m2 = m3 = -np.inf
+    nan = False
+    n4 = x.size - x.size % 4
+    for i in range(0, n4, 4):
+        m0 = max(m0, x[i])
+        m1 = max(m1, x[i + 1])
+        m2 = max(m2, x[i + 2])
+        m3 = max(m3, x[i + 3])
+        nan |= (x[i] != x[i]) | (x[i + 1] != x[i + 1])
+        nan |= (x[i + 2] != x[i + 2]) | (x[i + 3] != x[i + 3])
+    for i in range(n4, x.size):
+        m0 = max(m0, x[i])
+        nan |= x[i] != x[i]
+    return np.nan if nan else max(max(m0, m1), max(m2, m3))
 
 
 @_jit

@@ -18,13 +18,19 @@ import pytest
 from learners.losses import LogisticLoss
 from mechanisms import MechanismConfig
 from mechanisms.allocation._block_solver import BlockSolution, solve_at_eta
+from mechanisms.allocation._eta_polish import caps_at
 from mechanisms.allocation._eta_search import (
     A_ZERO,
     EPS_CAP_RTOL,
     _block_conditions,
     profile_slope,
 )
-from mechanisms.allocation._kkt_kernel import FEW_ULPS, median
+from mechanisms.allocation._kkt_kernel import (
+    FEW_ULPS,
+    eta_cap_limit,
+    eta_cap_top,
+    median,
+)
 from mechanisms.allocation._logistic_kernel import logistic_value_slope
 from mechanisms.allocation._problem import Problem
 
@@ -242,3 +248,38 @@ def test_median_counts_ranks_only_within_a_few_ulps() -> None:
         x = _ulp_values(rng, 1.0, span, 101)
         x[:2] = [1.0, x.max()]
         assert median(x, x.size, float(x.min()), float(x.max())) == np.median(x)
+
+
+def test_eta_cap_top_and_caps_from_the_extremes_equal_the_quotients() -> None:
+    """``eta_cap_top`` is ``min(hi, eta_cap_limit)`` and ``caps_at`` is
+    ``min(k/m, ε^max/η)`` to the bit, where the extremes settle them (no finite
+    cap, caps far above the line) and where they do not (a cap at or just below the
+    line, zero weights and caps, a NaN)."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        m = int(rng.integers(1, 30))
+        a = rng.dirichlet(np.ones(m)) * (rng.random(m) < 0.8)
+        eps = rng.uniform(0.1, 3.0, m) * 10.0 ** rng.integers(-3, 3)
+        kind = trial % 6
+        if kind == 0:
+            eps[:] = np.inf
+        elif kind == 1:
+            eps[rng.integers(m)] = 0.0
+        elif kind == 2:
+            a[:] = 0.0
+        elif kind == 3:
+            eps[rng.integers(m)] = np.nan
+        hi = float(10.0 ** rng.uniform(-2, 2))
+        if kind == 4 and np.any(a > 0):  # the line itself: min ε/a exactly hi
+            j = int(np.flatnonzero(a > 0)[0])
+            hi = float(eps[j] / a[j])
+        want = min(hi, eta_cap_limit(eps, a))
+        got = eta_cap_top(eps, a, hi)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (trial, got, want)
+        kcap, eta = float(rng.uniform(0.01, 0.5)), float(10.0 ** rng.uniform(-2, 2))
+        if kind == 5:  # the least ε^max right at the line
+            eps[rng.integers(m)] = kcap * eta
+        with np.errstate(invalid="ignore"):
+            ref = np.minimum(kcap, eps / eta)
+            ref = np.where(np.isnan(eps), kcap, ref)  # Python's min(k, NaN) is k
+        np.testing.assert_array_equal(caps_at(kcap, eps, eta), ref)
