@@ -22,6 +22,7 @@ from mechanisms.payments._payments import (
     myerson_payments,
     payment_job,
     seller_payment,
+    spread_out,
     verification_sample,
 )
 from mechanisms.payments._resolve._range_resolve import RangeResolver
@@ -450,3 +451,23 @@ def test_payments_at_zero_gamma_need_no_resolve(mode: str) -> None:
         assert sp.certificate is not None
         assert sp.certificate.method == "report_independent"
         assert sp.critical_cost == (q if sp.epsilon > 0 else sp.report)
+
+
+@pytest.mark.parametrize(
+    ("n", "k"), [(399, 32), (10_000, 100), (40, 40), (50, 1), (9, 0)]
+)
+def test_cross_checked_sellers_are_spread_over_the_chunks(n: int, k: int) -> None:
+    """``spread_out`` reorders, never drops or repeats, and puts the checked
+    sellers (given as a block, the worst case in index order) at even places:
+    every contiguous eighth of the list holds its share of them to one."""
+    rng = np.random.default_rng(n + k)
+    items = [int(i) for i in rng.permutation(n)]
+    heavy = frozenset(items[:k])  # all at the front
+    out = spread_out(items, heavy)
+    assert sorted(out) == sorted(items)
+    assert [i for i in out if i not in heavy] == [i for i in items if i not in heavy]
+    size = -(-n // 8)
+    for start in range(0, n, size):
+        part = out[start : start + size]
+        share = k * len(part) / n
+        assert abs(sum(i in heavy for i in part) - share) <= 1.0
