@@ -35,7 +35,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from mechanisms.allocation._weights_kernel import _jit, _min_of
+from mechanisms.allocation._weights_kernel import _jit, _max_of, _min_of
 
 FloatArray = NDArray[np.float64]
 
@@ -283,26 +283,6 @@ def eta_cap_top(eps_max: FloatArray, a: FloatArray, hi: float) -> float:
     if lo / a_max >= hi:  # (False for a NaN)
         return hi
     return min(hi, eta_cap_limit(eps_max, a))
-
-
-@_jit
-def _max_of(x: FloatArray) -> float:
-    """``max x`` (NaN when ``x`` holds a NaN, −∞ when empty), four partial maxima at
-    a time."""
-    m0 = m1 = m2 = m3 = -np.inf
-    nan = False
-    n4 = x.size - x.size % 4
-    for i in range(0, n4, 4):
-        m0 = max(m0, x[i])
-        m1 = max(m1, x[i + 1])
-        m2 = max(m2, x[i + 2])
-        m3 = max(m3, x[i + 3])
-        nan |= (x[i] != x[i]) | (x[i + 1] != x[i + 1])
-        nan |= (x[i + 2] != x[i + 2]) | (x[i + 3] != x[i + 3])
-    for i in range(n4, x.size):
-        m0 = max(m0, x[i])
-        nan |= x[i] != x[i]
-    return np.nan if nan else max(max(m0, m1), max(m2, m3))
 
 
 @_jit

@@ -814,9 +814,7 @@ def _weights_eq(
             # A stalled re-centring (a free set of 0 or 1 record: the step creeps
             # by ulps) is usually at the root to rounding: try the exact active-set
             # step from there before θ from the full bracket (~50 O(m) passes).
-            ok, A2, s2, n, R, tot, n_free = _active_set_eq(
-                r, c, mu, A, s0, sup, n, R
-            )
+            ok, A2, s2, n, R, tot, n_free = _active_set_eq(r, c, mu, A, s0, sup, n, R)
             if ok:
                 return ok, A2, s2, tot, n_free
             A, n, R = _theta_eq(s0, r, c, sup, n, R)
@@ -965,6 +963,26 @@ def _min_of(x: FloatArray) -> float:
         m0 = min(m0, x[i])
         nan |= x[i] != x[i]
     return np.nan if nan else min(min(m0, m1), min(m2, m3))
+
+
+@_jit
+def _max_of(x: FloatArray) -> float:
+    """``max x`` (NaN when ``x`` holds a NaN, −∞ when empty), four partial maxima at
+    a time."""
+    m0 = m1 = m2 = m3 = -np.inf
+    nan = False
+    n4 = x.size - x.size % 4
+    for i in range(0, n4, 4):
+        m0 = max(m0, x[i])
+        m1 = max(m1, x[i + 1])
+        m2 = max(m2, x[i + 2])
+        m3 = max(m3, x[i + 3])
+        nan |= (x[i] != x[i]) | (x[i + 1] != x[i + 1])
+        nan |= (x[i + 2] != x[i + 2]) | (x[i + 3] != x[i + 3])
+    for i in range(n4, x.size):
+        m0 = max(m0, x[i])
+        nan |= x[i] != x[i]
+    return np.nan if nan else max(max(m0, m1), max(m2, m3))
 
 
 @_jit

@@ -724,6 +724,16 @@ def test_lean_resolves_in_threads_equal_serial_ones() -> None:
     assert sum(a is not None for a in serial) >= 40
 
 
+def _wisconsin_market() -> tuple[np.ndarray, np.ndarray, np.ndarray, UniformPrior]:
+    """The benchmarks' Wisconsin market: the training split, costs ``U[1e-4, 5e-4]``
+    (seed 0) and their prior."""
+    X, y = load_wisconsin()
+    split = train_val_test_split(X, y, random_state=0)
+    Xt, yt = split.X_train, split.y_train
+    costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
+    return Xt, yt, costs, UniformPrior(1e-4, 5e-4)
+
+
 def test_a_polish_ending_at_the_range_end_keeps_the_shortcut(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -733,11 +743,7 @@ def test_a_polish_ending_at_the_range_end_keeps_the_shortcut(
     shortcut must not decline on that rounding (it did for 21 of 591 re-solves of
     this market, each then a cold full solve), and its values must match the cold
     solves of the seller's checks."""
-    X, y = load_wisconsin()
-    split = train_val_test_split(X, y, random_state=0)
-    Xt, yt = split.X_train, split.y_train
-    costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
-    prior = UniformPrior(1e-4, 5e-4)
+    Xt, yt, costs, prior = _wisconsin_market()
     cfg = MechanismConfig(
         gamma=172.04692539096837, lam=5.14553497077016, mu=8323.734846786823,
         sigma=75749.38708654502, k=4.159932073031441, eps_avg_max=1.857773080166169e-05,
@@ -769,11 +775,7 @@ def test_the_sweeps_lean_shortcut_reads_what_the_allocation_says(lam: float) -> 
     """``local_resolve_seller`` accepts exactly where ``local_resolve`` returns an
     allocation, with the same point, the seller's ``ε_i^total`` to the bit, and what
     ``allocation_check`` and ``active_signature`` read from that allocation."""
-    X, y = load_wisconsin()
-    split = train_val_test_split(X, y, random_state=0)
-    Xt, yt = split.X_train, split.y_train
-    costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
-    prior = UniformPrior(1e-4, 5e-4)
+    Xt, yt, costs, prior = _wisconsin_market()
     cfg = MechanismConfig(
         gamma=3.7e5, lam=lam, mu=4.4e5, sigma=3e3, k=2.11, eps_avg_max=0.027
     )
@@ -817,11 +819,7 @@ def test_sole_change_holds_only_for_the_bases_own_finite_costs() -> None:
     """The one-seller reading of a raise needs the job's virtual costs to be the
     base's bit for bit and finite: an allocation of other (close) costs, or a
     problem with an infinite virtual cost, is read over all sellers."""
-    X, y = load_wisconsin()
-    split = train_val_test_split(X, y, random_state=0)
-    Xt, yt = split.X_train, split.y_train
-    costs = np.random.default_rng(0).uniform(1e-4, 5e-4, size=yt.size)
-    prior = UniformPrior(1e-4, 5e-4)
+    Xt, yt, costs, prior = _wisconsin_market()
     cfg = MechanismConfig(
         gamma=3.7e5, lam=2.0, mu=4.4e5, sigma=3e3, k=2.11, eps_avg_max=0.027
     )

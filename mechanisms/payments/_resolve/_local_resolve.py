@@ -230,11 +230,7 @@ def _certified_resolve(
     if lower_bounds is None or lower_bounds is prof.grid_values:
         j, floor = fixed.grid_best, fixed.grid_floor
     else:
-        lb = lower_bounds
-        j = int(lb.argmin())
-        floor = float(
-            min(lb[:j].min(initial=np.inf), lb[j + 1 :].min(initial=np.inf))
-        )
+        j, floor = _best_and_floor(lower_bounds)
     w_j, a_j = prof.starts[j]
     # Upper bound on P_j*: G at the base's grid solution with the new Ψ; re-solve
     # at η_j* only when that bound is not already below every other cell's floor.
@@ -356,15 +352,20 @@ def _compute_fixed(prob: Problem, base: Allocation) -> _FixedPart | None:
         return None
     n = grid.size
     cells = tuple((grid[max(j - 1, 0)], grid[min(j + 1, n - 1)]) for j in range(n))
-    lb = prof.grid_values
-    best = int(lb.argmin())
-    floor = float(
-        min(lb[:best].min(initial=np.inf), lb[best + 1 :].min(initial=np.inf))
-    )
+    best, floor = _best_and_floor(prof.grid_values)
     return _FixedPart(
         prob.X, prob.eps_max, cfg, lam_conv, prof, grid, float(grid[0]),
         float(grid[-1]), cells, _node_floors(base_cert.node_bounds), best, floor,
     )  # fmt: skip
+
+
+def _best_and_floor(values: FloatArray) -> tuple[int, float]:
+    """``(j, floor)``: the grid point of the least value and the least value of the
+    others (``∞`` where there are none): the shortcut's cell and the floor it must
+    stay below."""
+    j = int(values.argmin())
+    rest = min(values[:j].min(initial=np.inf), values[j + 1 :].min(initial=np.inf))
+    return j, float(rest)
 
 
 def sole_change(prob: Problem, base: Allocation) -> bool:
