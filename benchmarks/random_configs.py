@@ -163,11 +163,13 @@ def sklearn_fit(X: np.ndarray, y: np.ndarray) -> Any:
 
 def ratio_rows(
     X: np.ndarray, y: np.ndarray, costs: np.ndarray, cfgs: list[MechanismConfig],
-    repeat: int,
+    repeat: int, labels: list[str | int] | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """``allocate`` / sklearn for each configuration (sklearn re-timed per row)."""
+    """``allocate`` / sklearn for each configuration (sklearn re-timed per row);
+    ``labels``: each row's ``i`` (default ``"bench"`` for the first, then 1, 2, …)."""
     rows = []
-    for i, cfg in enumerate(cfgs):
+    labels = labels or ["bench", *range(1, len(cfgs))]
+    for i, cfg in zip(labels, cfgs, strict=True):
         (sk_cpu, sk_wall, _), (al_cpu, al_wall, alloc) = interleaved_best(
             [
                 lambda: sklearn_fit(X, y),
@@ -177,7 +179,7 @@ def ratio_rows(
         )
         cert = alloc.certificate
         row = {
-            "i": "bench" if i == 0 else i, "config": cfg_label(cfg),
+            "i": i, "config": cfg_label(cfg),
             "allocate_cpu_s": al_cpu, "sklearn_cpu_s": sk_cpu,
             "ratio": al_cpu / sk_cpu, "ratio_wall": al_wall / sk_wall,
             "status": str(alloc.status), "eps_avg": alloc.eps_avg,
@@ -192,7 +194,7 @@ def ratio_rows(
 def pay_rows(
     X: np.ndarray, y: np.ndarray, costs: np.ndarray, cfgs: list[MechanismConfig],
     sample: int | None, pool: ProcessPoolExecutor, workers: int, seed: int,
-    repeat: int = 2, pay_repeat: int = 1,
+    repeat: int = 2, pay_repeat: int = 1, labels: list[str | int] | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Payments / allocate per configuration (all sellers when ``sample`` is None);
     ``allocate``'s times are the best of ``repeat`` runs, the payments' the best of
@@ -201,7 +203,8 @@ def pay_rows(
     rows = []
     m = X.shape[0]
     rng = np.random.default_rng(seed)
-    for i, cfg in enumerate(cfgs):
+    labels = labels or ["bench", *range(1, len(cfgs))]
+    for i, cfg in zip(labels, cfgs, strict=True):
         al_cpu, al_wall, alloc = cpu_best(
             lambda cfg=cfg: allocate(X, y, costs, PRIOR, cfg), 1
         )
@@ -223,7 +226,7 @@ def pay_rows(
         checked = np.array([s.verified for s in pay.sellers], dtype=bool)
         est_all = wall if sel is None else float(sec.mean()) * m / workers
         row = {
-            "i": "bench" if i == 0 else i, "config": cfg_label(cfg), "m": m,
+            "i": i, "config": cfg_label(cfg), "m": m,
             "allocate_cpu_s": al_cpu, "allocate_wall_s": al_wall,
             "sellers": len(pay.sellers), "payments_wall_s": wall,
             "all_sellers_s": est_all, "estimated": sel is not None,
@@ -270,9 +273,11 @@ def warm_pool(pool: ProcessPoolExecutor) -> None:
 
 
 def summary(rows: list[dict[str, Any]], key: str) -> tuple[float, float, float, str]:
-    """(benchmark config's value, median and worst over the random draws, worst's config)."""
-    bench = float(rows[0][key])
-    rand = [r for r in rows[1:] if np.isfinite(r[key])] or rows[:1]
+    """(benchmark config's value (NaN when not run), median and worst over the random
+    draws, worst's config)."""
+    bench = next((float(r[key]) for r in rows if r["i"] == "bench"), float("nan"))
+    drawn = [r for r in rows if r["i"] != "bench"]
+    rand = [r for r in drawn if np.isfinite(r[key])] or rows[:1]
     vals = np.array([float(r[key]) for r in rand])
     worst = rand[int(np.argmax(vals))]
     return bench, float(np.median(vals)), float(vals.max()), str(worst["config"])
@@ -315,8 +320,10 @@ def main() -> None:
     args = ap.parse_args()
     t_start = time.perf_counter()
     cfgs = [WBC_CFG, *draw_configs(args.n_configs, args.seed, args.mode)]
+    labels: list[str | int] = ["bench", *range(1, len(cfgs))]
     if args.only is not None:
         cfgs = [cfgs[i] for i in args.only]
+        labels = [labels[i] for i in args.only]
     X, y = load_wisconsin()
     split = train_val_test_split(X, y, random_state=0)
     Xw, yw = split.X_train, split.y_train
@@ -325,11 +332,13 @@ def main() -> None:
     workers = default_workers()
     with threadpool_limits(1):
         if "wbc" in args.parts:
-            out["wbc"] = ratio_rows(Xw, yw, cw, cfgs, args.repeat)
+            out["wbc"] = ratio_rows(Xw, yw, cw, cfgs, args.repeat, labels)
         if "big" in args.parts:
             data = make_synthetic(args.big_m, 20, label_noise=0.05, random_state=1)
             warm_up(data.X, data.y, data.costs, cfgs)
-            out["big"] = ratio_rows(data.X, data.y, data.costs, cfgs, args.big_repeat)
+            out["big"] = ratio_rows(
+                data.X, data.y, data.costs, cfgs, args.big_repeat, labels
+            )
         with ProcessPoolExecutor(workers) as pool:
             if "pay" in args.parts or "wbc_pay" in args.parts:
                 warm_pool(pool)
@@ -338,11 +347,12 @@ def main() -> None:
                 out["pay"] = pay_rows(
                     data.X, data.y, data.costs, cfgs, args.pay_sample, pool, workers,
                     args.seed, repeat=args.repeat, pay_repeat=args.pay_m_repeat,
+                    labels=labels,
                 )  # fmt: skip
             if "wbc_pay" in args.parts:
                 out["wbc_pay"] = pay_rows(
                     Xw, yw, cw, cfgs, None, pool, workers, 0, repeat=args.repeat,
-                    pay_repeat=args.pay_repeat,
+                    pay_repeat=args.pay_repeat, labels=labels,
                 )  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
