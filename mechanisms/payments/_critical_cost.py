@@ -16,13 +16,13 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._base_memo import base_memo
-from mechanisms.payments._kinks import breakpoints, cap_exit
+from mechanisms.payments._kinks import breakpoints, cap_exit, crossing_bracket
 from mechanisms.payments._resolve._seller_curve import (
     SellerCurve,
     Solver,
     active_signature,
 )
-from mechanisms.priors import CostPrior
+from mechanisms.payments._virtual_cost_inverse import invert_virtual_cost
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -124,53 +124,6 @@ def _base_losses(prob: Problem, base: Allocation) -> FloatArray:
     return np.asarray(prob.loss.value(prob.X @ base.w, prob.y), dtype=float)
 
 
-SEARCH_POINTS = 256
-""":func:`invert_virtual_cost` narrows its bracket this many times per pass."""
-
-
-def invert_virtual_cost(prior: CostPrior, target: float, *, low: float) -> float | None:
-    """Smallest ``s ≥ low`` in the support with ``Ψ̄(s) ≥ target``, to ``10⁻¹³``
-    relative (``Ψ̄`` is non-decreasing).
-
-    A ``SEARCH_POINTS``-ary search: each pass evaluates ``Ψ̄`` at that many points
-    across the bracket in one array call (every point inside the support, so
-    through :meth:`CostPrior.virtual_cost_in_support`, without validation) and keeps
-    the cell where it first reaches ``target``; six passes reach the tolerance
-    where bisection took some 45 scalar calls (130 µs a winner against 245 µs for
-    the uniform prior)."""
-
-    def psi(s: float) -> float:
-        return float(prior.virtual_cost(float(s)))
-
-    if psi(low) >= target:
-        return low
-    hi = float(prior.high)
-    if not np.isfinite(hi):
-        hi = max(2.0 * low, low + 1.0)
-        for _ in range(200):
-            if psi(hi) >= target:
-                break
-            hi = 2.0 * hi
-        else:
-            return None
-    elif psi(hi) < target:
-        return None
-    lo = low
-    steps = np.arange(1, SEARCH_POINTS) / SEARCH_POINTS
-    for _ in range(40):
-        if hi - lo <= 1e-13 * max(1.0, abs(hi)):
-            break
-        xs = lo + (hi - lo) * steps
-        reached = np.flatnonzero(prior.virtual_cost_in_support(xs) >= target)
-        j = int(reached[0]) if reached.size else xs.size  # xs.size: only hi reaches
-        new_lo = float(xs[j - 1]) if j > 0 else lo
-        new_hi = float(xs[j]) if j < xs.size else hi
-        if (new_lo, new_hi) == (lo, hi):  # no representable point inside
-            break
-        lo, hi = new_lo, new_hi
-    return hi
-
-
 @dataclass(frozen=True, slots=True)
 class CriticalCost:
     """Bracket ``[lo, hi]`` of the critical cost: ``ε_i(lo) > 0`` and ``ε_i(hi) = 0``
@@ -199,6 +152,9 @@ def find_critical_cost(
     then settled by one re-solve (doubling from ``c + |c|`` took two or three more on
     Wisconsin, none of them a node the integral reuses); where the reading is wrong,
     ``[c, c̄]`` is the bracket the refinement starts from.
+    Where ``ε_i`` can fall to 0 only as another report is passed
+    (:meth:`SellerCurve.crossings`: a jump), the bracket is first narrowed to a pair
+    around one of them (:func:`mechanisms.payments._kinks.crossing_bracket`).
     Refinement: linear extrapolation to zero through the last two positive points
     (the curve is close to linear in ``Ψ`` near ``s*``), safeguarded into the middle
     80% of the bracket, else bisection. Stops when ``u(ε(lo))·(hi − lo)`` (the most the
@@ -241,8 +197,16 @@ def find_critical_cost(
             break
     if hi is None:
         raise RuntimeError(f"seller {curve.index}: no critical cost found")
+    if curve.crossings(lo, hi).size:
+        # ε_i falls to 0 at another report (a jump): a pair around it whose
+        # bracket passes the stopping test below
+        crossing_bracket(
+            curve, lo, hi, lambda s: curve.epsilon(s) > 0.0,
+            lambda x: 0.25 * rtol * integral_lower_bound(curve, x) / curve.u(x),
+        )  # fmt: skip
+        lo, hi = _bracket_in_cache(curve, lo, hi)
     for _ in range(max_steps):
-        if curve.u(lo) * (hi - lo) <= rtol * _integral_lower_bound(curve, lo) or not (
+        if curve.u(lo) * (hi - lo) <= rtol * integral_lower_bound(curve, lo) or not (
             lo < 0.5 * (lo + hi) < hi
         ):
             break
@@ -252,6 +216,16 @@ def find_critical_cost(
         else:
             hi = mid
     return CriticalCost(lo, hi, est, True)
+
+
+def _bracket_in_cache(curve: SellerCurve, lo: float, hi: float) -> tuple[float, float]:
+    """The narrowest ``[lo', hi']`` inside ``[lo, hi]`` between evaluated reports
+    with ``ε_i(lo') > 0`` and ``ε_i(hi') = 0`` (``hi'`` the least such zero, ``lo'``
+    the largest positive report below it)."""
+    inside = [s for s in curve.cache if lo <= s <= hi]
+    hi = min(s for s in inside if s > lo and curve.cache[s] <= 0.0)
+    lo = max(s for s in inside if s < hi and curve.cache[s] > 0.0)
+    return lo, hi
 
 
 SLOPE_STEP = 1e-3
@@ -310,7 +284,7 @@ def _last_secant(
     return s0, s1, s1 + e1 * (s1 - s0) / (e0 - e1)
 
 
-def _integral_lower_bound(curve: SellerCurve, lo: float) -> float:
+def integral_lower_bound(curve: SellerCurve, lo: float) -> float:
     """``max_j (s_j − c)·u(ε(s_j))`` over evaluated ``c < s_j ≤ lo``."""
     c = curve.report
     vals = [(s - c) * curve.u(s) for s in curve.cache if c < s <= lo]

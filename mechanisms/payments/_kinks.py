@@ -9,8 +9,9 @@ as breakpoints, they leave it smooth pieces to integrate.
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -230,45 +231,137 @@ def cap_exit(
     *,
     xrtol: float = 1e-3,
     max_steps: int = 6,
-) -> float | None:
-    """Where seller ``i`` leaves its cap on ``[lo, hi]`` (the curve's main kink).
+    atol: float = 0.0,
+) -> tuple[float, float] | None:
+    """Where seller ``i`` leaves its cap on ``[lo, hi]`` (the curve's main kink), as a
+    bracket ``(x₀, x₁)`` of evaluated reports: capped at ``x₀``, free at ``x₁``.
 
     A winner at its cap ``a_i = h_i`` keeps ``ε_i ≈ h_i η`` as its report rises, until
     the KKT form ``a_i = clip(S(τ − r_i(s)), 0, h_i)`` drops below the cap; from there
     ``ε_i`` falls to 0 at ``s*_i``. The slope jumps at that point, which costs an
-    adaptive rule many panels; located and passed as a breakpoint, both pieces are
-    smooth. The slack ``h_i − a_i`` is smooth (nearly linear) on the free side and 0 on
-    the capped side, so the secant through the two lowest free reports extrapolates to
-    the exit ``z``; a report 1 % of the bracket into the free side of ``z`` confirms it
-    (bisection without a usable secant). Stops when the bracket is below ``xrtol`` of
-    ``[lo, hi]``: a kink misplaced by ``δ`` changes the integral by about
-    ``|Δ slope|·δ²/2``, far below the quadrature tolerance. Returns the secant estimate
-    of the exit (or the lowest free report), ``None`` when seller ``i`` is not capped
-    at ``lo`` or not free at ``hi``.
+    adaptive rule many panels; both ends of the bracket passed as breakpoints leave
+    smooth pieces (and a piece of width at most ``xrtol·(hi − lo)`` between them,
+    whose trapezoid is within ``width·|Δu|/2`` of it: ``u`` is continuous at the
+    exit). The slack ``h_i − a_i`` is smooth (nearly linear) on the free side and 0
+    on the capped side, so the secant through the two lowest free reports
+    extrapolates to the exit ``z``: the first steps (:data:`PAIR_STEPS`) evaluate a
+    pair ``z ± δ``, ``2δ = xrtol·(hi − lo)``, which closes the bracket in two
+    re-solves where the secant is right (a seller whose slack is linear in its
+    report; the critical-cost search leaves two free reports near ``s*_i``, and a
+    pair that misses leaves two next to the exit). Later steps aim 1 % of the
+    bracket into the free side of ``z`` (bisection without a usable secant). Stops
+    when the bracket is below ``xrtol`` of ``[lo, hi]``: a kink misplaced by ``δ``
+    changes the integral by about ``|Δ slope|·δ²/2``, far below the quadrature
+    tolerance. Where the weights change only as other reports are passed
+    (:meth:`SellerCurve.crossings`) the exit is a jump, found first by
+    :func:`crossing_bracket` with a pair of width ``atol/u(lo)`` (a jump of at most
+    ``u(lo)`` inside it moves the integral by at most ``atol/2``; ``atol = 0``: the
+    width ``xrtol·(hi − lo)``). ``None`` when seller ``i`` is not capped at ``lo``
+    or not free at ``hi``.
     """
     if own_status(curve, lo) != 2 or own_status(curve, hi) != 1:
         return None
-    best = hi
+    tol = xrtol * (hi - lo)
+    pairs = PAIR_STEPS
+    crossed = False
     for _ in range(max_steps):
-        pts = sorted(s for s in curve.cache if lo <= s <= hi)
-        s_cap = max(s for s in pts if own_status(curve, s) == 2)
-        free = [s for s in pts if s > s_cap and own_status(curve, s) == 1]
+        s_cap, free = _exit_bracket(curve, lo, hi)
         s_free, width = free[0], free[0] - s_cap
-        best, nxt = s_free, 0.5 * (s_cap + s_free)
-        if len(free) >= 2:
-            g0, g1 = cap_slack(curve, free[0]), cap_slack(curve, free[1])
-            if g1 > g0 > 0.0:
-                z = free[0] - g0 * (free[1] - free[0]) / (g1 - g0)
-                if s_cap < z < s_free:
-                    best = z
-                    nxt = float(
-                        np.clip(
-                            z + 0.01 * width,
-                            s_cap + 0.02 * width,
-                            s_free - 0.02 * width,
-                        )
-                    )
-        if width <= xrtol * (hi - lo):
+        if width <= tol:
             break
+        if not crossed and curve.crossings(s_cap, s_free).size:
+            crossed = True
+            top = curve.u(lo)
+            half = 0.5 * tol
+            if atol > 0.0 and top > 0.0:
+                half = min(half, 0.5 * atol / top)
+            crossing_bracket(
+                curve, s_cap, s_free, lambda s: own_status(curve, s) == 2,
+                functools.partial(_constant, half),
+            )  # fmt: skip
+            continue
+        z = _exit_secant(curve, free, s_cap)
+        if z is not None and pairs > 0:
+            pairs -= 1
+            for p in (z - 0.5 * tol, z + 0.5 * tol):
+                if s_cap < p < s_free:
+                    curve.epsilon(p)
+            continue
+        nxt = 0.5 * (s_cap + s_free)
+        if z is not None:
+            nxt = float(
+                np.clip(z + 0.01 * width, s_cap + 0.02 * width, s_free - 0.02 * width)
+            )
         curve.epsilon(nxt)
-    return best
+    s_cap, free = _exit_bracket(curve, lo, hi)
+    return s_cap, free[0]
+
+
+def _constant(value: float, _x: float) -> float:
+    return value
+
+
+PAIR_STEPS = 2
+""":func:`cap_exit` evaluates a pair around the secant's exit at most this many times
+(a pair that misses leaves two free reports next to the exit, whose secant is then
+nearly exact), then one report per step."""
+
+
+def _exit_bracket(
+    curve: SellerCurve, lo: float, hi: float
+) -> tuple[float, list[float]]:
+    """The highest capped evaluated report in ``[lo, hi]`` and the free ones above it,
+    ascending (``lo`` capped and ``hi`` free: neither is empty)."""
+    pts = sorted(s for s in curve.cache if lo <= s <= hi)
+    s_cap = max(s for s in pts if own_status(curve, s) == 2)
+    return s_cap, [s for s in pts if s > s_cap and own_status(curve, s) == 1]
+
+
+def _exit_secant(curve: SellerCurve, free: list[float], s_cap: float) -> float | None:
+    """Zero of the secant of the cap slack through the two lowest free reports, where
+    it lies between the highest capped report ``s_cap`` and them; else ``None``."""
+    if len(free) < 2:
+        return None
+    g0, g1 = cap_slack(curve, free[0]), cap_slack(curve, free[1])
+    if not g1 > g0 > 0.0:
+        return None
+    z = free[0] - g0 * (free[1] - free[0]) / (g1 - g0)
+    return float(z) if s_cap < z < free[0] else None
+
+
+def crossing_bracket(
+    curve: SellerCurve,
+    x0: float,
+    x1: float,
+    side: Callable[[float], bool],
+    half: Callable[[float], float],
+) -> None:
+    """Evaluate reports that narrow a change of ``side`` (true at ``x0``, false at
+    ``x1``) to a pair ``2·half(x₀')`` apart around another seller's report (``x₀'``
+    the lower end of the bracket left by the search; no pair where that is 0), where the
+    curve's weights change only as those are passed
+    (:meth:`SellerCurve.crossings`): a binary search over the gaps between the
+    reports inside ``(x0, x1)`` (one re-solve per halving of their number, each at
+    the midpoint of a gap, where no tie is possible), then the pair around the one
+    report left. Bisection of a jump to the width a payment needs takes some twenty
+    re-solves; this about ``log₂(n) + 2`` for ``n`` reports inside. Only evaluates:
+    the caller reads its bracket from the evaluated reports, so a change that is
+    not at a crossing (``η`` moving a cap) leaves a bracket only narrowed, searched
+    as before. Nothing without crossings."""
+    marks = curve.crossings(x0, x1)
+    if marks.size == 0:
+        return
+    lo, hi = 0, int(marks.size)  # the change is at one of marks[lo:hi], if at one
+    while hi - lo > 1:
+        k = (lo + hi) // 2
+        gap = 0.5 * (float(marks[k - 1]) + float(marks[k]))
+        if not x0 < gap < x1:
+            return
+        if side(gap):
+            lo, x0 = k, gap
+        else:
+            hi, x1 = k, gap
+    mark, width = float(marks[lo]), half(x0)
+    for p in (mark - width, mark + width):
+        if width > 0.0 and x0 < p < x1:
+            side(p)

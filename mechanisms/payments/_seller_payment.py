@@ -26,7 +26,11 @@ from mechanisms.allocation._eta_search import solve_allocation
 from mechanisms.allocation._problem import Problem, utility
 from mechanisms.allocation._range._certify import Node
 from mechanisms.payments._base_memo import base_memo
-from mechanisms.payments._critical_cost import CriticalCost, find_critical_cost
+from mechanisms.payments._critical_cost import (
+    CriticalCost,
+    find_critical_cost,
+    integral_lower_bound,
+)
 from mechanisms.payments._kinks import breakpoints, cap_exit, jumps, kink_brackets
 from mechanisms.payments._quadrature import integrate
 from mechanisms.payments._resolve._seller_curve import (
@@ -162,6 +166,7 @@ def seller_payment(job: PaymentJob, i: int) -> SellerPayment:
         checkpoint=job.checkpoint,
         nodes=job.nodes,
         hessian=job.hessian,
+        reports=job.reports,
     )
     tol = FAST_TOL * max(curve.epsilon(c), _mean_winner_epsilon(job.base))
     verify = i not in job.unverified
@@ -331,9 +336,9 @@ def _integral(
     job: PaymentJob, curve: SellerCurve, crit: CriticalCost, split: bool
 ) -> tuple[float, float, bool]:
     """``∫_{c}^{s*} u(ε(s)) ds``: adaptive quadrature on ``[c, lo]`` split where the
-    seller leaves its cap (:func:`mechanisms.payments._kinks.cap_exit`; where the
-    resolver locates kinks itself that exit is one of the status changes bracketed
-    before the first pass, about two re-solves instead of cap_exit's five or six),
+    seller leaves its cap (both ends of :func:`mechanisms.payments._kinks.cap_exit`'s
+    bracket; where the resolver locates kinks itself that exit is one of the status
+    changes bracketed before the first pass),
     re-run split at the kinks (changes of the active set) located between the
     evaluated reports until no new one is found; plus the bracket ``[lo, hi]`` as a
     triangle (``ε`` falls to 0 inside it; its area is also added to the error bound).
@@ -346,8 +351,18 @@ def _integral(
     ``split``: :func:`_curvature_split` of the job (panels may read ``ε_i`` through
     its parts where the seller's logarithm bends)."""
     c = curve.report
-    exit_point = None if curve.locates_kinks else cap_exit(curve, c, crit.lo)
-    kinks: list[float] = [] if exit_point is None else [exit_point]
+    exit_bracket = None
+    if not curve.locates_kinks:
+        # a jump at the exit left in its bracket moves the integral by at most
+        # atol/2, a sixteenth of the quadrature's share of the tolerance
+        atol = 0.125 * QUAD_SHARE * job.rtol * integral_lower_bound(curve, crit.lo)
+        exit_bracket = cap_exit(curve, c, crit.lo, atol=atol)
+    # both ends of the exit's bracket: the kink passes below find that bracket
+    # between the evaluated reports, and a pass split at one end only would be
+    # re-run split at the other (every node of the piece beside it moved)
+    kinks = (
+        [] if exit_bracket is None else _with_brackets([], [exit_bracket], c, crit.lo)
+    )
     # Where the resolver locates kinks itself, the changes between the reports
     # evaluated so far are bracketed before the first pass (a kink inside a panel
     # makes the adaptive rule split it many times), and a later pass does not search

@@ -4,6 +4,7 @@ critical-cost estimate and the monotonicity check."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable
 
@@ -427,11 +428,17 @@ def test_cap_exit_is_where_a_capped_winner_leaves_its_cap() -> None:
     curve = SellerCurve(job.prob, job.base, job.prior, i, float(job.reports[i]))
     crit = find_critical_cost(curve, rtol=1e-5)
     c = curve.report
-    z = cap_exit(curve, c, crit.lo)
-    assert z is not None
-    assert c < z < crit.lo
-    # Independent check with cold solves: capped just below z, below the cap above.
+    bracket = cap_exit(curve, c, crit.lo)
+    assert bracket is not None
+    z0, z1 = bracket
     width = crit.lo - c
+    assert c < z0 < z1 < crit.lo
+    assert z1 - z0 <= 1e-3 * width
+    # both ends were evaluated: capped at z0, free at z1
+    assert curve.own_status(z0) == 2
+    assert curve.own_status(z1) == 1
+    z = 0.5 * (z0 + z1)
+    # Independent check with cold solves: capped just below z, below the cap above.
 
     cap = ins.cfg.k / len(ins.costs)  # k/m: no ε_max caps in this instance
 
@@ -443,6 +450,77 @@ def test_cap_exit_is_where_a_capped_winner_leaves_its_cap() -> None:
     assert weight(z - 2e-3 * width) == pytest.approx(cap, rel=1e-9)
     assert 0.0 < weight(z + 2e-3 * width) < cap * (1 - 1e-6)
     assert cap_exit(curve, crit.lo, crit.lo) is None  # not capped there
+
+
+def _strict_linear_programme_job(m: int = 30):
+    """Strict mode with ``μ = 0``: the a-step fills the smallest virtual costs up to
+    their caps, so a winner's ``ε_i`` jumps (cap → the partly filled seller → 0)
+    where its report passes another seller's."""
+    ins = broad_instance(np.random.default_rng(3), m=m)
+    cfg = dataclasses.replace(ins.cfg, mu=0.0, mode="strict")
+    return ins, cfg, payment_job(ins.X, ins.y, ins.costs, ins.prior, cfg)
+
+
+def test_strict_linear_programme_critical_cost_is_bracketed_at_another_report() -> None:
+    ins, cfg, job = _strict_linear_programme_job()
+    winners = np.flatnonzero(job.base.epsilon_total > 0)
+    assert winners.size >= 4
+    for i in winners[:4]:
+        i = int(i)
+        curve = SellerCurve(
+            job.prob, job.base, job.prior, i, float(job.reports[i]),
+            reports=job.reports,
+        )  # fmt: skip
+        crit = find_critical_cost(curve, rtol=2.5e-6)
+        others = np.delete(ins.costs, i)
+        # a jump to 0 where the report passes another seller's, bracketed tightly
+        assert np.any((others >= crit.lo) & (others <= crit.hi))
+        assert crit.hi - crit.lo <= 1e-5 * (crit.hi - curve.report)
+        # bisecting a jump to that width takes about 17 re-solves
+        assert curve.n_solves <= 10
+        # independent cold solves at both ends
+        costs = ins.costs.copy()
+        costs[i] = crit.lo
+        assert allocate(ins.X, ins.y, costs, ins.prior, cfg).epsilon_total[i] > 0.0
+        costs[i] = crit.hi
+        assert allocate(ins.X, ins.y, costs, ins.prior, cfg).epsilon_total[i] == 0.0
+
+
+def test_strict_linear_programme_payments_agree_with_bisection_in_fewer_solves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The crossing search only places re-solves: the payments equal those of the
+    bisection it replaces (no crossings), within the payments' tolerance, and of a
+    dense trapezoid of cold solves split at the other reports."""
+    ins, cfg, job = _strict_linear_programme_job()
+    winners = [int(i) for i in np.flatnonzero(job.base.epsilon_total > 0)]
+    fast = [seller_payment(job, i) for i in winners]
+    monkeypatch.setattr(SellerCurve, "crossings", lambda self, lo, hi: np.empty(0))
+    plain = [seller_payment(job, i) for i in winners]
+    for a, b in zip(fast, plain, strict=True):
+        assert a.payment == pytest.approx(b.payment, rel=0, abs=2e-5 * b.integral)
+    assert sum(a.n_solves for a in fast) * 2 < sum(b.n_solves for b in plain)
+    # brute force for the best-paid winner: cold solves, 30 per piece between the
+    # other reports (nudged off the ties), up to where ε_i vanishes
+    k = int(np.argmax([a.payment for a in fast]))
+    i, c = winners[k], float(job.reports[winners[k]])
+
+    def eps(s: float) -> float:
+        costs = ins.costs.copy()
+        costs[i] = s
+        return float(allocate(ins.X, ins.y, costs, ins.prior, cfg).epsilon_total[i])
+
+    marks = sorted(float(v) for v in np.delete(ins.costs, i) if v > c)
+    ends = [c, *marks, float(ins.prior.high)]
+    total = c * eps(c)
+    for a, b in itertools.pairwise(ends):
+        nudge = 1e-9 * (b - a)
+        s = np.linspace(a + nudge, b - nudge, 30)
+        e = np.array([eps(v) for v in s])
+        total += float(np.sum(0.5 * (e[1:] + e[:-1]) * np.diff(s)))
+        if e[-1] == 0.0:
+            break
+    assert fast[k].payment == pytest.approx(total, rel=1e-4)
 
 
 def test_payment_split_at_the_cap_exit_matches_a_plain_tight_quadrature() -> None:
@@ -613,6 +691,9 @@ class _StepCurve:
 
     def u(self, s: float) -> float:
         return self.epsilon(s)
+
+    def crossings(self, lo: float, hi: float) -> np.ndarray:
+        return np.empty(0)  # no other reports where the fall must sit
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,8 @@ class SellerCurve:
     # _range_resolve): seller i's values and the optimum's (j, η, A, s) only.
     lean: dict[float, LeanSolve] = field(default_factory=dict)
     resolver: RangeResolver | StrictResolver | None = None
+    # every seller's report (the job's): where another's is passed (crossings())
+    reports: FloatArray | None = None
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -364,6 +366,34 @@ class SellerCurve:
                 sig = active_signature(self.prob, self.base)
             self.signatures[s] = sig
         return sig
+
+    def crossings(self, lo: float, hi: float) -> FloatArray:
+        """The other sellers' reports in ``[lo, hi]``, ascending, where
+        the rule's weights change only as seller ``i``'s report passes one of them or
+        with ``η``: mode ``strict`` (every ``ℓ_j`` the public constant) with ``μ = 0``,
+        ``γ > 0`` and linear ``u``, whose a-step is the linear programme that fills
+        the smallest ``r_j = ℓ + γηΨ_j`` up to their caps (spec ``mechanism.md``
+        §4.2): its order is that of ``Ψ̄``, and so of the reports, at every ``η``.
+        There seller ``i``'s weight jumps where its report passes the last filled
+        seller's, not along a ramp a secant could follow. Empty elsewhere, and
+        without ``reports``."""
+        cfg = self.prob.cfg
+        if self.reports is None or not (
+            cfg.mode == "strict"
+            and cfg.mu == 0.0
+            and cfg.gamma > 0.0
+            and cfg.u == "linear"
+        ):
+            return np.empty(0)
+        reports = self.reports
+        ordered: FloatArray = base_memo(
+            self.base, "sorted_reports", reports, lambda: np.sort(reports)
+        )
+        k0 = int(np.searchsorted(ordered, lo, side="left"))
+        k1 = int(np.searchsorted(ordered, hi, side="right"))
+        marks = np.unique(ordered[k0:k1])
+        out: FloatArray = marks[marks != float(self.report)]
+        return out
 
     @property
     def locates_kinks(self) -> bool:
