@@ -279,9 +279,17 @@ def _last_secant(
         t0, t1 = curve.release_terms(s0), curve.release_terms(s1)
         if t0 is not None and t1 is not None and t0[1] > 0.0 and t1[1] > 0.0:
             e0, e1 = t0[1], t1[1]
-    if not e0 > e1:
+    if not e0 - e1 > LEVEL_RTOL * e0:
         return s0, s1, None
     return s0, s1, s1 + e1 * (s1 - s0) / (e0 - e1)
+
+
+LEVEL_RTOL = 1e-9
+""":func:`_last_secant` reads two values this close (relative) as level: re-solves stop
+at a KKT tolerance, so a flat stretch of ``ε_i`` reads equal only to ~1e-11 relative,
+and a secant through such a difference put its zero at ``10⁶`` times the step (a probe
+at twice the distance from the report, then six bisections back: seed 5's draw 19 on
+Wisconsin)."""
 
 
 def integral_lower_bound(curve: SellerCurve, lo: float) -> float:

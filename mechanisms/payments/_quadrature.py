@@ -41,7 +41,11 @@ Simpson's value on its ends and midpoint with that estimate as its error
 (:func:`_flat_panel`); else five-node panels as above. Where the
 caller knows the slope at a piece's left end (``tangent``), the piece is first tried
 from its ends and that slope (:func:`_tangent_panel`), before its midpoint is
-evaluated.
+evaluated. Where the caller has already evaluated points inside a piece (``known``:
+a payment sweep's critical-cost search), the piece is first tried from its ends and
+three of them (:func:`_scattered_panel`: the quartic through the five, checked
+against the cubics that leave one inner point out), and again with its midpoint
+once that is evaluated.
 
 An integrand of the release's form (``curvature_split``: spec ``mechanism.md`` §3, eq.
 (3.1)), ``f(s) = p(s) + 2·ln(1 + a(s)/κ)`` with ``p = η·a_i`` and ``a = a_i`` smooth
@@ -194,6 +198,7 @@ def integrate(
     curvature_split: CurvatureSplit | None = None,
     curvature_scale: float = 0.0,
     tangent: Tangent | None = None,
+    known: Known | None = None,
 ) -> QuadratureResult:
     """Adaptive Gauss–Kronrod integral of ``f`` over ``[a, b]``.
 
@@ -232,6 +237,11 @@ def integrate(
         where the caller knows that slope without evaluating ``f`` (``None``
         elsewhere); such a piece may then be taken from its ends and that slope
         alone (:func:`_tangent_panel`) instead of its midpoint.
+    known : callable, optional
+        ``monotone`` Simpson only: ``(lo, hi) ↦`` the points inside ``(lo, hi)``
+        where ``f`` is already known (evaluating it there costs nothing); a piece
+        between the given cuts may then be taken from its ends and those points
+        (:func:`_scattered_panel`) before any new evaluation.
     """
     if rule not in (*RULES, "simpson"):
         raise ValueError(
@@ -262,6 +272,7 @@ def integrate(
             curvature_split=curvature_split,
             curvature_scale=curvature_scale,
             tangent=tangent,
+            known=known,
         )
         return QuadratureResult(
             -r.value, r.error, r.n_evals, r.converged, r.n_intervals
@@ -278,6 +289,7 @@ def integrate(
             curvature_split=curvature_split,
             curvature_scale=curvature_scale,
             tangent=tangent,
+            known=known,
         )
     n_node = RULES[rule][0].size
     heap: list[tuple[float, float, float, float]] = []  # (-err, lo, hi, value)
@@ -375,6 +387,84 @@ def _tangent_panel(
     if math.isfinite(value) and est <= FLAT_SHARE * rtol * abs(value):
         return value, est
     return None
+
+
+Known = Callable[[float, float], Sequence[float]]
+"""``(lo, hi) ↦`` points inside ``(lo, hi)`` where the integrand is already known."""
+
+SCATTER_NODES = 5
+""":func:`_scattered_panel` fits this many points (the ends and three inside)."""
+SCATTER_SPACING = 1.0 / 64.0
+"""... no two of them closer than this share of the piece (the interpolant's
+conditioning)."""
+
+
+def _scattered_panel(
+    lo: float,
+    hi: float,
+    inside: Sequence[float],
+    val: Callable[[float], float],
+    rtol: float,
+) -> tuple[float, float] | None:
+    """A piece taken from points already evaluated inside it: the integral of the
+    quartic through its ends and three of ``inside`` (spread: each at least
+    :data:`SCATTER_SPACING` of the piece from the others), and as its error the
+    largest change of that integral when one inner point is left out (the cubic
+    through the other four): ``(value, estimate)`` where the estimate is at most
+    ``FLAT_SHARE·rtol`` of the value, else ``None``.
+
+    A payment sweep evaluates reports for other ends before the quadrature runs
+    (the critical-cost search brackets ``s*_i`` from the report up, often through
+    the middle of the first piece), and a piece between the given cuts otherwise
+    starts from its ends alone, evaluating midpoints that sit next to those
+    reports. Like Simpson's estimate, and a Gauss–Kronrod pair's, it compares two
+    rules of neighbouring degree on the same smooth piece, the lower one's error
+    standing for the higher's; where the piece bends more than a quartic follows
+    (a kink inside, a bend of the curvature term), the five- and four-point
+    integrals differ and the piece is refined as before. The kinks (active-set
+    changes) between the evaluated reports are located after every pass, as for
+    every panel."""
+    width = hi - lo
+    gap = SCATTER_SPACING * width
+    picked: list[float] = []
+    for x in sorted(inside):
+        if lo + gap <= x <= hi - gap and (not picked or x - picked[-1] >= gap):
+            picked.append(x)
+    if len(picked) < SCATTER_NODES - 2:
+        return None
+    if len(picked) > SCATTER_NODES - 2:  # the three nearest the quarter points
+        near = {_nearest(picked, lo + q * width) for q in (0.25, 0.5, 0.75)}
+        if len(near) < SCATTER_NODES - 2:
+            return None
+        picked = sorted(near)
+    xs = [lo, *picked, hi]
+    t = np.array([(x - lo) / width for x in xs])
+    v = np.array([val(x) for x in xs])
+    full = width * float(_interpolatory_weights(t) @ v)
+    spread = 0.0
+    for k in range(1, len(xs) - 1):
+        keep = np.arange(len(xs)) != k
+        part = width * float(_interpolatory_weights(t[keep]) @ v[keep])
+        spread = max(spread, abs(part - full))
+    if math.isfinite(full) and spread <= FLAT_SHARE * rtol * abs(full):
+        return full, spread
+    return None
+
+
+def _nearest(points: Sequence[float], target: float) -> float:
+    return min(points, key=lambda x: abs(x - target))
+
+
+def _interpolatory_weights(t: np.ndarray) -> np.ndarray:
+    """Weights ``w`` with ``Σ w_k p(t_k) = ∫₀¹ p`` for every polynomial ``p`` of
+    degree below ``len(t)`` (distinct nodes in ``[0, 1]``): ``Vᵀw = (1/(j+1))_j``
+    with ``V`` the Vandermonde matrix in ``2t − 1`` (nodes in ``[−1, 1]``)."""
+    n = t.size
+    z = 2.0 * t - 1.0
+    V = np.vander(z, n, increasing=True)
+    j = np.arange(n)
+    moments = np.where(j % 2 == 0, 1.0 / (j + 1.0), 0.0)  # ∫₀¹ (2t − 1)^j dt
+    return np.asarray(np.linalg.solve(V.T, moments), dtype=float)
 
 
 def _lagrange_basis(t_nodes: Sequence[float], t: np.ndarray) -> np.ndarray:
@@ -492,6 +582,7 @@ def _simpson(
     curvature_split: CurvatureSplit | None = None,
     curvature_scale: float = 0.0,
     tangent: Tangent | None = None,
+    known: Known | None = None,
 ) -> QuadratureResult:
     """Adaptive Simpson–Richardson on the partition ``cuts`` (module docstring).
 
@@ -543,6 +634,12 @@ def _simpson(
             flo, fhi = val(lo), val(hi)
             value = 0.5 * (hi - lo) * (flo + fhi)
             err = 0.5 * (hi - lo) * abs(fhi - flo)
+            inside = () if known is None or err == 0.0 else known(lo, hi)
+            fitted = _scattered_panel(lo, hi, inside, val, rtol)
+            if fitted is not None and fitted[1] < err:
+                # if popped again, its halves get five-node panels
+                heapq.heappush(heap, (-fitted[1], lo, hi, fitted[0], False))
+                continue
             heapq.heappush(heap, (-err, lo, hi, value, True))
         else:
             value, err = panel(lo, hi)
@@ -577,6 +674,8 @@ def _simpson(
                     heapq.heappush(heap, (-err, x0, x1, value, True))
                 continue
             flat = _flat_panel(hi - lo, flo, fmid, fhi, rtol)
+            if flat is None and known is not None:  # the midpoint and known points
+                flat = _scattered_panel(lo, hi, known(lo, hi), val, rtol)
             if flat is not None:  # if popped again, its halves get five-node panels
                 heapq.heappush(heap, (-flat[1], lo, hi, flat[0], False))
             else:

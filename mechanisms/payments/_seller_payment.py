@@ -392,6 +392,7 @@ def _integral(
             curvature_split=curve.release_terms if split else None,
             curvature_scale=4.0 * cfg.lam if split else 0.0,
             tangent=curve.tangent,
+            known=curve.evaluated_inside,
         )
         jump_atol = 0.125 * job.rtol * abs(quad.value)
         if curve.locates_kinks:

@@ -633,6 +633,77 @@ def test_monotone_quadrature_meets_its_bound_across_a_steep_ramp(
     assert mono.n_evals <= plain.n_evals + 8
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.floats(-3.0, 0.5),  # log10 of the decay rate (nearly linear to curved)
+    st.floats(-0.5, 0.5),  # curvature
+    st.one_of(st.just(0.0), st.floats(0.0, 1.5)),  # slope jump at the kink
+    st.floats(0.05, 0.95),  # kink position as a fraction of [a, b]
+    st.lists(st.floats(0.0, 1.0), min_size=0, max_size=8),  # known points
+)
+def test_monotone_quadrature_with_known_points_meets_its_tolerance(
+    log_k: float, q: float, jump: float, frac: float, where: list[float]
+) -> None:
+    """Pieces taken from points known before the quadrature runs (a payment's
+    critical-cost search) against an exact antiderivative: smooth, non-increasing
+    integrands, or with a kink inside (not passed as a breakpoint, where the
+    payments locate it between passes; the five- and four-point integrals then
+    disagree and the piece is refined). Asked for 1e-8, within 1e-5 as without
+    known points (:func:`test_simpson_agrees_with_scipy_quad_across_a_kink`)."""
+    a, b = 0.2, 1.0
+    c = a + frac * (b - a)
+    k = 10.0**log_k
+
+    def f(x: float) -> float:  # e^{-kx} + q·0.05·x² − jump·(x − c)⁺
+        return math.exp(-k * x) + 0.05 * q * x * x - jump * max(x - c, 0.0)
+
+    def big_f(x: float) -> float:
+        kinked = jump * max(x - c, 0.0) ** 2 / 2
+        return -math.exp(-k * x) / k + 0.05 * q * x**3 / 3 - kinked
+
+    exact = big_f(b) - big_f(a)
+    if np.any(np.diff([f(x) for x in np.linspace(a, b, 200)]) > 1e-15):
+        return  # the integrand must be non-increasing, as the payments' are
+    calls: list[float] = []
+
+    def counted(x: float) -> float:
+        calls.append(x)
+        return f(x)
+
+    pts = [a + t * (b - a) for t in where]
+    r = integrate(
+        counted, a, b, rtol=1e-8, max_evals=3000, rule="simpson", monotone=True,
+        known=lambda lo, hi: [x for x in pts if lo < x < hi],
+    )  # fmt: skip
+    assert r.converged
+    assert r.value == pytest.approx(exact, rel=1e-5)
+
+
+def test_known_points_spare_the_midpoints_of_a_smooth_piece() -> None:
+    """Three points already known inside a piece of a smooth curve: it is taken from
+    them and its ends, with no new evaluation (the ends are evaluated by any rule)."""
+
+    def f(x: float) -> float:
+        return 2.0 - x + 0.01 * x * x
+
+    calls: list[float] = []
+
+    def counted(x: float) -> float:
+        calls.append(x)
+        return f(x)
+
+    pts = [0.3, 0.55, 0.8]
+    r = integrate(
+        counted, 0.0, 1.0, rtol=1e-6, rule="simpson", monotone=True,
+        known=lambda lo, hi: [x for x in pts if lo < x < hi],
+    )  # fmt: skip
+    exact = 2.0 - 0.5 + 0.01 / 3
+    assert r.value == pytest.approx(exact, rel=1e-12)  # the quartic is exact here
+    assert sorted(set(calls) - set(pts)) == [0.0, 1.0]
+    plain = integrate(f, 0.0, 1.0, rtol=1e-6, rule="simpson", monotone=True)
+    assert plain.n_evals >= 3
+
+
 def test_monotone_quadrature_localises_a_ramp_with_fewer_evaluations() -> None:
     """A ramp 1e-5 wide in a unit interval: the plain rule spends four evaluations
     per halving to find it, the monotone one about one (43 against 85 here)."""

@@ -539,6 +539,10 @@ class SellerCurve:
             return eps
         return float(utility(np.array([eps]), self.prob.cfg)[0])
 
+    def evaluated_inside(self, lo: float, hi: float) -> list[float]:
+        """The reports strictly inside ``(lo, hi)`` already evaluated."""
+        return [s for s in self.cache if lo < s < hi]
+
     @property
     def n_solves(self) -> int:
         return len(self.cache) - 1
