@@ -452,12 +452,13 @@ def test_cap_exit_is_where_a_capped_winner_leaves_its_cap() -> None:
     assert cap_exit(curve, crit.lo, crit.lo) is None  # not capped there
 
 
-def _strict_linear_programme_job(m: int = 30):
+def _strict_linear_programme_job(m: int = 30, mu: float = 0.0):
     """Strict mode with ``μ = 0``: the a-step fills the smallest virtual costs up to
     their caps, so a winner's ``ε_i`` jumps (cap → the partly filled seller → 0)
-    where its report passes another seller's."""
+    where its report passes another seller's (with a small ``μ > 0``: ramps there,
+    narrower than the gaps between the reports)."""
     ins = broad_instance(np.random.default_rng(3), m=m)
-    cfg = dataclasses.replace(ins.cfg, mu=0.0, mode="strict")
+    cfg = dataclasses.replace(ins.cfg, mu=mu, mode="strict")
     return ins, cfg, payment_job(ins.X, ins.y, ins.costs, ins.prior, cfg)
 
 
@@ -486,20 +487,30 @@ def test_strict_linear_programme_critical_cost_is_bracketed_at_another_report() 
         assert allocate(ins.X, ins.y, costs, ins.prior, cfg).epsilon_total[i] == 0.0
 
 
+@pytest.mark.parametrize(("mu", "share"), [(0.0, 0.5), (1e-5, 0.9)])
 def test_strict_linear_programme_payments_agree_with_bisection_in_fewer_solves(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, mu: float, share: float
 ) -> None:
     """The crossing search only places re-solves: the payments equal those of the
     bisection it replaces (no crossings), within the payments' tolerance, and of a
-    dense trapezoid of cold solves split at the other reports."""
-    ins, cfg, job = _strict_linear_programme_job()
+    dense trapezoid of cold solves split at the other reports. At ``μ = 0`` it
+    takes under half the re-solves; at ``μ = 10⁻⁵`` (ramps of about 10⁻⁸ in the
+    report, gaps of 10⁻⁵) under 90 % (measured: 221 against 294)."""
+    ins, cfg, job = _strict_linear_programme_job(mu=mu)
     winners = [int(i) for i in np.flatnonzero(job.base.epsilon_total > 0)]
+    curve = SellerCurve(
+        job.prob, job.base, job.prior, winners[0], float(job.reports[winners[0]]),
+        reports=job.reports,
+    )  # fmt: skip
+    assert curve.crossings(float(ins.prior.low), float(ins.prior.high)).size
     fast = [seller_payment(job, i) for i in winners]
     monkeypatch.setattr(SellerCurve, "crossings", lambda self, lo, hi: np.empty(0))
     plain = [seller_payment(job, i) for i in winners]
     for a, b in zip(fast, plain, strict=True):
         assert a.payment == pytest.approx(b.payment, rel=0, abs=2e-5 * b.integral)
-    assert sum(a.n_solves for a in fast) * 2 < sum(b.n_solves for b in plain)
+    assert sum(a.n_solves for a in fast) < share * sum(b.n_solves for b in plain)
+    if mu > 0.0:
+        return  # ramps 10⁻⁸ wide: a trapezoid between the reports would miss them
     # brute force for the best-paid winner: cold solves, 30 per piece between the
     # other reports (nudged off the ties), up to where ε_i vanishes
     k = int(np.argmax([a.payment for a in fast]))

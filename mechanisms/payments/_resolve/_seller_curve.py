@@ -368,21 +368,24 @@ class SellerCurve:
         return sig
 
     def crossings(self, lo: float, hi: float) -> FloatArray:
-        """The other sellers' reports in ``[lo, hi]``, ascending, where
-        the rule's weights change only as seller ``i``'s report passes one of them or
-        with ``η``: mode ``strict`` (every ``ℓ_j`` the public constant) with ``μ = 0``,
-        ``γ > 0`` and linear ``u``, whose a-step is the linear programme that fills
-        the smallest ``r_j = ℓ + γηΨ_j`` up to their caps (spec ``mechanism.md``
-        §4.2): its order is that of ``Ψ̄``, and so of the reports, at every ``η``.
-        There seller ``i``'s weight jumps where its report passes the last filled
-        seller's, not along a ramp a secant could follow. Empty elsewhere, and
-        without ``reports``."""
+        """The other sellers' reports in ``[lo, hi]``, ascending, where seller
+        ``i``'s weight changes only as its report passes one of them (or with
+        ``η``): mode ``strict`` (every ``ℓ_j`` the public constant), ``γ > 0`` and
+        linear ``u``, where the a-step's order is that of ``Ψ̄``, and so of the
+        reports, at every ``η`` (spec ``mechanism.md`` §4.2). With ``μ = 0`` it is
+        the linear programme that fills the smallest ``r_j = ℓ + γηΨ_j`` up to
+        their caps, and the weight jumps where the report passes the last filled
+        seller's, not along a ramp a secant could follow; with ``μ > 0`` it is
+        ``a_j = clip(A − S·r_j, 0, h_j)``, whose ramps are ``h/(S·γη)`` wide in
+        ``Ψ`` (``S = ‖a‖/μ``), and the reports are where those sit while that
+        width is below :data:`NARROW_RAMP` of the mean gap between the virtual
+        costs (:meth:`_narrow_ramps`). Empty elsewhere, and without ``reports``."""
         cfg = self.prob.cfg
         if self.reports is None or not (
             cfg.mode == "strict"
-            and cfg.mu == 0.0
             and cfg.gamma > 0.0
             and cfg.u == "linear"
+            and (cfg.mu == 0.0 or self._narrow_ramps())
         ):
             return np.empty(0)
         reports = self.reports
@@ -394,6 +397,26 @@ class SellerCurve:
         marks = np.unique(ordered[k0:k1])
         out: FloatArray = marks[marks != float(self.report)]
         return out
+
+    def _narrow_ramps(self) -> bool:
+        """Whether the base's ramps ``h/(S·γη)`` (largest cap ``h``, ``S =
+        ‖a‖/μ``) are below :data:`NARROW_RAMP` of the mean gap between the
+        sellers' virtual costs (once per base)."""
+
+        def narrow() -> bool:
+            cfg, eta = self.prob.cfg, float(self.base.eta)
+            a = np.asarray(self.base.weights, dtype=float)
+            norm = float(np.linalg.norm(a))
+            psi = np.asarray(self.prob.psi, dtype=float)
+            if not (eta > 0.0 and norm > 0.0 and psi.size > 1):
+                return False
+            ramp = (
+                float(np.max(self.prob.caps(eta))) * cfg.mu / (norm * cfg.gamma * eta)
+            )
+            gap = float(psi.max() - psi.min()) / (psi.size - 1)
+            return bool(ramp <= NARROW_RAMP * gap)
+
+        return bool(base_memo(self.base, "narrow_ramps", self.prob, narrow))
 
     @property
     def locates_kinks(self) -> bool:
@@ -556,6 +579,12 @@ class SellerCurve:
             worst = max(worst, v - low)
             low = min(low, v)
         return float(worst)
+
+
+NARROW_RAMP = 0.25
+""":meth:`SellerCurve.crossings` names the other reports under ``μ > 0`` (strict mode)
+while the a-step's ramps are at most this share of the mean gap between the virtual
+costs: a search over the gaps between them then lands a few gaps from the ramp."""
 
 
 def allocation_check(alloc: Allocation) -> tuple[str, float, float | None]:
