@@ -808,6 +808,51 @@ def test_critical_cost_from_an_estimate_on_a_steep_fall(
     assert len(curve.cache) <= most
 
 
+class _PowerCurve(_StepCurve):
+    """``ε = 1.5·((s* − s)/(s* − c))^p`` below ``s*``, 0 above: a fall that steepens
+    toward ``s*`` (``p < 1``), is linear (``p = 1``) or flattens (``p > 1``)."""
+
+    def __init__(self, s_star: float, p: float) -> None:
+        super().__init__(s_star, 1.0)
+        self.p = p
+
+    def epsilon(self, s: float) -> float:
+        s = float(s)
+        if s not in self.cache:
+            rel = max(self.s_star - s, 0.0) / (self.s_star - self.report)
+            self.cache[s] = 1.5 * rel**self.p
+        return self.cache[s]
+
+
+@pytest.mark.parametrize(
+    ("p", "estimate", "most"),
+    [
+        (1.0, 0.5, 5),  # the report, the estimate, its slope, a pair at the zero
+        (1.0, 0.3, 5),
+        (0.5, 0.5, 11),  # secants overshot every time: 15
+        (0.3, 0.3, 11),  # 19
+        (2.0, 0.5, 8),  # secants fell short every time, the overshoot never crossed: 62
+        (2.0, 0.3, 8),  # 65
+    ],
+)
+def test_critical_cost_of_a_fall_that_is_not_linear(
+    monkeypatch: pytest.MonkeyPatch, p: float, estimate: float, most: int
+) -> None:
+    """The bracket holds ``s*`` and meets the integral's tolerance in a few re-solves
+    whether the fall to ``s*`` is linear (a pair around the secant's zero closes
+    it), steepens or flattens (the zero of the power law through three points)."""
+    import mechanisms.payments._critical_cost as cc
+
+    monkeypatch.setattr(cc, "first_order_estimate", lambda curve: estimate)
+    curve = _PowerCurve(0.6, p)
+    crit = find_critical_cost(curve, rtol=2.5e-6)  # type: ignore[arg-type]
+    assert curve.epsilon(crit.lo) > 0.0
+    assert curve.epsilon(crit.hi) == 0.0
+    integral = 1.5 * (0.6 - 0.2) / (p + 1.0)
+    assert curve.u(crit.lo) * (crit.hi - crit.lo) <= 2.5e-6 * integral
+    assert len(curve.cache) <= most
+
+
 @pytest.mark.parametrize("s_star", [0.6, 0.95, 0.2001])
 def test_a_wrong_prediction_to_stay_still_brackets_the_critical_cost(
     monkeypatch: pytest.MonkeyPatch, s_star: float
