@@ -354,11 +354,12 @@ def _next_point(
     ``ε_i`` is smooth on its positive branch and reaches 0 at ``s*_i``, so the secant
     root ``z`` converges superlinearly from the left; aiming at ``lo + 0.99 (z − lo)``
     keeps the new point on the positive side, where it shrinks ``u(ε(lo))`` (the
-    stopping test is ``u(ε(lo))·(hi − lo)``). Where the secant's zero lies past a
-    known zero (a fall that steepens toward ``s*_i``), the zero of the power law
-    through the last three positive reports instead (:func:`_power_zero`).
-    Safeguarded into ``[lo + 0.02 w, hi − 0.02 w]`` of the bracket width ``w``;
-    bisection without either.
+    stopping test is ``u(ε(lo))·(hi − lo)``). With three falling positive reports
+    the zero is that of the power law through them (:func:`_power_zero`; ``p = 1``
+    is the secant's), which a fall that steepens toward ``s*_i`` puts short of the
+    secant's (past ``s*_i``) and one that flattens beyond it. Safeguarded into
+    ``[lo + 0.02 w, hi − 0.02 w]`` of the bracket width ``w``; bisection without
+    either.
     """
     mid = 0.5 * (lo + hi)
     z = _power_zero(curve, lo, hi, on_weight)

@@ -341,7 +341,7 @@ def crossing_bracket(
     the lower end of the bracket left by the search; no pair where that is 0), where the
     curve's weights change only as those are passed
     (:meth:`SellerCurve.crossings`): a binary search over the gaps between the
-    reports inside ``(x0, x1)`` (one re-solve per halving of their number, each at
+    reports in ``[x0, x1]`` (one re-solve per halving of their number, each at
     the midpoint of a gap, where no tie is possible), then the pair around the one
     report left. Bisection of a jump to the width a payment needs takes some twenty
     re-solves; this about ``log₂(n) + 2`` for ``n`` reports inside. Only evaluates:
