@@ -269,17 +269,17 @@ def cap_exit(
         s_free, width = free[0], free[0] - s_cap
         if width <= tol:
             break
-        if not crossed and curve.crossings(s_cap, s_free).size:
+        if not crossed:  # once: the brackets after it lie inside this one
             crossed = True
             top = curve.u(lo)
             half = 0.5 * tol
             if atol > 0.0 and top > 0.0:
                 half = min(half, 0.5 * atol / top)
-            crossing_bracket(
+            if crossing_bracket(
                 curve, s_cap, s_free, lambda s: own_status(curve, s) == 2,
                 functools.partial(_constant, half),
-            )  # fmt: skip
-            continue
+            ):  # fmt: skip
+                continue
         z = _exit_secant(curve, free, s_cap)
         if z is not None and pairs > 0:
             pairs -= 1
@@ -335,7 +335,7 @@ def crossing_bracket(
     x1: float,
     side: Callable[[float], bool],
     half: Callable[[float], float],
-) -> None:
+) -> bool:
     """Evaluate reports that narrow a change of ``side`` (true at ``x0``, false at
     ``x1``) to a pair ``2·half(x₀')`` apart around another seller's report (``x₀'``
     the lower end of the bracket left by the search; no pair where that is 0), where the
@@ -347,16 +347,17 @@ def crossing_bracket(
     re-solves; this about ``log₂(n) + 2`` for ``n`` reports inside. Only evaluates:
     the caller reads its bracket from the evaluated reports, so a change that is
     not at a crossing (``η`` moving a cap) leaves a bracket only narrowed, searched
-    as before. Nothing without crossings."""
+    as before. Returns whether there were crossings to search (nothing is evaluated
+    without)."""
     marks = curve.crossings(x0, x1)
     if marks.size == 0:
-        return
+        return False
     lo, hi = 0, int(marks.size)  # the change is at one of marks[lo:hi], if at one
     while hi - lo > 1:
         k = (lo + hi) // 2
         gap = 0.5 * (float(marks[k - 1]) + float(marks[k]))
         if not x0 < gap < x1:
-            return
+            return True
         if side(gap):
             lo, x0 = k, gap
         else:
@@ -365,3 +366,4 @@ def crossing_bracket(
     for p in (mark - width, mark + width):
         if width > 0.0 and x0 < p < x1:
             side(p)
+    return True
