@@ -139,7 +139,13 @@ def _probe(
     bisection costs one per halving (about twenty per change at ``m = 10⁴``); the
     three sub-brackets it leaves are searched as before (a wrong guess only adds the
     two points; :func:`kink_brackets` halves a bracket left beside a missed probe
-    before it probes there again). ``None`` without an estimate."""
+    before it probes there again). ``None`` without an estimate, and where one
+    halving already ends the search (either half is at most ``width`` wide with
+    ``|Δu|·width ≤ atol`` for the whole bracket's ``|Δu|``, which bounds each
+    half's: ``u(ε_i)`` is monotone in the report): one re-solve instead of two."""
+    half_width = 0.5 * (x1 - x0)
+    if half_width <= width and (abs(curve.u(x1) - curve.u(x0)) * half_width <= atol):
+        return None
     guess = curve.kink_guess(x0, x1)
     if guess is None:
         return None
