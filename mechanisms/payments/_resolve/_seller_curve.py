@@ -112,6 +112,8 @@ class SellerCurve:
     resolver: RangeResolver | StrictResolver | None = None
     # every seller's report (the job's): where another's is passed (crossings())
     reports: FloatArray | None = None
+    # per report with weights: A − S·r_k of every seller (_weights_kink_guess)
+    _scores: dict[float, FloatArray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -438,8 +440,10 @@ class SellerCurve:
         the nearer pair is used; through ``x0`` and ``x1`` only when neither side
         has two."""
         res = self.resolver
+        if res is None:
+            return self._weights_kink_guess(x0, x1)
         lo, hi = self._kink_lean(x0), self._kink_lean(x1)
-        if not self.locates_kinks or res is None or lo is None or hi is None:
+        if not self.locates_kinks or lo is None or hi is None:
             return None
         boundary: Any = res.kink_boundary(lo, hi)  # each resolver reads its own
         if boundary is None:
@@ -464,6 +468,80 @@ class SellerCurve:
             if x0 < z < x1:
                 return float(z)
         return None
+
+    def _weights_kink_guess(self, x0: float, x1: float) -> float | None:
+        """:meth:`kink_guess` where re-solves return weights (the full search and the
+        shortcut of :mod:`mechanisms.payments._resolve._local_resolve`), for linear
+        ``u`` and ``μ > 0``. The a-step's weights are ``a_k = clip(A − S·r_k, 0,
+        h_k)`` with ``r_k = ℓ_k(w) + γηΨ_k`` and ``S = ‖a‖/μ`` (module
+        ``mechanisms.allocation._weights_step``, eq. (A)), ``A`` read from the free
+        sellers; a seller ``k`` whose status differs between ``x0`` and ``x1`` changes
+        it where its margin ``g_k = A − S·r_k − bound`` crosses 0 (``bound``: its
+        cap ``h_k(η)(1 − 10⁻⁹)`` when it crosses that first from ``x0``'s side, else
+        ``10⁻¹²``: the comparisons of :func:`weights_status`). ``g_k`` is continuous
+        in the report and smooth on either side of the change, so it is
+        extrapolated as in :meth:`kink_guess`: through the nearer pair of
+        neighbouring evaluated reports sharing a signature on either side (the
+        first change met from that side), else through ``x0`` and ``x1``. ``None``
+        where no extrapolated zero lies inside the bracket."""
+        cfg = self.prob.cfg
+        if cfg.u != "linear" or not cfg.mu > 0.0:
+            return None
+        pts = sorted(x for x in self.cache if x in self.points)
+        if x0 not in self.points or x1 not in self.points:
+            return None
+        sig0 = np.frombuffer(self.signature(x0), dtype=np.uint8)
+        sig1 = np.frombuffer(self.signature(x1), dtype=np.uint8)
+        ks = np.flatnonzero(sig0 != sig1)
+        if ks.size == 0:
+            return None
+        first, last = sig0[ks], sig1[ks]
+        to_cap = (np.maximum(first, last) == 2) & (first != 0)
+        k0, k1 = pts.index(x0), pts.index(x1)
+        pairs: list[tuple[float, float, bool]] = []
+        if k0 >= 1 and self.signature(pts[k0 - 1]) == self.signature(x0):
+            pairs.append((pts[k0 - 1], x0, True))
+        if k1 + 1 < len(pts) and self.signature(pts[k1 + 1]) == self.signature(x1):
+            pairs.append((x1, pts[k1 + 1], False))
+        pairs.sort(key=lambda p: p[1] - p[0])
+        pairs.append((x0, x1, True))
+        for a, b, from_left in pairs:
+            ga, gb = self._margins(a, ks, to_cap), self._margins(b, ks, to_cap)
+            if ga is None or gb is None:
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = a - ga * (b - a) / (gb - ga)
+            z = z[np.isfinite(z) & (z > x0) & (z < x1)]
+            if z.size:
+                return float(z.min() if from_left else z.max())
+        return None
+
+    def _margins(
+        self, x: float, ks: NDArray[np.intp], to_cap: NDArray[np.bool_]
+    ) -> FloatArray | None:
+        """The margins ``g_k`` of :meth:`_weights_kink_guess` at the report ``x``
+        (``None`` without free sellers or a finite ``Ψ_i(x)``)."""
+        cfg = self.prob.cfg
+        _w, a, eta = self.points[x]
+        a = np.asarray(a, dtype=float)
+        score = self._scores.get(x)
+        if score is None:
+            psi = np.array(self.prob.psi, dtype=float)
+            psi[self.index] = float(self.prior.virtual_cost(x))
+            if cfg.mode == "strict":
+                losses = np.full(self.prob.m, self.prob.strict_loss_value)
+            else:
+                losses = self.prob.loss.value(self.prob.X @ _w, self.prob.y)
+            r = losses + cfg.gamma * eta * psi
+            slope = float(np.linalg.norm(a)) / cfg.mu
+            free = np.frombuffer(self.signature(x), dtype=np.uint8) == 1
+            if not (free.any() and np.isfinite(r).all()):
+                return None
+            level = float(np.mean(a[free] + slope * r[free]))
+            score = self._scores[x] = level - slope * r
+        h_k = np.minimum(cfg.k / self.prob.m, np.asarray(self.prob.eps_max)[ks] / eta)
+        out: FloatArray = score[ks] - np.where(to_cap, h_k * (1.0 - 1e-9), 1e-12)
+        return out
 
     def same_model(self, x: float, y: float) -> bool:
         """Whether the evaluations at ``x`` and ``y`` are known to lie on one model of
