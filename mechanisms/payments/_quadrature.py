@@ -425,11 +425,7 @@ def _scattered_panel(
     changes) between the evaluated reports are located after every pass, as for
     every panel."""
     width = hi - lo
-    gap = SCATTER_SPACING * width
-    picked: list[float] = []
-    for x in sorted(inside):
-        if lo + gap <= x <= hi - gap and (not picked or x - picked[-1] >= gap):
-            picked.append(x)
+    picked = _spread(lo, hi, inside)
     if len(picked) < SCATTER_NODES - 2:
         return None
     if len(picked) > SCATTER_NODES - 2:  # the three nearest the quarter points
@@ -449,6 +445,35 @@ def _scattered_panel(
     if math.isfinite(full) and spread <= FLAT_SHARE * rtol * abs(full):
         return full, spread
     return None
+
+
+def _third_node(lo: float, hi: float, inside: Sequence[float]) -> float | None:
+    """The quarter node of ``[lo, hi]`` (:func:`_nodes`) that makes a third inner
+    point for :func:`_scattered_panel` where ``inside`` spreads to exactly two (the
+    one farther from them), else ``None``. A coarse piece whose midpoint is known
+    with one more report inside would otherwise take the five-node panel's two
+    quarters; the quartic through the three needs one of them, and where it is not
+    accepted the panel uses that one again (the quadrature memoises its nodes)."""
+    picked = _spread(lo, hi, inside)
+    if len(picked) != SCATTER_NODES - 3:
+        return None
+    gap = SCATTER_SPACING * (hi - lo)
+    _, q1, _, q3, _ = _nodes(lo, hi)
+    fits = [q for q in (q1, q3) if min(abs(q - x) for x in picked) >= gap]
+    if not fits:
+        return None
+    return max(fits, key=lambda q: min(abs(q - x) for x in picked))
+
+
+def _spread(lo: float, hi: float, inside: Sequence[float]) -> list[float]:
+    """The points of ``inside`` that :func:`_scattered_panel` may use, in order: at
+    least :data:`SCATTER_SPACING` of the piece from its ends and from each other."""
+    gap = SCATTER_SPACING * (hi - lo)
+    picked: list[float] = []
+    for x in sorted(inside):
+        if lo + gap <= x <= hi - gap and (not picked or x - picked[-1] >= gap):
+            picked.append(x)
+    return picked
 
 
 def _nearest(points: Sequence[float], target: float) -> float:
@@ -675,7 +700,11 @@ def _simpson(
                 continue
             flat = _flat_panel(hi - lo, flo, fmid, fhi, rtol)
             if flat is None and known is not None:  # the midpoint and known points
-                flat = _scattered_panel(lo, hi, known(lo, hi), val, rtol)
+                inside = [*known(lo, hi), mid]
+                flat = _scattered_panel(lo, hi, inside, val, rtol)
+                third = None if flat is not None else _third_node(lo, hi, inside)
+                if third is not None:  # one of the panel's quarters: never wasted
+                    flat = _scattered_panel(lo, hi, [*inside, third], val, rtol)
             if flat is not None:  # if popped again, its halves get five-node panels
                 heapq.heappush(heap, (-flat[1], lo, hi, flat[0], False))
             else:

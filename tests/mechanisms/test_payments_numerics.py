@@ -926,3 +926,30 @@ def test_small_ridge_payments_read_the_release_terms(mode: str, n_sellers: int) 
         n_split += split.n_solves
         n_plain += old.n_solves
     assert 10 * n_split <= 7 * n_plain
+
+
+def test_one_known_point_and_the_midpoint_need_one_quarter() -> None:
+    """One point already known inside a piece whose trapezoid is not accurate enough:
+    after its midpoint, the quartic through the ends, the known point, the midpoint
+    and one quarter node (the one farther from the known point) is taken, so the
+    piece costs two new inner evaluations where the five-node panel costs three."""
+
+    def f(x: float) -> float:
+        return 2.0 - x + 0.01 * x * x
+
+    calls: list[float] = []
+
+    def counted(x: float) -> float:
+        calls.append(x)
+        return f(x)
+
+    pts = [0.9]
+    r = integrate(
+        counted, 0.0, 1.0, rtol=1e-6, rule="simpson", monotone=True,
+        known=lambda lo, hi: [x for x in pts if lo < x < hi],
+    )  # fmt: skip
+    exact = 2.0 - 0.5 + 0.01 / 3
+    assert r.value == pytest.approx(exact, rel=1e-12)  # the quartic is exact here
+    assert sorted(set(calls) - set(pts)) == [0.0, 0.25, 0.5, 1.0]
+    plain = integrate(f, 0.0, 1.0, rtol=1e-6, rule="simpson", monotone=True)
+    assert plain.n_evals == 5  # the ends, the midpoint and both quarters
