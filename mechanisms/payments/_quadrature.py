@@ -405,6 +405,7 @@ def _scattered_panel(
     inside: Sequence[float],
     val: Callable[[float], float],
     rtol: float,
+    split: Parts | None = None,
 ) -> tuple[float, float] | None:
     """A piece taken from points already evaluated inside it: the integral of the
     quartic through its ends and three of ``inside`` (spread: each at least
@@ -442,24 +443,68 @@ def _scattered_panel(
         keep = np.arange(len(xs)) != k
         part = width * float(_interpolatory_weights(t[keep]) @ v[keep])
         spread = max(spread, abs(part - full))
+    if split is not None and not spread <= FLAT_SHARE * rtol * abs(full):
+        mapped = split(xs, list(v))
+        if mapped is not None:
+            full, spread = _scattered_split(t, width, *mapped)
     if math.isfinite(full) and spread <= FLAT_SHARE * rtol * abs(full):
         return full, spread
     return None
 
 
-def _third_node(lo: float, hi: float, inside: Sequence[float]) -> float | None:
-    """The quarter node of ``[lo, hi]`` (:func:`_nodes`) that makes a third inner
-    point for :func:`_scattered_panel` where ``inside`` spreads to exactly two (the
-    one farther from them), else ``None``. A coarse piece whose midpoint is known
-    with one more report inside would otherwise take the five-node panel's two
-    quarters; the quartic through the three needs one of them, and where it is not
-    accepted the panel uses that one again (the quadrature memoises its nodes)."""
+Parts = Callable[
+    [Sequence[float], Sequence[float]],
+    tuple[Sequence[float], Sequence[float], float] | None,
+]
+"""``(xs, values) ↦ (p, a, κ)``: the parts of the curvature split at ``xs`` where
+every node has them (:func:`_curvature_panel`), else ``None``."""
+
+
+def _scattered_split(
+    t: np.ndarray, width: float, p: Sequence[float], a: Sequence[float], kappa: float
+) -> tuple[float, float]:
+    """:func:`_scattered_panel` through the parts of ``f = p + 2·ln(1 + a/κ)``: ``p``'s
+    quartic interpolant at the nodes ``t`` (in ``[0, 1]``) plus the logarithm on
+    ``a``'s (:func:`_curvature_integral`), and as the error the largest change when
+    one inner node is left out (as :func:`_curvature_panel`'s smooth case: near
+    ``a = 0`` the logarithm of ``a``'s interpolant is far more accurate than an
+    interpolant of ``f``)."""
+    pv, av = np.asarray(p, dtype=float), np.asarray(a, dtype=float)
+
+    def rule(keep: np.ndarray) -> float:
+        nodes = tuple(t[keep].tolist())
+        value = float(_interpolatory_weights(t[keep]) @ pv[keep])
+        return width * (value + _curvature_integral(list(av[keep]), kappa, nodes))
+
+    every = np.ones(t.size, dtype=bool)
+    full = rule(every)
+    spread = 0.0
+    for k in range(1, t.size - 1):
+        keep = every.copy()
+        keep[k] = False
+        spread = max(spread, abs(rule(keep) - full))
+    return full, spread
+
+
+def _third_node(
+    lo: float, hi: float, inside: Sequence[float], *, with_mid: bool = False
+) -> float | None:
+    """The node of ``[lo, hi]`` (:func:`_nodes`: a quarter, or with ``with_mid`` also
+    the midpoint) that makes a third inner point for :func:`_scattered_panel` where
+    ``inside`` spreads to exactly two (the one farthest from them), else ``None``.
+    A coarse piece that knows two reports inside would otherwise take its midpoint
+    and then the five-node panel's quarters, often next to them (a critical-cost
+    search that bisected down from the top of the support leaves reports at about
+    a half and three quarters of the first piece); the quartic through the three
+    needs one node, and where it is not accepted the panel uses that one again (the
+    quadrature memoises its nodes)."""
     picked = _spread(lo, hi, inside)
     if len(picked) != SCATTER_NODES - 3:
         return None
     gap = SCATTER_SPACING * (hi - lo)
-    _, q1, _, q3, _ = _nodes(lo, hi)
-    fits = [q for q in (q1, q3) if min(abs(q - x) for x in picked) >= gap]
+    _, q1, mid, q3, _ = _nodes(lo, hi)
+    candidates = (q1, mid, q3) if with_mid else (q1, q3)
+    fits = [q for q in candidates if min(abs(q - x) for x in picked) >= gap]
     if not fits:
         return None
     return max(fits, key=lambda q: min(abs(q - x) for x in picked))
@@ -677,8 +722,11 @@ def _simpson(
             memo[x] = float(f(x))
         return memo[x]
 
-    def split(xs: Sequence[float], v: Sequence[float]) -> tuple[float, float] | None:
-        """The panel valued through the curvature split, where every node has it."""
+    def split_parts(
+        xs: Sequence[float], v: Sequence[float]
+    ) -> tuple[list[float], list[float], float] | None:
+        """The curvature split's parts ``(p, a, κ)`` at ``xs``, where every node has
+        them."""
         if curvature_split is None:
             return None
         parts = [curvature_split(x) for x in xs]
@@ -689,7 +737,14 @@ def _simpson(
             return None
         p = [q[0] for q in parts if q is not None]
         a = [q[1] for q in parts if q is not None]
-        return _curvature_panel(xs, p, a, curvature_scale)
+        return p, a, curvature_scale
+
+    def split(xs: Sequence[float], v: Sequence[float]) -> tuple[float, float] | None:
+        """The panel valued through the curvature split, where every node has it."""
+        mapped = split_parts(xs, v)
+        return None if mapped is None else _curvature_panel(xs, *mapped)
+
+    scattered_split = None if curvature_split is None else split_parts
 
     def panel(lo: float, hi: float) -> tuple[float, float]:
         xs = _nodes(lo, hi)
@@ -717,7 +772,7 @@ def _simpson(
             value = 0.5 * (hi - lo) * (flo + fhi)
             err = 0.5 * (hi - lo) * abs(fhi - flo)
             inside = () if known is None or err == 0.0 else known(lo, hi)
-            fitted = _scattered_panel(lo, hi, inside, val, rtol)
+            fitted = _scattered_panel(lo, hi, inside, val, rtol, scattered_split)
             if fitted is not None and fitted[1] < err:
                 # if popped again, its halves get five-node panels
                 heapq.heappush(heap, (-fitted[1], lo, hi, fitted[0], False))
@@ -747,6 +802,17 @@ def _simpson(
                 if line is not None:  # if popped again, its halves get five-node panels
                     heapq.heappush(heap, (-line[1], lo, hi, line[0], False))
                     continue
+            if known is not None:  # two reports inside: one node may complete three
+                inside = known(lo, hi)
+                first = _third_node(lo, hi, inside, with_mid=True)
+                fitted = None
+                if first is not None:
+                    fitted = _scattered_panel(
+                        lo, hi, [*inside, first], val, rtol, scattered_split
+                    )
+                if fitted is not None:  # if popped again, its halves get panels
+                    heapq.heappush(heap, (-fitted[1], lo, hi, fitted[0], False))
+                    continue
             fmid = val(mid)
             d1, d2 = abs(fmid - flo), abs(fhi - fmid)
             if min(d1, d2) <= RAMP_SHARE * (d1 + d2):
@@ -758,10 +824,12 @@ def _simpson(
             flat = _flat_panel(hi - lo, flo, fmid, fhi, rtol)
             if flat is None and known is not None:  # the midpoint and known points
                 inside = [*known(lo, hi), mid]
-                flat = _scattered_panel(lo, hi, inside, val, rtol)
+                flat = _scattered_panel(lo, hi, inside, val, rtol, scattered_split)
                 third = None if flat is not None else _third_node(lo, hi, inside)
                 if third is not None:  # one of the panel's quarters: never wasted
-                    flat = _scattered_panel(lo, hi, [*inside, third], val, rtol)
+                    flat = _scattered_panel(
+                        lo, hi, [*inside, third], val, rtol, scattered_split
+                    )
             if flat is not None:  # if popped again, its halves get five-node panels
                 heapq.heappush(heap, (-flat[1], lo, hi, flat[0], False))
             else:

@@ -1010,3 +1010,35 @@ def test_one_known_point_and_the_midpoint_need_one_quarter() -> None:
     assert sorted(set(calls) - set(pts)) == [0.0, 0.25, 0.5, 1.0]
     plain = integrate(f, 0.0, 1.0, rtol=1e-6, rule="simpson", monotone=True)
     assert plain.n_evals == 5  # the ends, the midpoint and both quarters
+
+
+def test_known_points_on_the_release_curve_read_through_its_parts() -> None:
+    """Three reports known inside the last piece before a critical cost at a small
+    ``λ`` (the critical-cost search's, at uneven places): the quartic through them
+    and the ends misses the logarithm turning over next to ``s*``, the same nodes
+    read through the parts ``(η·a, a)`` do not; the piece is then taken with no new
+    evaluation inside it, within the tolerance of the closed form."""
+    kappa, alpha, s_star = 2.6e-5, 1.0, 1.0
+    b = s_star - 1e-9
+    f, parts = _release_curve(kappa, alpha, s_star)
+    exact = _release_integral(kappa, alpha, s_star, b)
+    pts = [0.23, 0.52, 0.81]
+    calls: list[float] = []
+
+    def counted(x: float) -> float:
+        calls.append(x)
+        return f(x)
+
+    def known(lo: float, hi: float) -> list[float]:
+        return [x for x in pts if lo < x < hi]
+
+    split = integrate(
+        counted, 0.0, b, rtol=1e-6, rule="simpson", monotone=True, known=known,
+        curvature_split=parts, curvature_scale=kappa,
+    )  # fmt: skip
+    assert split.converged
+    assert abs(split.value - exact) <= max(split.error, 1e-12 * exact)
+    assert split.error <= 1e-6 * exact
+    assert sorted(set(calls) - set(pts)) == [0.0, b]
+    plain = integrate(f, 0.0, b, rtol=1e-6, rule="simpson", monotone=True, known=known)
+    assert plain.n_evals > 2 + len(pts)  # the plain quartic is refined
