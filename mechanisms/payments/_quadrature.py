@@ -582,14 +582,49 @@ def _curvature_integral(
     ``[2^−K, 2^{1−K}]``, …, ``[1/2, 1]`` with ``2^K ≥ (max|a| + κ)/(min end |a| + κ)``,
     so on each piece ``A`` changes by at most about its distance to the singularity and
     the rule's error is ~10⁻¹² relative."""
+    levels, toward_end = _grading(a_nodes, kappa)
+    if t_nodes is None:
+        t_nodes = tuple(np.linspace(0.0, 1.0, len(a_nodes)).tolist())
+    basis, weights = _graded_rule(t_nodes, levels, toward_end)
+    A = np.asarray(a_nodes, dtype=float) @ basis
+    return float(weights @ (2.0 * np.log1p(np.maximum(A, 0.0) / kappa)))
+
+
+def _grading(a_nodes: Sequence[float], kappa: float) -> tuple[int, bool]:
+    """:func:`_curvature_integral`'s halvings ``K`` and whether they grade toward the
+    panel's far end."""
     big = max(abs(v) for v in a_nodes) + kappa
     small = min(abs(a_nodes[0]), abs(a_nodes[-1])) + kappa
     levels = min(MAX_GRADING, max(0, math.ceil(math.log2(big / small)) + 1))
-    if t_nodes is None:
-        t_nodes = tuple(np.linspace(0.0, 1.0, len(a_nodes)).tolist())
-    basis, weights = _graded_rule(t_nodes, levels, abs(a_nodes[-1]) < abs(a_nodes[0]))
-    A = np.asarray(a_nodes, dtype=float) @ basis
-    return float(weights @ (2.0 * np.log1p(np.maximum(A, 0.0) / kappa)))
+    return levels, abs(a_nodes[-1]) < abs(a_nodes[0])
+
+
+@functools.lru_cache(maxsize=4 * (MAX_GRADING + 1))
+def _left_out_rules(
+    levels: int, toward_end: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three cubic rules of a five-node panel that each leave out one inner node,
+    as matrices over the five values: ``P`` (3 × 5) the interpolatory weights for
+    ``p`` (0 at the node left out), ``B`` (5 × 3N) the cubic interpolation bases of
+    ``a`` at the graded rule's ``N`` points (:func:`_graded_rule`, one block per rule)
+    and ``W`` (3N) its weights, so that ``P p`` and the block sums of
+    ``W·2·ln(1 + max(aB, 0)/κ)`` are the three rules' parts."""
+    t5 = (0.0, 0.25, 0.5, 0.75, 1.0)
+    P = np.zeros((3, 5))
+    blocks, weights = [], []
+    for row, k in enumerate((1, 2, 3)):
+        keep = [j for j in range(5) if j != k]
+        nodes = tuple(t5[j] for j in keep)
+        P[row, keep] = _interpolatory_weights(np.array(nodes))
+        basis, w = _graded_rule(nodes, levels, toward_end)
+        block = np.zeros((5, basis.shape[1]))
+        block[keep] = basis
+        blocks.append(block)
+        weights.append(w)
+    B, W = np.hstack(blocks), np.concatenate(weights)
+    for arr in (P, B, W):
+        arr.flags.writeable = False
+    return P, B, W
 
 
 def _curvature_panel(
@@ -629,14 +664,11 @@ def _curvature_panel(
     coarse += h * _curvature_integral(a[::2], kappa)
     if not (_smooth_part(p) and _smooth_part(a)):
         return fine, abs(fine - coarse)
-    t = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
-    pv, av = np.asarray(p, dtype=float), np.asarray(a, dtype=float)
-    spread = 0.0
-    for k in (1, 2, 3):
-        keep = np.arange(5) != k
-        part = h * float(_interpolatory_weights(t[keep]) @ pv[keep])
-        part += h * _curvature_integral(list(av[keep]), kappa, tuple(t[keep].tolist()))
-        spread = max(spread, abs(part - fine))
+    P, B, W = _left_out_rules(*_grading(a, kappa))
+    av = np.asarray(a, dtype=float)
+    logs = W * (2.0 * np.log1p(np.maximum(av @ B, 0.0) / kappa))
+    parts = h * (P @ np.asarray(p, dtype=float) + logs.reshape(3, -1).sum(axis=1))
+    spread = float(np.max(np.abs(parts - fine)))
     return fine, max(spread, QUADRATIC_SHARE * abs(fine - coarse))
 
 
