@@ -437,12 +437,9 @@ def _scattered_panel(
     xs = [lo, *picked, hi]
     t = np.array([(x - lo) / width for x in xs])
     v = np.array([val(x) for x in xs])
-    full = width * float(_interpolatory_weights(t) @ v)
-    spread = 0.0
-    for k in range(1, len(xs) - 1):
-        keep = np.arange(len(xs)) != k
-        part = width * float(_interpolatory_weights(t[keep]) @ v[keep])
-        spread = max(spread, abs(part - full))
+    rules = _left_out_bases(t, _GL3_T) @ _GL3_W  # the quartic's, then the cubics'
+    full, parts = width * float(rules[0] @ v), width * (rules[1:] @ v)
+    spread = float(np.max(np.abs(parts - full)))
     if split is not None and not spread <= FLAT_SHARE * rtol * abs(full):
         mapped = split(xs, list(v))
         if mapped is not None:
@@ -465,25 +462,55 @@ def _scattered_split(
 ) -> tuple[float, float]:
     """:func:`_scattered_panel` through the parts of ``f = p + 2·ln(1 + a/κ)``: ``p``'s
     quartic interpolant at the nodes ``t`` (in ``[0, 1]``) plus the logarithm on
-    ``a``'s (:func:`_curvature_integral`), and as the error the largest change when
-    one inner node is left out (as :func:`_curvature_panel`'s smooth case: near
-    ``a = 0`` the logarithm of ``a``'s interpolant is far more accurate than an
+    ``a``'s (:func:`_curvature_integral`'s graded rule), and as the error the largest
+    change when one inner node is left out (as :func:`_curvature_panel`'s smooth case:
+    near ``a = 0`` the logarithm of ``a``'s interpolant is far more accurate than an
     interpolant of ``f``)."""
-    pv, av = np.asarray(p, dtype=float), np.asarray(a, dtype=float)
+    gt, gw = _graded_points(*_grading(a, kappa))
+    bases = _left_out_bases(t, gt)  # (1 + inner) × nodes × points
+    logs = 2.0 * np.log1p(np.maximum(np.einsum("j,rjg->rg", a, bases), 0.0) / kappa)
+    rules = width * (np.einsum("j,rjg->rg", p, bases) + logs) @ gw
+    return float(rules[0]), float(np.max(np.abs(rules[1:] - rules[0])))
 
-    def rule(keep: np.ndarray) -> float:
-        nodes = tuple(t[keep].tolist())
-        value = float(_interpolatory_weights(t[keep]) @ pv[keep])
-        return width * (value + _curvature_integral(list(av[keep]), kappa, nodes))
 
-    every = np.ones(t.size, dtype=bool)
-    full = rule(every)
-    spread = 0.0
-    for k in range(1, t.size - 1):
-        keep = every.copy()
-        keep[k] = False
-        spread = max(spread, abs(rule(keep) - full))
-    return full, spread
+def _left_out_bases(t: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The Lagrange bases at the points ``x`` of the nodes ``t`` (ends first and last)
+    and of each set that leaves out one inner node: ``out[0, j] = ℓ_j(x)``, and
+    ``out[r, j]`` the basis of node ``j`` without inner node ``k = r`` (0 for
+    ``j = k``), ``ℓ_j(x)·(t_j − t_k)/(x − t_k)``, with the product taken directly
+    where ``x`` is at a node."""
+    n = t.size
+    full = _lagrange_basis(list(t), x)
+    out = np.zeros((n - 1, n, x.size))
+    out[0] = full
+    for k in range(1, n - 1):
+        keep = np.arange(n) != k
+        gap = x - t[k]
+        if np.all(np.abs(gap) > 1e-9):
+            out[k, keep] = full[keep] * ((t[keep] - t[k])[:, None] / gap[None, :])
+        else:
+            out[k, keep] = _lagrange_basis(list(t[keep]), x)
+    return out
+
+
+_GL3_T = 0.5 * (np.polynomial.legendre.leggauss(3)[0] + 1.0)
+_GL3_W = 0.5 * np.polynomial.legendre.leggauss(3)[1]
+"""Gauss–Legendre on ``[0, 1]`` exact to degree 5: the quartic and cubic rules of
+:func:`_scattered_panel` as integrals of their Lagrange bases."""
+
+
+@functools.lru_cache(maxsize=2 * (MAX_GRADING + 1))
+def _graded_points(levels: int, toward_end: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The points and weights of :func:`_graded_rule` (no basis)."""
+    edges = np.concatenate(([0.0], 2.0 ** -np.arange(levels, -1, -1.0)))
+    width = np.diff(edges)
+    t = (edges[:-1, None] + width[:, None] * _GL_T[None, :]).ravel()
+    weights = (width[:, None] * _GL_W01[None, :]).ravel()
+    if toward_end:
+        t = 1.0 - t
+    t.flags.writeable = False
+    weights.flags.writeable = False
+    return t, weights
 
 
 def _third_node(
@@ -556,15 +583,9 @@ def _graded_rule(
     ``[0, 1]`` (``levels`` halvings toward ``t = 0``, or ``t = 1`` if ``toward_end``),
     the basis that of the interpolation nodes ``nodes`` (in ``[0, 1]``) at its
     points."""
-    edges = np.concatenate(([0.0], 2.0 ** -np.arange(levels, -1, -1.0)))
-    width = np.diff(edges)
-    t = (edges[:-1, None] + width[:, None] * _GL_T[None, :]).ravel()
-    weights = (width[:, None] * _GL_W01[None, :]).ravel()
-    if toward_end:
-        t = 1.0 - t
+    t, weights = _graded_points(levels, toward_end)
     basis = _lagrange_basis(list(nodes), t)
     basis.flags.writeable = False
-    weights.flags.writeable = False
     return basis, weights
 
 
@@ -583,9 +604,12 @@ def _curvature_integral(
     so on each piece ``A`` changes by at most about its distance to the singularity and
     the rule's error is ~10⁻¹² relative."""
     levels, toward_end = _grading(a_nodes, kappa)
-    if t_nodes is None:
-        t_nodes = tuple(np.linspace(0.0, 1.0, len(a_nodes)).tolist())
-    basis, weights = _graded_rule(t_nodes, levels, toward_end)
+    if t_nodes is None:  # a panel's equispaced nodes: the basis is cached
+        equispaced = tuple(np.linspace(0.0, 1.0, len(a_nodes)).tolist())
+        basis, weights = _graded_rule(equispaced, levels, toward_end)
+    else:
+        points, weights = _graded_points(levels, toward_end)
+        basis = _lagrange_basis(list(t_nodes), points)
     A = np.asarray(a_nodes, dtype=float) @ basis
     return float(weights @ (2.0 * np.log1p(np.maximum(A, 0.0) / kappa)))
 
