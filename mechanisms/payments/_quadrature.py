@@ -437,7 +437,7 @@ def _scattered_panel(
     xs = [lo, *picked, hi]
     t = np.array([(x - lo) / width for x in xs])
     v = np.array([val(x) for x in xs])
-    rules = _left_out_bases(t, _GL3_T) @ _GL3_W  # the quartic's, then the cubics'
+    rules = _left_out_bases(t, _GL4_T) @ _GL4_W  # the quartic's, then the cubics'
     full, parts = width * float(rules[0] @ v), width * (rules[1:] @ v)
     spread = float(np.max(np.abs(parts - full)))
     if split is not None and not spread <= FLAT_SHARE * rtol * abs(full):
@@ -493,9 +493,11 @@ def _left_out_bases(t: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-_GL3_T = 0.5 * (np.polynomial.legendre.leggauss(3)[0] + 1.0)
-_GL3_W = 0.5 * np.polynomial.legendre.leggauss(3)[1]
-"""Gauss–Legendre on ``[0, 1]`` exact to degree 5: the quartic and cubic rules of
+_GL4_T = 0.5 * (np.polynomial.legendre.leggauss(4)[0] + 1.0)
+_GL4_W = 0.5 * np.polynomial.legendre.leggauss(4)[1]
+"""Gauss–Legendre on ``[0, 1]`` exact to degree 7, its points away from a panel's
+quarters and midpoint (three points would put one at ``1/2``, a node where
+:func:`_left_out_bases` cannot divide): the quartic and cubic rules of
 :func:`_scattered_panel` as integrals of their Lagrange bases."""
 
 
@@ -565,14 +567,19 @@ def _interpolatory_weights(t: np.ndarray) -> np.ndarray:
 
 
 def _lagrange_basis(t_nodes: Sequence[float], t: np.ndarray) -> np.ndarray:
-    """``L[k, j] = ℓ_k(t_j)``: the Lagrange basis of ``t_nodes`` at the points ``t``."""
-    n = len(t_nodes)
-    basis = np.ones((n, t.size))
-    for k in range(n):
-        for j in range(n):
-            if j != k:
-                basis[k] *= (t - t_nodes[j]) / (t_nodes[k] - t_nodes[j])
-    return basis
+    """``L[k, j] = ℓ_k(t_j)``: the Lagrange basis of ``t_nodes`` at the points ``t``
+    (each ``ℓ_k`` as the product over the other nodes, in one array operation)."""
+    nodes = np.asarray(t_nodes, dtype=float)
+    n = nodes.size
+    other = ~np.eye(n, dtype=bool)  # other[k, m]: m ≠ k
+    gaps = np.where(other, nodes[:, None] - nodes[None, :], 1.0)
+    factors = np.where(
+        other[:, :, None],
+        np.asarray(t, dtype=float)[None, None, :] - nodes[None, :, None],
+        1.0,
+    )
+    out: np.ndarray = factors.prod(axis=1) / gaps.prod(axis=1)[:, None]
+    return out
 
 
 @functools.lru_cache(maxsize=16 * (MAX_GRADING + 1))
