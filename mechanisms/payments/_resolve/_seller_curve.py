@@ -520,9 +520,11 @@ class SellerCurve:
         self, x: float, ks: NDArray[np.intp], to_cap: NDArray[np.bool_]
     ) -> FloatArray | None:
         """The margins ``g_k`` of :meth:`_weights_kink_guess` at the report ``x``
-        (``None`` without free sellers or a finite ``Ψ_i(x)``)."""
+        (``None`` without free sellers, a positive ``η`` or a finite ``Ψ_i(x)``)."""
         cfg = self.prob.cfg
-        _w, a, eta = self.points[x]
+        w, a, eta = self.points[x]
+        if not eta > 0.0:
+            return None
         a = np.asarray(a, dtype=float)
         score = self._scores.get(x)
         if score is None:
@@ -531,7 +533,7 @@ class SellerCurve:
             if cfg.mode == "strict":
                 losses = np.full(self.prob.m, self.prob.strict_loss_value)
             else:
-                losses = self.prob.loss.value(self.prob.X @ _w, self.prob.y)
+                losses = self.prob.loss.value(self.prob.X @ w, self.prob.y)
             r = losses + cfg.gamma * eta * psi
             slope = float(np.linalg.norm(a)) / cfg.mu
             free = np.frombuffer(self.signature(x), dtype=np.uint8) == 1
