@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -746,6 +747,24 @@ def test_monotone_quadrature_with_known_points_meets_its_tolerance(
     assert r.value == pytest.approx(exact, rel=1e-5)
 
 
+def _with_known(
+    f: Callable[[float], float], b: float, pts: list[float], **kwargs: Any
+) -> tuple[qs.QuadratureResult, list[float]]:
+    """``∫₀ᵇ f`` by the payments' rule (Simpson panels, monotone) with ``pts`` known
+    inside, and every point where ``f`` was evaluated."""
+    calls: list[float] = []
+
+    def counted(x: float) -> float:
+        calls.append(x)
+        return f(x)
+
+    r = integrate(
+        counted, 0.0, b, rule="simpson", monotone=True,
+        known=lambda lo, hi: [x for x in pts if lo < x < hi], **kwargs,
+    )  # fmt: skip
+    return r, calls
+
+
 def test_known_points_spare_the_midpoints_of_a_smooth_piece() -> None:
     """Three points already known inside a piece of a smooth curve: it is taken from
     them and its ends, with no new evaluation (the ends are evaluated by any rule)."""
@@ -753,17 +772,8 @@ def test_known_points_spare_the_midpoints_of_a_smooth_piece() -> None:
     def f(x: float) -> float:
         return 2.0 - x + 0.01 * x * x
 
-    calls: list[float] = []
-
-    def counted(x: float) -> float:
-        calls.append(x)
-        return f(x)
-
     pts = [0.3, 0.55, 0.8]
-    r = integrate(
-        counted, 0.0, 1.0, rtol=1e-6, rule="simpson", monotone=True,
-        known=lambda lo, hi: [x for x in pts if lo < x < hi],
-    )  # fmt: skip
+    r, calls = _with_known(f, 1.0, pts, rtol=1e-6)
     exact = 2.0 - 0.5 + 0.01 / 3
     assert r.value == pytest.approx(exact, rel=1e-12)  # the quartic is exact here
     assert sorted(set(calls) - set(pts)) == [0.0, 1.0]
@@ -995,17 +1005,8 @@ def test_one_known_point_and_the_midpoint_need_one_quarter() -> None:
     def f(x: float) -> float:
         return 2.0 - x + 0.01 * x * x
 
-    calls: list[float] = []
-
-    def counted(x: float) -> float:
-        calls.append(x)
-        return f(x)
-
     pts = [0.9]
-    r = integrate(
-        counted, 0.0, 1.0, rtol=1e-6, rule="simpson", monotone=True,
-        known=lambda lo, hi: [x for x in pts if lo < x < hi],
-    )  # fmt: skip
+    r, calls = _with_known(f, 1.0, pts, rtol=1e-6)
     exact = 2.0 - 0.5 + 0.01 / 3
     assert r.value == pytest.approx(exact, rel=1e-12)  # the quartic is exact here
     assert sorted(set(calls) - set(pts)) == [0.0, 0.25, 0.5, 1.0]
@@ -1024,22 +1025,12 @@ def test_known_points_on_the_release_curve_read_through_its_parts() -> None:
     f, parts = _release_curve(kappa, alpha, s_star)
     exact = _release_integral(kappa, alpha, s_star, b)
     pts = [0.23, 0.52, 0.81]
-    calls: list[float] = []
-
-    def counted(x: float) -> float:
-        calls.append(x)
-        return f(x)
-
-    def known(lo: float, hi: float) -> list[float]:
-        return [x for x in pts if lo < x < hi]
-
-    split = integrate(
-        counted, 0.0, b, rtol=1e-6, rule="simpson", monotone=True, known=known,
-        curvature_split=parts, curvature_scale=kappa,
-    )  # fmt: skip
+    split, calls = _with_known(
+        f, b, pts, rtol=1e-6, curvature_split=parts, curvature_scale=kappa
+    )
     assert split.converged
     assert abs(split.value - exact) <= max(split.error, 1e-12 * exact)
     assert split.error <= 1e-6 * exact
     assert sorted(set(calls) - set(pts)) == [0.0, b]
-    plain = integrate(f, 0.0, b, rtol=1e-6, rule="simpson", monotone=True, known=known)
+    plain, _ = _with_known(f, b, pts, rtol=1e-6)
     assert plain.n_evals > 2 + len(pts)  # the plain quartic is refined

@@ -31,6 +31,15 @@ def _job(setting: Setting, m: int = 300) -> tuple[PaymentJob, np.ndarray]:
     """A default-rule market whose sweeps cross status changes of other sellers and
     of the seller itself; ``capped``: a third of the sellers with ``ε^max`` caps
     that bind at the optimum's ``η`` (caps below ``k/m`` that move with ``η``)."""
+    job, costs = market_job(setting, m, lam=1e-2)
+    assert isinstance(range_resolver(job.prob, job.base), RangeResolver)
+    return job, costs
+
+
+def market_job(
+    setting: Setting, m: int, *, lam: float
+) -> tuple[PaymentJob, np.ndarray]:
+    """:func:`_job`'s market at regularisation ``lam``, whichever re-solver it takes."""
     seed, mu, k, capped = setting
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(m, 3))
@@ -41,10 +50,8 @@ def _job(setting: Setting, m: int = 300) -> tuple[PaymentJob, np.ndarray]:
     if capped:
         eps_max = np.full(m, np.inf)
         eps_max[rng.permutation(m)[: m // 3]] = rng.uniform(0.005, 0.03, m // 3)
-    cfg = MechanismConfig(gamma=1.0, lam=1e-2, mu=mu, sigma=1.0, k=k, eps_avg_max=5)
-    job = payment_job(X, y, costs, UniformPrior(0.0, 1.0), cfg, eps_max)
-    assert isinstance(range_resolver(job.prob, job.base), RangeResolver)
-    return job, costs
+    cfg = MechanismConfig(gamma=1.0, lam=lam, mu=mu, sigma=1.0, k=k, eps_avg_max=5)
+    return payment_job(X, y, costs, UniformPrior(0.0, 1.0), cfg, eps_max), costs
 
 
 def _scanned(job: PaymentJob, i: int, report: float, n: int = 30) -> SellerCurve:

@@ -16,30 +16,17 @@ import itertools
 import numpy as np
 import pytest
 
-from mechanisms import MechanismConfig, UniformPrior
-from mechanisms.payments._payments import PaymentJob, payment_job, seller_payment
+from mechanisms.payments._payments import PaymentJob, seller_payment
 from mechanisms.payments._resolve._seller_curve import SellerCurve
+from tests.mechanisms.test_range_kinks import Setting, market_job
 
-Setting = tuple[int, float, float, bool]  # (seed, μ, k, ε^max caps)
 SETTINGS: list[Setting] = [(0, 0.3, 4.0, False), (7, 2.0, 8.0, True)]
 
 
 def _job(setting: Setting, m: int = 120) -> tuple[PaymentJob, np.ndarray]:
-    """A market on the grid search's path (``λ = 100``, above ``λ_conv``: 27 and 75 here) whose sweeps
-    cross status changes of other sellers and of the seller itself; ``capped``: a
-    third of the sellers with ``ε^max`` caps."""
-    seed, mu, k, capped = setting
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(m, 3))
-    X /= 1.2 * np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
-    y = np.where(X @ np.ones(3) + 0.3 * rng.normal(size=m) >= 0, 1.0, -1.0)
-    costs = rng.uniform(0.0, 1.0, m)
-    eps_max = None
-    if capped:
-        eps_max = np.full(m, np.inf)
-        eps_max[rng.permutation(m)[: m // 3]] = rng.uniform(0.005, 0.03, m // 3)
-    cfg = MechanismConfig(gamma=1.0, lam=100.0, mu=mu, sigma=1.0, k=k, eps_avg_max=5)
-    job = payment_job(X, y, costs, UniformPrior(0.0, 1.0), cfg, eps_max)
+    """The market of ``test_range_kinks`` on the grid search's path (``λ = 100``,
+    above ``λ_conv``: 27 and 75 here)."""
+    job, costs = market_job(setting, m, lam=100.0)
     curve = SellerCurve(job.prob, job.base, job.prior, 0, float(costs[0]))
     assert curve.resolver is None  # the weights path, not a lean resolver
     return job, costs

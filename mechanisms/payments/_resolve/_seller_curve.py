@@ -450,16 +450,7 @@ class SellerCurve:
             return None
         margin: Callable[[LeanSolve, Any], float] = res.kink_margin
         leans = {x: v for x in self.cache if (v := self._kink_lean(x)) is not None}
-        pts = sorted(leans)
-        k0, k1 = pts.index(x0), pts.index(x1)
-        pairs = []
-        if k0 >= 1 and self.signature(pts[k0 - 1]) == self.signature(x0):
-            pairs.append((pts[k0 - 1], x0))
-        if k1 + 1 < len(pts) and self.signature(pts[k1 + 1]) == self.signature(x1):
-            pairs.append((x1, pts[k1 + 1]))
-        pairs.sort(key=lambda p: p[1] - p[0])
-        pairs.append((x0, x1))
-        for a, b in pairs:
+        for a, b, _ in self._secant_pairs(sorted(leans), x0, x1):
             ga = margin(leans[a], boundary)
             gb = margin(leans[b], boundary)
             if not (math.isfinite(ga) and math.isfinite(gb)) or ga == gb:
@@ -468,6 +459,23 @@ class SellerCurve:
             if x0 < z < x1:
                 return float(z)
         return None
+
+    def _secant_pairs(
+        self, pts: list[float], x0: float, x1: float
+    ) -> list[tuple[float, float, bool]]:
+        """The pairs a kink guess extrapolates through, tried in order: each end of
+        ``[x0, x1]`` with its neighbour in ``pts`` (sorted evaluated reports) where
+        the two share a signature, the nearer pair first, then ``(x0, x1)`` itself;
+        each with whether its side is ``x0``'s."""
+        k0, k1 = pts.index(x0), pts.index(x1)
+        pairs = []
+        if k0 >= 1 and self.signature(pts[k0 - 1]) == self.signature(x0):
+            pairs.append((pts[k0 - 1], x0, True))
+        if k1 + 1 < len(pts) and self.signature(pts[k1 + 1]) == self.signature(x1):
+            pairs.append((x1, pts[k1 + 1], False))
+        pairs.sort(key=lambda p: p[1] - p[0])
+        pairs.append((x0, x1, True))
+        return pairs
 
     def _weights_kink_guess(self, x0: float, x1: float) -> float | None:
         """:meth:`kink_guess` where re-solves return weights (the full search and the
@@ -487,7 +495,6 @@ class SellerCurve:
         cfg = self.prob.cfg
         if cfg.u != "linear" or not cfg.mu > 0.0:
             return None
-        pts = sorted(x for x in self.cache if x in self.points)
         if x0 not in self.points or x1 not in self.points:
             return None
         sig0 = np.frombuffer(self.signature(x0), dtype=np.uint8)
@@ -497,15 +504,8 @@ class SellerCurve:
             return None
         first, last = sig0[ks], sig1[ks]
         to_cap = (np.maximum(first, last) == 2) & (first != 0)
-        k0, k1 = pts.index(x0), pts.index(x1)
-        pairs: list[tuple[float, float, bool]] = []
-        if k0 >= 1 and self.signature(pts[k0 - 1]) == self.signature(x0):
-            pairs.append((pts[k0 - 1], x0, True))
-        if k1 + 1 < len(pts) and self.signature(pts[k1 + 1]) == self.signature(x1):
-            pairs.append((x1, pts[k1 + 1], False))
-        pairs.sort(key=lambda p: p[1] - p[0])
-        pairs.append((x0, x1, True))
-        for a, b, from_left in pairs:
+        pts = sorted(x for x in self.cache if x in self.points)
+        for a, b, from_left in self._secant_pairs(pts, x0, x1):
             ga, gb = self._margins(a, ks, to_cap), self._margins(b, ks, to_cap)
             if ga is None or gb is None:
                 continue
