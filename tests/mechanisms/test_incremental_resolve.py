@@ -41,7 +41,7 @@ from mechanisms.allocation._weights_kernel import (
     shifted_value,
 )
 from mechanisms.payments._payments import payment_job, seller_payment
-from mechanisms.payments._resolve import _range_resolve, _seller_curve
+from mechanisms.payments._resolve import _local_resolve, _range_resolve, _seller_curve
 from mechanisms.payments._resolve._local_resolve import (
     LocalSolve,
     base_hessian,
@@ -833,3 +833,38 @@ def test_sole_change_holds_only_for_the_bases_own_finite_costs() -> None:
     with_inf = job.prob.psi.copy()
     with_inf[7] = np.inf
     assert not sole_change(Problem(Xt, yt, with_inf, job.prob.eps_max, cfg), base)
+
+
+def test_a_second_payment_job_on_one_base_keeps_its_fixed_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shortcut's per-job part (:func:`_local_resolve._fixed_part`) is computed
+    once per job, also when a second job (another problem object for the same
+    reports, as a market paid in parts makes) runs on the same base in one process:
+    a part kept for the first job's records and caps must be replaced, not
+    recomputed at every re-solve of the second."""
+    Xt, yt, costs, prior = _wisconsin_market()
+    cfg = MechanismConfig(
+        gamma=0.03, lam=2.6e5, mu=0.083, sigma=1.7e-6, k=2.55, eps_avg_max=1.4e5
+    )
+    base = allocate(Xt, yt, costs, prior, cfg)
+    winners = [int(i) for i in np.flatnonzero(base.epsilon > 0)[:4]]
+    assert len(winners) == 4
+    computed: list[int] = []
+    compute = _local_resolve._compute_fixed
+
+    def counted(prob: Problem, base: Allocation) -> Any:
+        computed.append(1)
+        return compute(prob, base)
+
+    monkeypatch.setattr(_local_resolve, "_compute_fixed", counted)
+    pays, solves = [], []
+    for part in (winners[:2], winners[2:], winners):
+        job = payment_job(Xt, yt, costs, prior, cfg, base=base)
+        job = dataclasses.replace(job, unverified=frozenset(part))
+        done = [seller_payment(job, i) for i in part]
+        solves.append(sum(sp.n_solves for sp in done))
+        pays.append([sp.payment for sp in done])
+    assert min(solves) >= 2 * len(winners)  # each part re-solves through the shortcut
+    assert len(computed) == 3  # once per job
+    assert pays[0] + pays[1] == pays[2]  # and the same payments in parts as in one

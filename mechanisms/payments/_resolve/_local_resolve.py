@@ -320,10 +320,8 @@ def _fixed_part(prob: Problem, base: Allocation) -> _FixedPart | None:
     where the shortcut does not apply whatever the costs: no profile, a
     configuration other than linear ``u`` outside the paper mode, an uncertified
     base, no ``λ_conv``, or a grid that is not the search's for this problem."""
-    hit = base_memo(base, "shortcut_fixed", prob.cfg, lambda: _compute_fixed(prob, base))
-    if hit is not None and (hit.X is not prob.X or hit.eps_max is not prob.eps_max):
-        return _compute_fixed(prob, base)
-    return hit
+    owner = (prob.cfg, prob.X, prob.eps_max)
+    return base_memo(base, "shortcut_fixed", owner, lambda: _compute_fixed(prob, base))
 
 
 def _compute_fixed(prob: Problem, base: Allocation) -> _FixedPart | None:
