@@ -264,10 +264,10 @@ def find_critical_cost(
         lambda x: 0.25 * rtol * integral_lower_bound(curve, x) / curve.u(x),
     ):  # fmt: skip
         lo, hi = _bracket_in_cache(curve, lo, hi)
+    if not _settled(curve, lo, hi, rtol):
+        lo, hi = _exit_pair(curve, lo, hi, rtol)
     for _ in range(max_steps):
-        if curve.u(lo) * (hi - lo) <= rtol * integral_lower_bound(curve, lo) or not (
-            lo < 0.5 * (lo + hi) < hi
-        ):
+        if _settled(curve, lo, hi, rtol):
             break
         mid = _next_point(curve, lo, hi, secant_on_weight)
         if curve.epsilon(mid) > 0.0:
@@ -275,6 +275,75 @@ def find_critical_cost(
         else:
             hi = mid
     return CriticalCost(lo, hi, est, True)
+
+
+EXIT_ACCURACY = 1e-7
+""":func:`_exit_pair` takes one report below the exit where it lies at least this far
+below it, relative to its distance from the report: the exit is read from a re-solve
+at its KKT tolerance (within 10⁻⁸ of the sweep of the critical cost bisected, where no
+other point becomes the optimum first; ``tests/mechanisms/test_exit_pair.py``)."""
+
+
+def _settled(curve: SellerCurve, lo: float, hi: float, rtol: float) -> bool:
+    """:func:`find_critical_cost`'s stopping test for the bracket ``[lo, hi]``."""
+    return curve.u(lo) * (hi - lo) <= rtol * integral_lower_bound(curve, lo) or not (
+        lo < 0.5 * (lo + hi) < hi
+    )
+
+
+def _exit_pair(
+    curve: SellerCurve, lo: float, hi: float, rtol: float
+) -> tuple[float, float]:
+    """The bracket after a pair of re-solves ``z ± δ`` around the report ``z`` where
+    the seller's weight leaves 0 as read at ``hi`` (:meth:`SellerCurve.exit_psi`:
+    exact unless another point becomes the optimum first, which puts ``s*_i``
+    above ``z``), ``δ`` sized for the stopping test with the slope of ``u`` from
+    ``lo`` to ``z`` (as :func:`_secant_pair`'s, or so that ``z − δ`` passes it
+    alone); ``[lo, hi]`` itself where there is no such ``z`` inside. ``z + δ`` is evaluated first: where it is still positive (``s*_i``
+    above it) it becomes ``lo`` and ``z − δ`` is not evaluated. Where ``hi`` is
+    close enough that one positive report ``z − δ₁`` passes the test with it, and
+    ``δ₁`` is well above the exit's error (:data:`EXIT_ACCURACY`), that one report
+    alone.
+
+    A secant through positive reports only reaches ``s*_i`` from one side and the
+    fall steepens or flattens toward it; on Wisconsin the refinement took two to
+    eight re-solves after an estimate that overshot ``s*_i`` by 0.2–0.4 % of its
+    distance from the report, or a bracket grown across a plateau of ``ε_i``."""
+    psi = curve.exit_psi(hi)
+    if psi is None:
+        return lo, hi
+    z = invert_virtual_cost(curve.prior, psi, low=lo)
+    if z is None or not lo < z < hi:
+        return lo, hi
+    slope = curve.u(lo) / (z - lo)
+    if not slope > 0.0:
+        return lo, hi
+    # the stopping test u(z − δ)·2δ ≤ rtol·I, u(z − δ) ≈ slope·δ, passes with I the
+    # integral's lower bound now, or with the one z − δ adds, (z − δ − c)·u(z − δ)
+    bound = integral_lower_bound(curve, lo)
+    delta = max(
+        0.5 * math.sqrt(rtol * bound / (2.0 * slope)),
+        0.45 * rtol * (z - curve.report),
+    )
+    delta = min(delta, 0.5 * (z - lo), 0.5 * (hi - z))
+    if not delta > 0.0:
+        return lo, hi
+    # one report z − δ₁ settles the bracket with hi as it is where the exit is read
+    # more accurately than δ₁: slope·δ₁·(hi − z + δ₁) = ½·rtol·I
+    width = hi - z
+    one = 0.5 * (math.sqrt(width * width + 2.0 * rtol * bound / slope) - width)
+    if EXIT_ACCURACY * (z - curve.report) <= one < z - lo:
+        if curve.epsilon(z - one) > 0.0:
+            return z - one, hi
+        return lo, z - one
+    if curve.epsilon(z + delta) > 0.0:
+        return z + delta, hi
+    hi = z + delta
+    if _settled(curve, lo, hi, rtol):
+        return lo, hi
+    if curve.epsilon(z - delta) > 0.0:
+        return z - delta, hi
+    return lo, z - delta
 
 
 def _bracket_in_cache(curve: SellerCurve, lo: float, hi: float) -> tuple[float, float]:

@@ -843,6 +843,9 @@ class _StepCurve:
     def crossings(self, lo: float, hi: float) -> np.ndarray:
         return np.empty(0)  # no other reports where the fall must sit
 
+    def exit_psi(self, s: float) -> float | None:
+        return None  # no allocation behind the stand-in: no a-step margin to read
+
 
 @pytest.mark.parametrize(
     ("estimate", "width", "most"),

@@ -335,6 +335,11 @@ class RangeResolver(ActiveSignatures):
             bound = NONZERO
         return float(lean.A - lean.s * r - bound)
 
+    def own_margin(self, lean: LeanSolve) -> float:
+        """Seller ``i``'s own margin against 0 at its re-solve ``lean``
+        (:meth:`kink_margin` for ``k = i`` on ``lean``'s model)."""
+        return self.kink_margin(lean, (lean.index, False, lean.j))
+
     def base_lean(self, i: int) -> LeanSolve | None:
         """The base's optimum as seller ``i``'s re-solve at its own report: the
         search's best point ``(j, η, A, s)`` (the point the base allocation's weights

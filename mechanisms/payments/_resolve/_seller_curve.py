@@ -545,6 +545,73 @@ class SellerCurve:
         out: FloatArray = score[ks] - np.where(to_cap, h_k * (1.0 - 1e-9), 1e-12)
         return out
 
+    @property
+    def reads_exits(self) -> bool:
+        """Whether :meth:`exit_psi` can read an exit (linear ``u``, ``γ, μ > 0``, and
+        re-solves that keep the a-step's multipliers)."""
+        cfg = self.prob.cfg
+        return (
+            cfg.u == "linear"
+            and cfg.mu > 0.0
+            and cfg.gamma > 0.0
+            and (self.resolver is None or hasattr(self.resolver, "own_margin"))
+        )
+
+    def exit_psi(self, x: float) -> float | None:
+        """The virtual cost ``Ψ_i`` at which seller ``i``'s weight leaves 0, read at
+        an evaluated report ``x`` where ``ε_i = 0`` (linear ``u``, ``γ, μ > 0``), or
+        ``None``.
+
+        With ``a_i = 0`` nothing in the allocation depends on ``Ψ_i`` (``G`` holds it
+        only in ``γη·Ψ_i·a_i``), so the same point stays a KKT point for every ``Ψ_i``
+        down to where the a-step's margin ``g_i = A − S·r_i`` reaches 0; ``g_i`` is
+        linear in ``Ψ_i`` with slope ``−Sγη`` there, so that point is ``Ψ_i(x) +
+        g_i/(Sγη)``. The allocation at ``x`` is the rule's optimum, but another
+        point can become the optimum before ``g_i`` reaches 0 (``G`` falls with
+        ``Ψ_i`` elsewhere): the seller then re-enters above this ``Ψ_i``, never
+        below it, and callers evaluate what they place by it."""
+        x = float(x)
+        if not self.reads_exits or self.cache.get(x) != 0.0:
+            return None
+        found = self._margin_and_slope(x)
+        if found is None:
+            return None
+        g, slope, eta = found
+        rate = slope * self.prob.cfg.gamma * eta
+        if not (g < 0.0 and rate > 0.0 and math.isfinite(rate)):
+            return None
+        out = float(self.prior.virtual_cost(x)) + g / rate
+        return out if math.isfinite(out) else None
+
+    def _margin_and_slope(self, x: float) -> tuple[float, float, float] | None:
+        """``(g_i, S, η)`` at the evaluated report ``x``: seller ``i``'s a-step margin
+        ``g_i = A − S·r_i`` (its weight before the clip to ``[0, h_i]``, less
+        ``10⁻¹²``, :func:`weights_status`'s threshold) with the a-step's ``S`` and
+        ``η``, for linear ``u`` and ``μ > 0``; ``None`` where the re-solve kept no
+        multipliers (a full search without weights, a lean resolver without them)."""
+        cfg = self.prob.cfg
+        if cfg.u != "linear" or not cfg.mu > 0.0 or x not in self.cache:
+            return None
+        lean = self.lean.get(x)
+        if lean is not None:
+            own_margin = getattr(self.resolver, "own_margin", None)
+            if own_margin is None or not (math.isfinite(lean.s) and lean.s > 0.0):
+                return None
+            g, slope, eta = float(own_margin(lean)), float(lean.s), float(lean.eta)
+        else:
+            point = self.points.get(x)
+            if point is None:
+                return None
+            eta = float(point[2])
+            margins = self._margins(x, np.array([self.index]), np.array([False]))
+            if margins is None:
+                return None
+            g = float(margins[0])
+            slope = float(np.linalg.norm(point[1])) / cfg.mu
+        if not (math.isfinite(g) and math.isfinite(slope) and eta > 0.0):
+            return None
+        return g, slope, eta
+
     def same_model(self, x: float, y: float) -> bool:
         """Whether the evaluations at ``x`` and ``y`` are known to lie on one model of
         the rule (always in strict mode; under the default rule both must be lean

@@ -210,6 +210,11 @@ class StrictResolver(ActiveSignatures):
         c = float(self.prob.strict_loss_value)
         return float(lean.A - lean.s * (c + q * p) - bound)
 
+    def own_margin(self, lean: LeanSolve) -> float:
+        """Seller ``i``'s own margin against 0 at its re-solve ``lean``
+        (:meth:`kink_margin` at its own ``Ψ_i``)."""
+        return self.kink_margin(lean, (lean.psi_i, False, True))
+
     def same_model(self, x: LeanSolve | None, y: LeanSolve | None) -> bool:
         """Always: strict mode has no model to switch (``ε_i`` jumps only where ``η``
         switches basin, which the kink search reads from ``u`` itself)."""
