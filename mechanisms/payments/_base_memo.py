@@ -34,7 +34,9 @@ def base_memo(base: Allocation, key: str, owner: Any, fn: Callable[[], T]) -> T:
 
 def _same(kept: Any, owner: Any) -> bool:
     """Whether ``owner`` is ``kept``: by identity, or item by item for tuples."""
-    if isinstance(owner, tuple) and isinstance(kept, tuple):
+    if kept is owner:
+        return True
+    if type(owner) is tuple and type(kept) is tuple:
         return len(kept) == len(owner) and all(
             a is b for a, b in zip(kept, owner, strict=True)
         )

@@ -52,7 +52,6 @@ from mechanisms.allocation._eta_search import (
     KKT_TOL,
     _polish,
     _result,
-    epsilon_total,
     eta_bounds,
     result_kkt,
     solve_allocation,
@@ -183,8 +182,11 @@ def local_resolve_seller(
     kkt = result_kkt(eff, best, base.profile, cert, fit_w=fit_w).max()
     if not (best.converged and kkt <= KKT_TOL and cert.certified):
         return None  # local_resolve's allocation would not be "optimal"
-    a_i = best.a[index : index + 1]
-    eps_i = float(epsilon_total(a_i, a_i * best.eta, eff.cfg)[0])
+    a_i = best.a[index]
+    eps_i = a_i * best.eta  # epsilon_total's operations, one seller
+    if eff.cfg.curvature_overhead:
+        eps_i = eps_i + 2.0 * np.log1p(a_i / (4.0 * eff.cfg.lam))
+    eps_i = float(eps_i)
     gap = cert.relative_gap(best.search_value or best.value)
     w, a = best.w, best.a
     w.flags.writeable = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,12 +333,12 @@ class SellerCurve:
         smooth in ``s`` between kinks), kept when ``η`` stays positive."""
         if not self.points:
             return None
-        near = sorted(self.points, key=lambda v: abs(v - s))[:2]
-        p0 = self.points[near[0]]
-        if len(near) < 2 or near[1] == near[0]:
+        x0, x1 = _two_nearest(self.points, s)
+        p0 = self.points[x0]
+        if x1 is None or x1 == x0:
             return p0
-        p1 = self.points[near[1]]
-        t = (s - near[0]) / (near[1] - near[0])
+        p1 = self.points[x1]
+        t = (s - x0) / (x1 - x0)
         eta = p0[2] + t * (p1[2] - p0[2])
         if not eta > 0.0:
             return p0
@@ -726,6 +726,23 @@ class SellerCurve:
             worst = max(worst, v - low)
             low = min(low, v)
         return float(worst)
+
+
+def _two_nearest(keys: Iterable[float], s: float) -> tuple[float, float | None]:
+    """The two keys nearest ``s``, nearer first (``None`` for a second where there is
+    one key); ties go to the key met first, as in ``sorted(keys, key=distance)``."""
+    it = iter(keys)
+    x0 = next(it)
+    d0 = abs(x0 - s)
+    x1: float | None = None
+    d1 = math.inf
+    for x in it:
+        d = abs(x - s)
+        if d < d0:
+            x1, d1, x0, d0 = x0, d0, x, d
+        elif d < d1:
+            x1, d1 = x, d
+    return x0, x1
 
 
 NARROW_RAMP = 0.25
