@@ -218,6 +218,9 @@ def find_critical_cost(
     refinement only about halves ``ε(lo)`` per re-solve (measured on Wisconsin,
     ``λ = 6·10⁻⁶``: six re-solves where the weight's secant takes two). The bracket
     and its stopping test are the same.
+
+    Before the refinement, where ``hi`` is a re-solve that keeps the a-step's
+    multipliers, ``s*_i`` is read there and bracketed by a pair (:func:`_exit_pair`).
     """
     c = curve.report
     top = float(curve.prior.high)
@@ -299,11 +302,12 @@ def _exit_pair(
     exact unless another point becomes the optimum first, which puts ``s*_i``
     above ``z``), ``δ`` sized for the stopping test with the slope of ``u`` from
     ``lo`` to ``z`` (as :func:`_secant_pair`'s, or so that ``z − δ`` passes it
-    alone); ``[lo, hi]`` itself where there is no such ``z`` inside. ``z + δ`` is evaluated first: where it is still positive (``s*_i``
-    above it) it becomes ``lo`` and ``z − δ`` is not evaluated. Where ``hi`` is
-    close enough that one positive report ``z − δ₁`` passes the test with it, and
-    ``δ₁`` is well above the exit's error (:data:`EXIT_ACCURACY`), that one report
-    alone.
+    alone); ``[lo, hi]`` itself where there is no such ``z`` inside.
+
+    ``z + δ`` is evaluated first: where it is still positive (``s*_i`` above it) it
+    becomes ``lo`` and ``z − δ`` is not evaluated. Where ``hi`` is close enough that
+    one positive report ``z − δ₁`` passes the test with it, and ``δ₁`` is well above
+    the exit's error (:data:`EXIT_ACCURACY`), that one report alone.
 
     A secant through positive reports only reaches ``s*_i`` from one side and the
     fall steepens or flattens toward it; on Wisconsin the refinement took two to
