@@ -68,7 +68,8 @@ def test_compiled_stale_search_is_the_python_loop(
     """The same ``(best, lower, n)`` to the bit, compiled or not, over raises from
     1 % to 8×; the compiled search finishes some of them itself, renewing stale
     nodes, and hands back the others (a renewed end that needs a solve, a
-    bisection)."""
+    bisection). With the one-seller renewals of a payment job, the same to
+    rounding."""
     codes: list[int] = []
     real = _stale_search.stale_search
 
@@ -93,7 +94,18 @@ def test_compiled_stale_search_is_the_python_loop(
             assert out[True] == out[False], (seed, m, i, factor, rtol)
             if codes[-1] == _stale_search.STALE_DONE:
                 renewed_done += out[True][3]
-    assert len(codes) == 2 * len(CASES)  # the compiled search ran for every case
+            # a payment job's renewals from the one-seller summaries: the same
+            # certificate to rounding
+            found, lower, n = certify_range(
+                eff, best, lo, hi, nodes=stale, lam_conv=lam_conv, rtol=rtol,
+                one_seller=(i, float(prob.psi[i])),
+            )  # fmt: skip
+            assert (found.search_value, found.eta, n) == (
+                *out[False][:2],
+                out[False][3],
+            )
+            assert lower == pytest.approx(out[False][2], rel=1e-12, abs=1e-12)
+    assert len(codes) == 4 * len(CASES)  # the compiled search ran for every case
     assert set(codes) == {_stale_search.STALE_DONE, _stale_search.STALE_HANDBACK}
     assert renewed_done >= 10  # finished by the kernel, renewals included
 
@@ -125,7 +137,7 @@ def test_renewal_bound_is_the_strong_convexity_bound_at_the_stale_point() -> Non
     keys = np.array(sorted(e for e in stale if lo <= e <= hi))
     data = stale.renewal_arrays(eff, keys)
     assert data is not None
-    B, W, A0, S0, L, DL = data
+    B, W, A0, S0, L, DL, *_ = data
     raised_some = 0
     for j, e in enumerate(keys.tolist()):
         ok, bound, _, _ = _stale_search.renewal_bound(
@@ -204,7 +216,67 @@ def test_eta_bounds_are_remembered_only_for_the_same_caps() -> None:
     assert other.records_memo is prob.records_memo
     second = eta_bounds(other)
     assert second == _eta_bounds(other) != first
-    for cfg in (other.cfg.with_(k=other.cfg.k * 0.5), other.cfg.with_(eps_floor_ratio=0.5)):
+    for cfg in (
+        other.cfg.with_(k=other.cfg.k * 0.5),
+        other.cfg.with_(eps_floor_ratio=0.5),
+    ):
         changed = dataclasses.replace(other, cfg=cfg)
         assert eta_bounds(changed) == _eta_bounds(changed) != second
     assert eta_bounds(prob) == first
+
+
+@pytest.mark.parametrize(("seed", "m", "capped"), [(5, 30, False), (2, 80, False)])
+def test_one_seller_renewal_is_the_renewal(seed: int, m: int, capped: bool) -> None:
+    """:func:`_stale_search.renewal_bound_one` (a payment job's renewal, ``Ψ`` the
+    base's but at one seller) gives :func:`_stale_search.renewal_bound`'s bound to
+    rounding, at every stale node, for raises that keep the seller free and raises
+    that take its weight to 0 or bring another seller in there; small raises come
+    from the summary where the node has one, some larger ones with the seller out
+    or another in, the rest fall back."""
+    prob = instance(seed, m, capped=capped)
+    base = solve_allocation(prob)
+    assert base.certified
+    stale = stale_nodes(prob, base)
+    assert isinstance(stale, StaleNodes)
+    eff, lam_conv = effective_problem(prob)
+    assert lam_conv is not None
+    modulus = eff.cfg.lam - lam_conv
+    cfg = eff.cfg
+    keys = np.array(sorted(stale))
+    data = stale.renewal_arrays(eff, keys)
+    assert data is not None
+    _, W, A0, S0, L, DL, status, fs, ps = data
+    rng = np.random.default_rng(seed)
+    calls = small = small_hits = 0
+    for i in np.flatnonzero(base.epsilon > 0)[:6]:
+        i = int(i)
+        for factor in (1.0 + 1e-6, 1.01, 1.3, 3.0, 30.0):
+            before = fs[:, _stale_search._HITS].sum()
+            psi = eff.psi.copy()
+            psi[i] *= factor
+            for j in rng.permutation(keys.size)[:8]:
+                e = float(keys[j])
+                args = (
+                    eff.X, psi, eff.eps_max, cfg.k / eff.m, cfg.gamma * e, e, cfg.mu,
+                    cfg.lam, cfg.sigma, W[j], A0[j], S0[j], L[j], DL[j], modulus,
+                    -np.inf,
+                )  # fmt: skip
+                ok, full, _, _ = _stale_search.renewal_bound(*args)
+                ok1, one, _, _ = _stale_search.renewal_bound_one(
+                    *args, i, float(eff.psi[i]), status[j], fs[j], ps[j]
+                )
+                calls += 1
+                small += factor <= 1.01 and fs[j, _stale_search._USABLE] == 1.0
+                assert ok1 == ok
+                if ok:
+                    assert one == pytest.approx(full, rel=1e-12, abs=1e-13)
+            if factor <= 1.01:
+                small_hits += fs[:, _stale_search._HITS].sum() - before
+    # a small raise keeps the classes, where the node has a closed form (free
+    # sellers, equal caps: not at the ends of the range, where every weight sits
+    # at 0 or its cap)
+    assert small_hits >= 0.95 * small
+    hits = fs[:, _stale_search._HITS].sum()
+    assert hits < calls  # some raises change a class there: the full renewal
+    assert fs[:, _stale_search._OUT_HITS].sum() >= 1  # and some take i's weight to 0
+    assert fs[:, _stale_search._ENTER_HITS].sum() >= 1  # or bring a seller in

@@ -69,7 +69,9 @@ from mechanisms.allocation._kkt_kernel import caps_fixed_above
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._stale_search import (
     STALE_DONE,
+    SUMMARY_FIELDS,
     renewal_bound,
+    renewal_bound_one,
     stale_search,
 )
 from mechanisms.allocation._range._two_point import two_point_bound
@@ -364,7 +366,7 @@ class StaleNodes(dict[float, Node]):
 
     cells: dict[tuple[float, float, float, float], tuple[FloatArray, FloatArray]]
     losses: dict[float, tuple[FloatArray, FloatArray]]
-    renewal: dict[tuple[float, float, int], tuple[FloatArray, ...] | None]
+    renewal: dict[tuple[float, float, int], tuple[NDArray[Any], ...] | None]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -393,17 +395,19 @@ class StaleNodes(dict[float, Node]):
 
     def renewal_arrays(
         self, prob: Problem, keys: FloatArray
-    ) -> tuple[FloatArray, ...] | None:
-        """``(B, W, A0, S0, L, DL)``: entry ``j`` the bound of node ``keys[j]``, its
-        stale point ``w``, a-step multipliers (:func:`_multipliers`) and
+    ) -> tuple[NDArray[Any], ...] | None:
+        """``(B, W, A0, S0, L, DL, STATUS, FS, PS)``: entry ``j`` the bound of node
+        ``keys[j]``, its stale point ``w``, a-step multipliers (:func:`_multipliers`),
         ``(ℓ(Xw), ℓ'(Xw))`` (one loss pass each, once per job; :attr:`losses` then
-        holds views of these rows), for :func:`._stale_search.stale_search`. ``None``
-        where the rows would exceed :data:`RENEWAL_FLOATS_MAX` floats."""
+        holds views of these rows) and the rows of its one-seller summary
+        (:func:`._stale_search.renewal_bound_one`, filled at its first renewal), for
+        :func:`._stale_search.stale_search`. ``None`` where the rows would exceed
+        :data:`RENEWAL_FLOATS_MAX` floats."""
         key = (float(keys[0]), float(keys[-1]), int(keys.size))
         if key in self.renewal:
             return self.renewal[key]
         nds = [self[float(e)] for e in keys]
-        out: tuple[FloatArray, ...] | None = None
+        out: tuple[NDArray[Any], ...] | None = None
         if 2 * keys.size * prob.m <= RENEWAL_FLOATS_MAX:
             L = np.empty((keys.size, prob.m))
             DL = np.empty((keys.size, prob.m))
@@ -415,7 +419,11 @@ class StaleNodes(dict[float, Node]):
             A0 = np.array([_multipliers(nd)[0] for nd in nds])
             S0 = np.array([_multipliers(nd)[1] for nd in nds])
             B = np.array([nd.bound for nd in nds])
-            out = (B, W, A0, S0, L, DL)
+            # one-seller summaries, filled at each node's first renewal
+            status = np.zeros((keys.size, prob.m), dtype=np.uint8)
+            fs = np.zeros((keys.size, SUMMARY_FIELDS))
+            ps = np.zeros((keys.size, 3 * W.shape[1]))
+            out = (B, W, A0, S0, L, DL, status, fs, ps)
         self.renewal[key] = out
         return out
 
@@ -477,6 +485,7 @@ def certify_range(
     max_cells: int = MAX_CELLS,
     partition: dict[float, Node] | None = None,
     compiled: bool = True,
+    one_seller: tuple[int, float] | None = None,
 ) -> tuple[BlockSolution, float, int]:
     """Branch-and-bound over ``log η`` cells; return ``(best, lower_bound, n_solves)``.
 
@@ -496,12 +505,19 @@ def certify_range(
     only those below the target enter the heap, and (logistic loss, ``μ > 0``,
     caps that do not move with ``η``) the loop runs compiled
     (:func:`._stale_search.stale_search`) until a cell needs a solve; ``compiled=False``
-    runs this Python loop only (the reference it is tested against). ``partition``
+    runs this Python loop only (the reference it is tested against).
+    ``one_seller = (i, Ψ_i⁰)``: ``prob``'s virtual costs are those the stale set was
+    built for but at seller ``i`` (not lower than ``Ψ_i⁰`` there), so a renewal of a
+    :class:`StaleNodes` node takes :func:`._stale_search.renewal_bound_one` (the
+    same bound in ``O(d)`` where the node's a-step keeps its classes). ``partition``
     (optional) receives the final nodes: bisected where the profile needed it, around
     the optimum, and so a graded set of stale nodes for problems near this one.
     """
     cfg = prob.cfg
     modulus = _modulus(prob, lam_conv)
+    i_one, psi_one = (-1, 0.0) if one_seller is None else one_seller
+    rows: dict[float, int] = {}  # a StaleNodes node's row in the compiled loop's arrays
+    summaries: tuple[NDArray[Any], ...] = ()
     # A zero ε^max is a zero cap at every η (a report at the top of a support with
     # an infinite virtual cost): it does not make the feasible set depend on η.
     fixed_set = cfg.gamma > 0.0 and _caps_fixed(prob, (cfg.k / prob.m) * eta_hi)
@@ -522,14 +538,18 @@ def certify_range(
         cells = stale_cell_bounds(nodes, cfg, eta_lo, eta_hi)
         data = None if cells is None else nodes.renewal_arrays(prob, cells[0])
         if cells is not None and data is not None:
+            B, W, A0, S0, L, DL, status, fs, ps = data
             code, lower, n_renewed = stale_search(
-                cells[0], data[0], cells[1], float(incumbent.eta),
+                cells[0], B, cells[1], float(incumbent.eta),
                 node_of(prob, incumbent, lam_conv).bound, incumbent.search_value, rtol,
                 max_cells, cfg.sigma, cfg.gamma, modulus, prob.X, prob.psi,
-                prob.eps_max, cfg.k / prob.m, cfg.mu, cfg.lam, *data[1:],
+                prob.eps_max, cfg.k / prob.m, cfg.mu, cfg.lam, W, A0, S0, L, DL,
+                status, fs, ps, i_one, psi_one,
             )  # fmt: skip
             if code == STALE_DONE:
                 return incumbent, lower, n_renewed
+            rows = {float(e): j for j, e in enumerate(cells[0].tolist())}
+            summaries = (status, fs, ps)
     best = incumbent
     n = 0
     pts: dict[float, Node] = {
@@ -561,11 +581,18 @@ def certify_range(
             if got is None:
                 got = nodes.losses[eta] = loss_pass(prob, node.w)
             if compiled_renewal:
-                ok, lb, A, s = renewal_bound(
+                args = (
                     prob.X, prob.psi, prob.eps_max, cfg.k / prob.m, cfg.gamma * eta,
                     eta, cfg.mu, cfg.lam, cfg.sigma, node.w, *_multipliers(node),
                     got[0], got[1], modulus, node.bound,
                 )  # fmt: skip
+                j = rows.get(eta)
+                if j is None:
+                    ok, lb, A, s = renewal_bound(*args)
+                else:  # as the compiled loop renewed it
+                    ok, lb, A, s = renewal_bound_one(
+                        *args, i_one, psi_one, *(a[j] for a in summaries)
+                    )
                 if ok:
                     renewed = WeightsStepState(A, s)
                     return Node(lb, node.w, node.a, False, None, renewed, renewed=True)

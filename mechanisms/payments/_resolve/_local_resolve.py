@@ -171,7 +171,9 @@ def local_resolve_seller(
     operations as the allocation's). ``sole_change``: the caller's promise that
     ``prob``'s virtual costs are the base's, bit for bit and finite, but seller
     ``index``'s (:func:`sole_change`), so the raise is read at that seller alone
-    instead of by passes over all ``m``."""
+    instead of by passes over all ``m``, and the range certificate's stale renewals
+    are one-seller updates (``certify_range``'s ``one_seller``: the same bounds to
+    rounding, so the same result but for the last bits of ``gap``)."""
     found = _certified_resolve(
         prob, base, lower_bounds, start, nodes, fit_w, hessian,
         index if sole_change else None,
@@ -278,6 +280,7 @@ def _certified_resolve(
         hi,
         nodes=nodes,  # read only (its cell cache is filled on first use)
         lam_conv=lam_conv,
+        one_seller=None if index is None else (index, float(base.virtual_costs[index])),
     )
     if found is not best:
         found = _polish(prob, found, lo, hi)
