@@ -136,10 +136,10 @@ def _summarise(
     P: FloatArray,
 ) -> None:
     """Fill one node's summary (``status``, ``fs``, ``P`` rows) from the a-step at the
-    base's ``psi``; not usable where the kernel declines or the caps differ."""
+    base's ``psi``; not usable where the kernel declines or the caps differ. Marked
+    ready last, so a reader never takes a summary half written."""
     m = losses.size
     d = w.size
-    fs[_READY] = 1.0
     fs[_USABLE] = 0.0
     r = np.empty(m)
     h = np.empty(m)
@@ -149,9 +149,11 @@ def _summarise(
     cap = h[0]
     for k in range(m):
         if h[k] != cap:
+            fs[_READY] = 1.0
             return
     ok, a, A, s, value = _point_from_r(r, h, mu, A0, s0, w, lam, sigma / eta)
     if not ok or not s > 0.0:
+        fs[_READY] = 1.0
         return
     n = 0
     cen = 0.0
@@ -160,6 +162,7 @@ def _summarise(
             n += 1
             cen += r[k]
     if n == 0:
+        fs[_READY] = 1.0
         return
     cen /= n
     s1 = ss = hc = h2 = hr = 0.0
@@ -215,6 +218,7 @@ def _summarise(
     fs[_IM_MAX], fs[_IM_MIN] = im_max, im_min
     fs[_VALUE], fs[_A], fs[_S] = value, A, s
     fs[_USABLE] = 1.0
+    fs[_READY] = 1.0
 
 
 @_jit
@@ -304,17 +308,16 @@ def renewal_bound_one(
     if cls == 0 or delta == 0.0 or cls == 2:
         A, s = fs[_A], fs[_S]
         value = fs[_VALUE]
+        # the base's weights a_k = A_c − s d_k on the free sellers, A_c from the sums
+        n = fs[_N]
+        Ac = (1.0 - fs[_HC] + s * fs[_S1]) / n
         if cls == 2 and delta != 0.0:
-            if not A - s * (losses[i] + q * psi[i]) >= cap:
+            if not Ac - s * (losses[i] + q * psi[i] - fs[_CEN]) >= cap:
                 return renewal_bound(
                     X, psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses,
                     dl, modulus, stale_bound,
                 )  # fmt: skip
             value += cap * delta
-        # the base's weights: Σ_free (A_c − s d_k) ℓ'_k x_k = A_c P₁ − s P₂ with the
-        # base's A_c, s recovered from its sums
-        n = fs[_N]
-        Ac = (1.0 - fs[_HC] + s * fs[_S1]) / n
         g = np.empty(d)
         for j in range(d):
             g[j] = lam * w[j] + Ac * P[j] - s * P[d + j] + P[2 * d + j]
