@@ -139,3 +139,21 @@ def test_payments_with_the_exit_pair_agree_with_a_tight_search(
         assert with_pair <= without
     else:
         assert with_pair < without
+
+
+def test_no_exit_is_read_from_a_full_solve_under_a_lean_resolver() -> None:
+    """Where a curve with a lean re-solver (strict mode's) evaluated a report by the
+    full search, its signature is the resolver's form, not per-seller statuses: no
+    exit is read there (it raised an IndexError in a 24-seller order)."""
+    job, costs = _strict_job()
+    i = int(np.flatnonzero(job.base.epsilon > 0)[0])
+    curve = SellerCurve(job.prob, job.base, job.prior, i, float(costs[i]), fast=False)
+    assert curve.resolver is not None
+    assert curve.epsilon(1.0) == 0.0  # out at the top of the support
+    assert 1.0 in curve.points  # by the full search
+    # the resolver's form: counts (capped, free, own status), here one capped and
+    # one free seller, as in the order where it failed
+    sig = curve.signature(1.0)
+    assert len(sig) == 24
+    curve.signatures[1.0] = np.array([1, 1, 0], dtype=np.int64).tobytes()
+    assert curve.exit_psi(1.0) is None

@@ -599,8 +599,10 @@ class SellerCurve:
                 return None
             g, slope, eta = float(own_margin(lean)), float(lean.s), float(lean.eta)
         else:
+            # a full solve under a lean resolver: its signature is the resolver's
+            # form, not the per-seller statuses _margins reads
             point = self.points.get(x)
-            if point is None:
+            if point is None or self.resolver is not None:
                 return None
             eta = float(point[2])
             margins = self._margins(x, np.array([self.index]), np.array([False]))
