@@ -40,4 +40,4 @@ def _same(kept: Any, owner: Any) -> bool:
         return len(kept) == len(owner) and all(
             a is b for a, b in zip(kept, owner, strict=True)
         )
-    return kept is owner
+    return False

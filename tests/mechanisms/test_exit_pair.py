@@ -20,7 +20,7 @@ from mechanisms.payments import _critical_cost
 from mechanisms.payments._critical_cost import invert_virtual_cost
 from mechanisms.payments._payments import PaymentJob, payment_job, seller_payment
 from mechanisms.payments._resolve._seller_curve import SellerCurve
-from tests.mechanisms.test_range_kinks import market_job
+from tests.mechanisms.test_range_kinks import job_curve, market_job
 
 
 def _strict_job(m: int = 200) -> tuple[PaymentJob, np.ndarray]:
@@ -57,10 +57,7 @@ def test_exit_psi_is_the_critical_cost_or_below_it(kind: str) -> None:
     for i in np.flatnonzero(job.base.epsilon > 0)[:10]:
         i = int(i)
         report = float(costs[i])
-        curve = SellerCurve(
-            job.prob, job.base, job.prior, i, report, nodes=job.nodes,
-            hessian=job.hessian,
-        )  # fmt: skip
+        curve = job_curve(job, i, report)
         assert (curve.resolver is None) == (kinds[kind] is None)
         top = float(job.prior.high)
         if curve.epsilon(top) > 0.0:

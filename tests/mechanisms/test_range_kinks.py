@@ -54,6 +54,14 @@ def market_job(
     return payment_job(X, y, costs, UniformPrior(0.0, 1.0), cfg, eps_max), costs
 
 
+def job_curve(job: PaymentJob, i: int, report: float) -> SellerCurve:
+    """Seller ``i``'s curve as a payment sweep of ``job`` builds it: the job's stale
+    nodes and base Hessian."""
+    return SellerCurve(
+        job.prob, job.base, job.prior, i, report, nodes=job.nodes, hessian=job.hessian
+    )
+
+
 def _scanned(job: PaymentJob, i: int, report: float, n: int = 30) -> SellerCurve:
     curve = SellerCurve(job.prob, job.base, job.prior, i, report)
     assert curve.locates_kinks

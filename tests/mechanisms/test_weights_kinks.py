@@ -18,7 +18,7 @@ import pytest
 
 from mechanisms.payments._payments import PaymentJob, seller_payment
 from mechanisms.payments._resolve._seller_curve import SellerCurve
-from tests.mechanisms.test_range_kinks import Setting, market_job
+from tests.mechanisms.test_range_kinks import Setting, job_curve, market_job
 
 SETTINGS: list[Setting] = [(0, 0.3, 4.0, False), (7, 2.0, 8.0, True)]
 
@@ -47,10 +47,7 @@ def test_kink_guess_from_the_weights_finds_where_the_status_changes(
     for i in np.flatnonzero(job.base.epsilon > 0)[:12]:
         i = int(i)
         report = float(costs[i])
-        curve = SellerCurve(
-            job.prob, job.base, job.prior, i, report, nodes=job.nodes,
-            hessian=job.hessian,
-        )  # fmt: skip
+        curve = job_curve(job, i, report)
         for x in np.linspace(report, min(report + 0.4, 1.0), 25)[1:]:
             curve.epsilon(float(x))
         for x0, x1 in itertools.pairwise(sorted(curve.cache)):

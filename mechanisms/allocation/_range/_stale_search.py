@@ -46,6 +46,25 @@ STALE_HANDBACK = 1  # a step needs a solve: run certify_range's own loop
 
 
 @_jit
+def _scores_and_caps(
+    losses: FloatArray,
+    psi: FloatArray,
+    q: float,
+    eps_max: FloatArray,
+    kcap: float,
+    eta: float,
+) -> tuple[FloatArray, FloatArray]:
+    """``r = ℓ + qΨ`` and the caps ``h_i = min(k/m, ε_i^max/η)`` at ``η``."""
+    m = losses.size
+    r = np.empty(m)
+    h = np.empty(m)
+    for i in range(m):
+        r[i] = losses[i] + q * psi[i]
+        h[i] = min(kcap, eps_max[i] / eta)
+    return r, h
+
+
+@_jit
 def renewal_bound(
     X: FloatArray,
     psi: FloatArray,
@@ -72,12 +91,7 @@ def renewal_bound(
     give the exact a-step (warm from the node's multipliers ``(A0, s0)``) and
     ``F`` (:func:`._reduced_newton._point_from_r`), then
     ``∇F(w) = Xᵀ(a ⊙ ℓ') + λw``. Not ok where the a-step kernel declines."""
-    m = losses.size
-    r = np.empty(m)
-    h = np.empty(m)
-    for i in range(m):
-        r[i] = losses[i] + q * psi[i]
-        h[i] = min(kcap, eps_max[i] / eta)
+    r, h = _scores_and_caps(losses, psi, q, eps_max, kcap, eta)
     ok, a, A, s, value = _point_from_r(r, h, mu, A0, s0, w, lam, sigma / eta)
     if not ok:
         return False, stale_bound, A0, s0
@@ -141,11 +155,7 @@ def _summarise(
     m = losses.size
     d = w.size
     fs[_USABLE] = 0.0
-    r = np.empty(m)
-    h = np.empty(m)
-    for k in range(m):
-        r[k] = losses[k] + q * psi[k]
-        h[k] = min(kcap, eps_max[k] / eta)
+    r, h = _scores_and_caps(losses, psi, q, eps_max, kcap, eta)
     cap = h[0]
     for k in range(m):
         if h[k] != cap:
@@ -281,23 +291,49 @@ def renewal_bound_one(
     is ``psi_base_i``, not higher; ``i < 0``: unknown), from the node's one-seller
     summary (filled at the first call; module comment "One-seller renewals") in
     ``O(d)`` where the a-step's classes stay, else :func:`renewal_bound`."""
-    if i < 0 or not psi[i] >= psi_base_i:
-        return renewal_bound(
-            X, psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses, dl,
-            modulus, stale_bound,
-        )  # fmt: skip
-    if fs[_READY] == 0.0:
-        base_psi = psi.copy()
-        base_psi[i] = psi_base_i
-        _summarise(
-            X, base_psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses, dl,
-            status, fs, P,
-        )  # fmt: skip
-    if fs[_USABLE] == 0.0:
-        return renewal_bound(
-            X, psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses, dl,
-            modulus, stale_bound,
-        )  # fmt: skip
+    if i >= 0 and psi[i] >= psi_base_i:
+        if fs[_READY] == 0.0:
+            base_psi = psi.copy()
+            base_psi[i] = psi_base_i
+            _summarise(
+                X, base_psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses,
+                dl, status, fs, P,
+            )  # fmt: skip
+        if fs[_USABLE] == 1.0:
+            found, bound, A, s = _summary_renewal(
+                X, psi, q, eta, mu, lam, sigma, w, losses, dl, modulus, stale_bound, i,
+                psi_base_i, status, fs, P,
+            )  # fmt: skip
+            if found:
+                return True, bound, A, s
+    return renewal_bound(
+        X, psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses, dl, modulus,
+        stale_bound,
+    )  # fmt: skip
+
+
+@_jit
+def _summary_renewal(
+    X: FloatArray,
+    psi: FloatArray,
+    q: float,
+    eta: float,
+    mu: float,
+    lam: float,
+    sigma: float,
+    w: FloatArray,
+    losses: FloatArray,
+    dl: FloatArray,
+    modulus: float,
+    stale_bound: float,
+    i: int,
+    psi_base_i: float,
+    status: NDArray[np.uint8],
+    fs: FloatArray,
+    P: FloatArray,
+) -> tuple[bool, float, float, float]:
+    """:func:`renewal_bound_one` from the node's (usable) summary: ``(found, bound,
+    A, s)``, not found where the a-step changes a class beyond the variants read."""
     d = w.size
     delta = q * psi[i] - q * psi_base_i
     cls = status[i]
@@ -313,10 +349,7 @@ def renewal_bound_one(
         Ac = (1.0 - fs[_HC] + s * fs[_S1]) / n
         if cls == 2 and delta != 0.0:
             if not Ac - s * (losses[i] + q * psi[i] - fs[_CEN]) >= cap:
-                return renewal_bound(
-                    X, psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses,
-                    dl, modulus, stale_bound,
-                )  # fmt: skip
+                return False, stale_bound, 0.0, 0.0
             value += cap * delta
         g = np.empty(d)
         for j in range(d):
@@ -358,10 +391,7 @@ def renewal_bound_one(
                 found = True
                 break
         if not found:
-            return renewal_bound(
-                X, psi, eps_max, kcap, q, eta, mu, lam, sigma, w, A0, s0, losses, dl,
-                modulus, stale_bound,
-            )  # fmt: skip
+            return False, stale_bound, 0.0, 0.0
         fs[_OUT_HITS] += out
         fs[_ENTER_HITS] += enter
         cen = fs[_CEN]

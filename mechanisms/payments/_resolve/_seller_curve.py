@@ -545,18 +545,6 @@ class SellerCurve:
         out: FloatArray = score[ks] - np.where(to_cap, h_k * (1.0 - 1e-9), 1e-12)
         return out
 
-    @property
-    def reads_exits(self) -> bool:
-        """Whether :meth:`exit_psi` can read an exit (linear ``u``, ``γ, μ > 0``, and
-        re-solves that keep the a-step's multipliers)."""
-        cfg = self.prob.cfg
-        return (
-            cfg.u == "linear"
-            and cfg.mu > 0.0
-            and cfg.gamma > 0.0
-            and (self.resolver is None or hasattr(self.resolver, "own_margin"))
-        )
-
     def exit_psi(self, x: float) -> float | None:
         """The virtual cost ``Ψ_i`` at which seller ``i``'s weight leaves 0, read at
         an evaluated report ``x`` where ``ε_i = 0`` (linear ``u``, ``γ, μ > 0``), or
@@ -571,9 +559,9 @@ class SellerCurve:
         ``Ψ_i`` elsewhere): the seller then re-enters above this ``Ψ_i``, never
         below it, and callers evaluate what they place by it."""
         x = float(x)
-        if not self.reads_exits or self.cache.get(x) != 0.0:
+        if not self.prob.cfg.gamma > 0.0 or self.cache.get(x) != 0.0:
             return None
-        found = self._margin_and_slope(x)
+        found = self._margin_and_slope(x)  # linear u, μ > 0, and multipliers kept
         if found is None:
             return None
         g, slope, eta = found
