@@ -7,12 +7,12 @@ are chunked and mapped over an executor: a process pool by default, a thread poo
 
 The chunks are sized by the executor's actual worker count (:func:`worker_count`:
 about four chunks per worker, for progress and load balance). On a process pool the
-shared object is pickled once per call, its bytes travel with every chunk and are
-unpickled once per worker process (:class:`_Shared`: each chunk of a call gets the
-same object, so caches keyed by it, such as the payments' per-base memos, are built
-once per process); on Dask it is
-scattered to the workers **once** (``Client.scatter(..., broadcast=True)``) and every
-chunk receives a reference to it.
+shared object is pickled once per call, its bytes travel with the first chunk a worker
+runs and are unpickled once per worker process, the other chunks carrying only the
+call's token (:class:`_Shared`: each chunk of a call gets the same object, so caches
+keyed by it, such as the payments' per-base memos, are built once per process); on
+Dask it is scattered to the workers **once** (``Client.scatter(..., broadcast=True)``)
+and every chunk receives a reference to it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ import pickle
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Sequence
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -144,7 +150,9 @@ def map_chunks(
         A picklable (module-level) function of ``(shared, chunk)`` returning one result
         per chunk item.
     shared : object
-        Picklable data every chunk needs (sent once per chunk; once in all on Dask).
+        Picklable data every chunk needs: on a process pool its pickle goes with the
+        first chunk a worker runs (and with a chunk sent again to a process that does
+        not hold it), the other chunks carry a token; on Dask it is scattered once.
     items : sequence
         The work items (e.g. seller indices).
     executor : Executor, optional
@@ -170,13 +178,16 @@ def map_chunks(
     pool = ProcessPoolExecutor(max_workers=n_workers) if own else executor
     assert pool is not None
     client = _dask_client(pool)
+    task: Callable[..., Any] = fn
     if client is not None:
-        shared = DaskExecutor.scatter_with(client, shared)
+        scattered = DaskExecutor.scatter_with(client, shared)
+        carriers = (scattered, scattered)
     else:  # one object per worker process for all of this call's chunks
-        shared = _Shared(uuid.uuid4().hex, shared)
-        fn = functools.partial(_unwrapped, fn)
+        full = _Shared(uuid.uuid4().hex, shared)
+        carriers = (full, full.by_token())
+        task = functools.partial(_unwrapped, fn)
     try:
-        return _run(pool, fn, shared, chunks, total, progress)
+        return _run(pool, task, carriers, n_workers, chunks, total, progress)
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -185,37 +196,61 @@ def map_chunks(
 @dataclass(frozen=True, eq=False)
 class _Shared:
     """The shared object of one :func:`map_chunks` call as chunks carry it, named by
-    a token for that call. Pickled (:meth:`__reduce__`), it carries the object's
-    own pickle, made once per call (:attr:`payload`) rather than once per chunk; a
-    worker process unpickles that only for the first chunk of the call it runs and
-    returns the object it restored then for the others (:func:`_restore_shared`),
-    so every chunk of the call that runs there works on one object, and what is
-    cached by that object's identity (the payment sweeps' per-base memos:
-    re-solvers, the base's losses, renewal arrays) is built once per process instead
-    of once per chunk. (A Wisconsin payment job pickles to about 0.3 MB: 0.8 ms to
-    pickle and 0.5 ms to unpickle, per chunk before, on the two cores the workers
-    use.)"""
+    a token for that call.
+
+    Pickled (:meth:`__reduce__`), a carrier with ``carry=True`` holds the object's
+    own pickle, made once per call (:attr:`payload`); a worker process unpickles that
+    only the first time it meets the call and keeps the object it restored under the
+    token (:func:`_restore_shared`), so every chunk of the call that runs there works
+    on one object, and what is cached by that object's identity (the payment sweeps'
+    per-base memos: re-solvers, the base's losses, renewal arrays) is built once per
+    process. The other chunks travel with a carrier of the token alone
+    (:meth:`by_token`, ``carry=False``): a worker that already holds the object
+    takes it from there (:func:`_lookup_shared`), and one that does not answers
+    :class:`_NeedsPayload`, upon which :func:`_run` sends that chunk again with the
+    payload. A chunk with the payload goes through the pool's pipe while both
+    workers run, and the parent's feeding thread writes it in 64 KiB pieces, each
+    waiting for a core: a 6 MB payment job (``m = 10⁴``) cost 20–60 ms a chunk on
+    two busy cores, 1 ms without it. In-process executors (threads, serial) never
+    pickle a carrier and use ``obj`` as it is."""
 
     token: str
     obj: Any
+    carry: bool = True
 
     @functools.cached_property
     def payload(self) -> bytes:
         """``pickle.dumps(obj)`` (computed at the first chunk's pickling)."""
         return pickle.dumps(self.obj, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore_shared, (self.token, self.payload))
+    def by_token(self) -> _Shared:
+        """The carrier of the same object that pickles to its token alone."""
+        return _Shared(self.token, self.obj, carry=False)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.carry:
+            return (_restore_shared, (self.token, self.payload))
+        return (_lookup_shared, (self.token,))
+
+
+@dataclass(frozen=True)
+class _NeedsPayload:
+    """A worker's answer to a chunk whose shared object it does not hold."""
+
+    token: str
+
+
+_MISSING = object()
+""":attr:`_Shared.obj` of a carrier whose token this process does not hold."""
 
 _RESTORED: OrderedDict[str, _Shared] = OrderedDict()
 _RESTORED_LOCK = threading.Lock()
 RESTORED_SHARED = 1
 """How many restored shared objects a process keeps (the most recently used). A pool
 worker serves one call's chunks in a row; two calls interleaved on one worker restore
-theirs per chunk, as without this cache. One, because a kept object (a payment job:
-its records and the re-solvers' caches, tens of MB at ``m = 10⁵``) stays in memory
-until the next call replaces it."""
+theirs again each time they alternate (their chunks by token are sent again with the
+payload). One, because a kept object (a payment job: its records and the re-solvers'
+caches, tens of MB at ``m = 10⁵``) stays in memory until the next call replaces it."""
 
 
 def _restore_shared(token: str, payload: bytes) -> _Shared:
@@ -233,30 +268,59 @@ def _restore_shared(token: str, payload: bytes) -> _Shared:
         return out
 
 
+def _lookup_shared(token: str) -> _Shared:
+    """The :class:`_Shared` of ``token`` this process restored, else a carrier whose
+    ``obj`` is :data:`_MISSING`."""
+    with _RESTORED_LOCK:
+        hit = _RESTORED.get(token)
+        if hit is not None:
+            _RESTORED.move_to_end(token)
+            return hit
+    return _Shared(token, _MISSING, carry=False)
+
+
 def _unwrapped(
     fn: Callable[[Any, list[T]], list[R]], shared: _Shared, chunk: list[T]
-) -> list[R]:
-    """``fn`` on the object a :class:`_Shared` carries."""
+) -> list[R] | _NeedsPayload:
+    """``fn`` on the object a :class:`_Shared` carries (:class:`_NeedsPayload` where
+    this process does not hold it)."""
+    if shared.obj is _MISSING:
+        return _NeedsPayload(shared.token)
     return fn(shared.obj, chunk)
 
 
 def _run(
     pool: Executor,
-    fn: Callable[[Any, list[T]], list[R]],
-    shared: Any,
-    chunks: Iterable[list[T]],
+    fn: Callable[..., Any],
+    carriers: tuple[Any, Any],
+    n_full: int,
+    chunks: Sequence[list[T]],
     total: int,
     progress: Progress | None,
 ) -> list[R]:
-    futures = {pool.submit(fn, shared, chunk): j for j, chunk in enumerate(chunks)}
+    """Submit every chunk, the first ``n_full`` (one a worker) with ``carriers[0]``
+    and the others with ``carriers[1]`` (:class:`_Shared`), and collect the results
+    in chunk order; a chunk answered :class:`_NeedsPayload` is sent again with
+    ``carriers[0]``."""
+    full, light = carriers
+    pending = {
+        pool.submit(fn, full if j < n_full else light, chunk): j
+        for j, chunk in enumerate(chunks)
+    }
     results: dict[int, list[R]] = {}
     done = 0
     if progress is not None:
         progress(0, total)
-    for fut in as_completed(futures):
-        j = futures[fut]
-        results[j] = fut.result()
-        done += len(results[j])
-        if progress is not None:
-            progress(done, total)
+    while pending:
+        finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for fut in finished:
+            j = pending.pop(fut)
+            out = fut.result()
+            if isinstance(out, _NeedsPayload):
+                pending[pool.submit(fn, full, chunks[j])] = j
+                continue
+            results[j] = out
+            done += len(out)
+            if progress is not None:
+                progress(done, total)
     return [r for j in sorted(results) for r in results[j]]

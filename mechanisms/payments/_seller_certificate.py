@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,6 +77,11 @@ class SellerCertificate:
     monotonicity_violation: float
     quad_error: float
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor's arguments (as
+        :meth:`mechanisms.payments._seller_payment.SellerPayment.__reduce__`)."""
+        return (SellerCertificate, _SELLER_CERTIFICATE_FIELDS(self))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (non-finite floats become ``None``)."""
         out = dataclasses.asdict(self)
@@ -83,3 +89,10 @@ class SellerCertificate:
             if isinstance(v, float) and not math.isfinite(v):
                 out[k] = None
         return out
+
+
+_SELLER_CERTIFICATE_FIELDS = operator.attrgetter(
+    *(f.name for f in dataclasses.fields(SellerCertificate))
+)
+"""The fields of :class:`SellerCertificate` in order, as a tuple
+(:meth:`SellerCertificate.__reduce__`)."""

@@ -15,9 +15,12 @@ mismatch. :func:`mechanisms.payments.myerson_payments` maps this over sellers.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -90,10 +93,23 @@ class SellerPayment:
     verified: bool = True
     certificate: SellerCertificate | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor's arguments: a process pool sends each chunk's
+        results back this way, and the dataclass default (its ``__getstate__`` reads
+        ``fields()`` for every object) took 11 µs a seller with its certificate."""
+        return (SellerPayment, _SELLER_PAYMENT_FIELDS(self))
+
+
+_SELLER_PAYMENT_FIELDS = operator.attrgetter(
+    *(f.name for f in dataclasses.fields(SellerPayment))
+)
+"""The fields of :class:`SellerPayment` in order, as a tuple
+(:meth:`SellerPayment.__reduce__`)."""
+
 
 @dataclass(frozen=True)
 class PaymentJob:
-    """What every per-seller computation shares (picklable; sent once per chunk).
+    """What every per-seller computation shares (picklable; sent once per worker process).
 
     ``unverified``: sellers whose shortcut evaluations are not checked against cold
     full re-solves (default none: every seller is checked). ``nodes``: the base's

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -421,6 +421,72 @@ def test_a_worker_gets_one_shared_object_per_call() -> None:
     assert again is kept[-1]
     assert again.obj is kept[-1].obj
     assert pickle.loads(pickle.dumps(_executors._Shared("t0", data))) is not kept[0]
+
+
+class _FreshProcessExecutor(Executor):
+    """Two "workers", each call as in a new worker process: its arguments pickled
+    and unpickled after the process's restored shared objects are forgotten."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._max_workers = 2  # what worker_count reads
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        import pickle
+
+        from mechanisms.payments import _executors
+
+        self.calls += 1
+        _executors._RESTORED.clear()
+        fn, args = pickle.loads(pickle.dumps((fn, args)))
+        return SerialExecutor().submit(fn, *args, **kwargs)
+
+
+def _double(shared: dict[str, float], chunk: list[int]) -> list[float]:
+    return [shared["scale"] * i for i in chunk]
+
+
+def test_chunks_after_the_first_carry_the_token_and_a_worker_without_it_gets_the_payload() -> (
+    None
+):
+    """Only the first chunk per worker carries the shared object's pickle; the others
+    carry the call's token (a few dozen bytes whatever the object's size). A worker
+    that does not hold the object answers so, and that chunk is sent again with it:
+    here every call runs as in a new process, so each of the 5 token-only chunks is
+    sent twice, and the results are still complete and in order."""
+    import pickle
+
+    from mechanisms.payments import _executors
+
+    data = {"scale": 3.0, "pad": np.zeros(100_000)}
+    full = _executors._Shared("tok", data)
+    light = full.by_token()
+    assert len(pickle.dumps(full)) > 800_000
+    assert len(pickle.dumps(light)) < 200
+    ex = _FreshProcessExecutor()
+    out = map_chunks(_double, data, range(7), executor=ex, chunk_size=1)
+    assert out == [3.0 * i for i in range(7)]
+    assert ex.calls == 2 + 2 * 5
+
+
+def test_seller_payments_pickle_to_equal_objects() -> None:
+    """Results travel back from worker processes pickled: a seller's payment and its
+    certificate come back equal field by field (with and without a certificate)."""
+    import pickle
+
+    rng = np.random.default_rng(SEED)
+    ins = broad_instance(rng, m=24)
+    res = myerson_payments(
+        ins.X, ins.y, ins.costs, ins.prior, ins.cfg, sellers=[0, 1, 2],
+        executor=SerialExecutor(),
+    )  # fmt: skip
+    sellers = list(res.sellers)
+    assert any(sp.certificate is not None for sp in sellers)
+    back = pickle.loads(pickle.dumps(sellers, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == sellers
+    assert [type(sp) for sp in back] == [type(sp) for sp in sellers]
+    plain = dataclasses.replace(sellers[0], certificate=None)
+    assert pickle.loads(pickle.dumps(plain)) == plain
 
 
 @pytest.mark.parametrize("mode", ["default", "strict"])
