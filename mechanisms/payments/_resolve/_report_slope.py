@@ -47,7 +47,7 @@ from scipy.linalg import cho_solve
 
 from mechanisms.allocation._problem import Problem
 from mechanisms.allocation._range._certify import effective_problem
-from mechanisms.allocation._weights_kernel import kernel_array
+from mechanisms.allocation._weights_kernel import _jit, kernel_array
 from mechanisms.payments._base_memo import base_memo
 from mechanisms.payments._resolve._local_resolve import base_losses
 from mechanisms.payments._resolve._range_resolve import weights_signature
@@ -113,27 +113,64 @@ def response(
     terms = entry[1] if entry[0] is prob else _base_terms(prob, base, hessian)
     if terms is None or not terms.free[i]:
         return None
-    a = np.asarray(base.weights)
-    s, D = terms.s, terms.D
-    a_i, r_i = float(a[i]), float(terms.r[i])
-    p1_i = (s / D) * (terms.S1 * a_i - terms.Q_mu)
-    p2_i = (s / D) * (terms.n_free * a_i - terms.c1)
-    g_i = terms.dl[i] * np.asarray(prob.X[i], dtype=np.float64)
-    b = -s * g_i + p1_i * terms.u_g - p2_i * terms.u_rg
-    dw = -terms.gamma_eta * (terms.h_inv @ b)
-    v_i = float(g_i @ dw)
-    a_v = float(terms.u_ag @ dw)
-    one_v = float(terms.u_g @ dw)
-    p1_v = (s / D) * (terms.S1 * a_v - terms.Q_mu * one_v)
-    p2_v = (s / D) * (terms.n_free * a_v - terms.c1 * one_v)
-    j_ii = -s + p1_i - r_i * p2_i
-    da = terms.gamma_eta * j_ii + (-s * v_i + p1_v - r_i * p2_v)
+    a_i = float(base.weights[i])
+    dw, da = _seller_response(
+        kernel_array(prob.X[i]), a_i, float(terms.r[i]), float(terms.dl[i]),
+        terms.s, terms.D, terms.S1, terms.Q_mu, terms.c1, float(terms.n_free),
+        terms.gamma_eta, terms.u_g, terms.u_rg, terms.u_ag, terms.h_inv,
+    )  # fmt: skip
     deps = terms.eta
     if terms.curvature_lam is not None:
         deps += 2.0 / (4.0 * terms.curvature_lam + a_i)
-    if not (math.isfinite(da) and np.isfinite(dw).all()):
+    if not math.isfinite(da):  # NaN where dw is not finite
         return None
     return Response(dw, da, deps)
+
+
+@_jit
+def _seller_response(
+    x_i: FloatArray,
+    a_i: float,
+    r_i: float,
+    dl_i: float,
+    s: float,
+    D: float,
+    S1: float,
+    Q_mu: float,
+    c1: float,
+    n_free: float,
+    gamma_eta: float,
+    u_g: FloatArray,
+    u_rg: FloatArray,
+    u_ag: FloatArray,
+    h_inv: FloatArray,
+) -> tuple[FloatArray, float]:
+    """``(dw/dΨ_i, da_i/dΨ_i)`` of the module docstring for the seller with record
+    ``x_i``, weight ``a_i``, ``r_i`` and ``ℓ'_i`` at the base, from the base's shared
+    terms (:class:`_BaseSlopeTerms`); ``da`` is NaN where ``dw`` is not finite. In one
+    compiled call: as NumPy expressions it was about fifteen array operations, 40 µs
+    a seller."""
+    p1_i = (s / D) * (S1 * a_i - Q_mu)
+    p2_i = (s / D) * (n_free * a_i - c1)
+    d = x_i.size
+    g_i = np.empty(d)
+    b = np.empty(d)
+    for j in range(d):
+        g_i[j] = dl_i * x_i[j]
+        b[j] = (-s * g_i[j] + p1_i * u_g[j]) - p2_i * u_rg[j]
+    dw = np.dot(h_inv, b)
+    finite = True
+    for j in range(d):
+        dw[j] = -gamma_eta * dw[j]
+        finite &= math.isfinite(dw[j])
+    v_i = np.dot(g_i, dw)
+    a_v = np.dot(u_ag, dw)
+    one_v = np.dot(u_g, dw)
+    p1_v = (s / D) * (S1 * a_v - Q_mu * one_v)
+    p2_v = (s / D) * (n_free * a_v - c1 * one_v)
+    j_ii = -s + p1_i - r_i * p2_i
+    da = gamma_eta * j_ii + (-s * v_i + p1_v - r_i * p2_v)
+    return dw, da if finite else np.nan
 
 
 def report_slope(
@@ -237,9 +274,9 @@ def _base_terms(
         free=free,
         r=r,
         dl=np.asarray(dl, dtype=np.float64),
-        u_g=G.sum(axis=0),
-        u_rg=r_m @ G,
-        u_ag=a_m @ G,
-        h_inv=np.asarray(h_inv, dtype=np.float64),
+        u_g=kernel_array(G.sum(axis=0)),
+        u_rg=kernel_array(r_m @ G),
+        u_ag=kernel_array(a_m @ G),
+        h_inv=kernel_array(h_inv),
         curvature_lam=float(cfg.lam) if cfg.curvature_overhead else None,
     )
