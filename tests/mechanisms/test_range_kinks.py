@@ -252,7 +252,9 @@ def test_weights_signature_is_the_bound_status_under_the_caps() -> None:
     """The compiled signature of a solve's weights is, byte for byte,
     ``bound_status(a, Problem.caps(η))``, at the edges of each status: exact zeros,
     ``1e-12`` and its neighbours, weights at and just below ``h(1 − 10⁻⁹)`` for the
-    ``k/m`` cap and for binding ``ε^max`` caps (and zero caps), NaN."""
+    ``k/m`` cap and for binding ``ε^max`` caps (and zero caps), NaN; with some caps
+    binding, and with every cap ``k/m`` (infinite or large finite ``ε^max``: the
+    pass without divisions)."""
     from mechanisms.allocation._problem import Problem
     from mechanisms.payments._resolve._range_resolve import (
         bound_status,
@@ -261,13 +263,18 @@ def test_weights_signature_is_the_bound_status_under_the_caps() -> None:
 
     rng = np.random.default_rng(4)
     m = 400
-    eps_max = np.where(rng.random(m) < 0.3, rng.uniform(0.0, 2.0, m), np.inf)
-    eps_max[:5] = 0.0
-    prob = Problem(
-        rng.normal(size=(m, 2)), np.ones(m), np.ones(m), eps_max,
-        MechanismConfig(k=3.0),
-    )  # fmt: skip
-    for eta in (0.5, 7.0, 300.0):
+    mixed = np.where(rng.random(m) < 0.3, rng.uniform(0.0, 2.0, m), np.inf)
+    mixed[:5] = 0.0
+    cases = [
+        (eps_max, eta)
+        for eps_max in (mixed, np.full(m, np.inf), np.full(m, 50.0))
+        for eta in (0.5, 7.0, 300.0)
+    ]
+    for eps_max, eta in cases:
+        prob = Problem(
+            rng.normal(size=(m, 2)), np.ones(m), np.ones(m), eps_max,
+            MechanismConfig(k=3.0),
+        )  # fmt: skip
         h = prob.caps(eta)
         edges = [0.0, 1e-12, np.nextafter(1e-12, 1), np.nextafter(1e-12, 0), np.nan]
         a = rng.uniform(0.0, 1.0, m) * h
