@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mechanisms.priors._cost_prior import (
     CostPrior,
@@ -64,6 +65,21 @@ class UniformPrior(CostPrior):
     def _virtual_cost_derivative(self, c: FloatArray) -> FloatArray:
         # Ψ(c) = 2c − low: Ψ' = 2 (the general form's value, without its guards)
         return np.full(c.shape, 2.0)
+
+    def virtual_cost(self, c: ArrayLike) -> Any:
+        """``Ψ(c) = c + (c − low)``; one float inside the support in scalar arithmetic
+        (the same two roundings as the array form; a payment sweep asks a few times
+        per seller, about 6 µs each through arrays)."""
+        if isinstance(c, float) and self.contains(c):
+            x = float(c)
+            return x + (x - self.low)
+        return CostPrior.virtual_cost(self, c)
+
+    def virtual_cost_derivative(self, c: ArrayLike) -> Any:
+        """``Ψ'(c) = 2``; one float inside the support without arrays."""
+        if isinstance(c, float) and self.contains(c):
+            return 2.0
+        return CostPrior.virtual_cost_derivative(self, c)
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "params": {"low": self.low, "high": self.high}}

@@ -65,6 +65,23 @@ def test_uniform_virtual_cost_is_2c_minus_low() -> None:
     np.testing.assert_allclose(prior.virtual_cost_derivative(c), 2.0)
 
 
+def test_uniform_one_report_is_the_array_value_to_the_bit() -> None:
+    """One float inside the support takes scalar arithmetic: the same value to the bit
+    as the array form at that cost (a payment's re-solves read it), a Python float;
+    outside the support it is refused as the array form refuses it."""
+    prior = UniformPrior(1e-4, 5e-4)
+    c = np.random.default_rng(3).uniform(1e-4, 5e-4, 20_000)
+    c[:2] = [1e-4, 5e-4]
+    one = np.array([prior.virtual_cost(float(x)) for x in c])
+    np.testing.assert_array_equal(one, prior.virtual_cost(c))
+    assert type(prior.virtual_cost(float(c[5]))) is float
+    assert prior.virtual_cost_derivative(float(c[5])) == 2.0
+    with pytest.raises(ValueError, match="c"):
+        prior.virtual_cost(6e-4)
+    with pytest.raises(ValueError, match="c"):
+        prior.virtual_cost_derivative(-1.0)
+
+
 def test_uniform_paper_interval() -> None:
     # "U[e^-4, 5e^-4]" read as [0.0183, 0.0005] is reversed: rejected, naming high.
     with pytest.raises(ValueError, match="high"):
