@@ -5,8 +5,9 @@ are chunked and mapped over an executor: a process pool by default, a thread poo
 :class:`SerialExecutor` (in-process, for tests and debugging), or a Dask cluster
 (:class:`DaskExecutor`, or ``distributed.Client(...).get_executor()``).
 
-The chunks are sized by the executor's actual worker count (:func:`worker_count`:
-about four chunks per worker, for progress and load balance). On a process pool the
+The chunks are sized by the executor's actual worker count (:func:`worker_count`,
+:func:`shrinking_chunks`: about four chunks per worker at first, then smaller ones,
+for progress and load balance). On a process pool the
 shared object is pickled once per call, its bytes travel with the first chunk a worker
 runs and are unpickled once per worker process, the other chunks carrying only the
 call's token (:class:`_Shared`: each chunk of a call gets the same object, so caches
@@ -61,6 +62,32 @@ def chunked(items: Sequence[T], n_chunks: int) -> list[list[T]]:
         return []
     bounds = [round(j * n / k) for j in range(k + 1)]
     return [list(items[bounds[j] : bounds[j + 1]]) for j in range(k)]
+
+
+def shrinking_chunks(items: Sequence[T], n_workers: int) -> list[list[T]]:
+    """``items`` in contiguous chunks for ``n_workers`` workers that take them in
+    order: each chunk a ``1/(2·n_workers)`` share of the items still left, at most
+    ``⌈n/(4·n_workers)⌉`` items (about four chunks per worker while much is left, as
+    the progress reports come) and at least a sixteenth of that.
+
+    Equal chunks end unevenly: the last chunk a worker takes may start when the others
+    are nearly done, and they then wait for it. Measured on the payments of all 10⁴
+    sellers of a market (eight chunks on two workers) the two workers finished
+    0.1–0.36 s apart in 5 s; on Wisconsin (380 sellers, a cross-checked seller costing
+    about ten times another) 0.04–0.14 s apart in 0.45 s. Shrinking chunks leave the
+    end to the smallest (guided self-scheduling, with the share halved)."""
+    if n_workers < 1:
+        raise ValueError(f"n_workers must be >= 1, got {n_workers!r}")
+    n = len(items)
+    top = max(1, -(-n // (4 * n_workers)))
+    least = max(1, -(-top // 16))
+    out: list[list[T]] = []
+    pos = 0
+    while pos < n:
+        size = min(top, max(least, -(-(n - pos) // (2 * n_workers))))
+        out.append(list(items[pos : pos + size]))
+        pos += size
+    return out
 
 
 class DaskExecutor(Executor):
@@ -159,8 +186,9 @@ def map_chunks(
         Where to run; ``None`` creates a :class:`ProcessPoolExecutor` with
         :func:`default_workers` processes (shut down on return).
     chunk_size : int, optional
-        Items per chunk; default about four chunks per worker of ``executor``
-        (:func:`worker_count`; for progress and load balance) and at least one item.
+        Items per chunk; default :func:`shrinking_chunks` for the worker count of
+        ``executor`` (:func:`worker_count`): about four chunks per worker at first,
+        smaller ones towards the end (for progress and load balance).
     progress : callable, optional
         ``progress(done, total)`` after each finished chunk (``done`` counts items).
     """
@@ -171,10 +199,11 @@ def map_chunks(
     own = executor is None
     n_workers = worker_count(executor)
     if chunk_size is None:
-        chunk_size = max(1, -(-total // (4 * n_workers)))
-    if chunk_size < 1:
+        chunks = shrinking_chunks(items, n_workers)
+    elif chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
-    chunks = chunked(items, -(-total // chunk_size))
+    else:
+        chunks = chunked(items, -(-total // chunk_size))
     pool = ProcessPoolExecutor(max_workers=n_workers) if own else executor
     assert pool is not None
     client = _dask_client(pool)

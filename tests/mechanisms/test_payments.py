@@ -16,7 +16,12 @@ import pytest
 from mechanisms import ExponentialPrior, MechanismConfig, allocate
 from mechanisms.payments import _payments as payments_module
 from mechanisms.payments import _seller_payment as seller_payment_module
-from mechanisms.payments._executors import SerialExecutor, chunked, map_chunks
+from mechanisms.payments._executors import (
+    SerialExecutor,
+    chunked,
+    map_chunks,
+    shrinking_chunks,
+)
 from mechanisms.payments._payments import (
     MIN_VERIFIED,
     myerson_payments,
@@ -247,6 +252,28 @@ def test_chunked_covers_items_in_order() -> None:
     assert max(map(len, parts)) - min(map(len, parts)) <= 1
     with pytest.raises(ValueError, match="n_chunks"):
         chunked(items, 0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 16, 380, 10_000])
+@pytest.mark.parametrize("workers", [1, 2, 8])
+def test_shrinking_chunks_cover_items_in_order_and_end_small(
+    n: int, workers: int
+) -> None:
+    """The default chunks: every item once, in order; none larger than ``⌈n/(4W)⌉``;
+    sizes never grow; where there are many items the last chunks are at most a
+    sixteenth of the first (the workers' last tasks are short)."""
+    items = list(range(n))
+    parts = shrinking_chunks(items, workers)
+    assert [v for p in parts for v in p] == items
+    sizes = [len(p) for p in parts]
+    top = -(-n // (4 * workers)) if n else 0
+    assert all(1 <= k <= top for k in sizes)
+    assert sizes == sorted(sizes, reverse=True)
+    if top >= 16:
+        assert sizes[-1] <= -(-top // 16)
+        assert sizes[0] == top
+    with pytest.raises(ValueError, match="n_workers"):
+        shrinking_chunks(items, 0)
 
 
 def test_strict_mode_payments_are_finite_and_ir() -> None:
