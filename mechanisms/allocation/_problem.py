@@ -138,7 +138,7 @@ class Problem:
         """The public constant replacing ``ℓ_i(w)`` in strict mode: ``ℓ`` at ``w = 0``
         for a label at the centre of its range (``log 2`` for the logistic loss)."""
         if self.cfg.loss == "logistic":
-            return float(np.log(2.0))
+            return _LOG_2
         return 0.0
 
     def caps(self, eta: float) -> FloatArray:
@@ -148,6 +148,11 @@ class Problem:
     def linear_term(self, eta: float) -> FloatArray | None:
         """``c = 2b/η`` of the paper's literal objective, else ``None``."""
         return None if self.noise is None else 2.0 * self.noise / eta
+
+
+_LOG_2 = float(np.log(2.0))
+""":attr:`Problem.strict_loss_value` of the logistic loss (a strict payment sweep reads
+it at every re-solve)."""
 
 
 def _finite_stand_in(psi: FloatArray) -> float:

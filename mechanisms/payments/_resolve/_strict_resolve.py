@@ -91,7 +91,7 @@ class StrictResolver(ActiveSignatures):
         out = self.kernel(i, psi_i, psi_i >= self.psi[i])
         if out[0] != 1.0:
             return None
-        eta, A, s, value, lower, slope = (float(v) for v in out[1:7])
+        eta, A, s, value, lower, slope = out[1:7].tolist()
         a_i, h = float(out[8]), float(out[10])
         lo, hi = float(self.grid[0]), float(self.grid[-1])
         gap = max(value - lower, 0.0)
