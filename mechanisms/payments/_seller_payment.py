@@ -109,7 +109,7 @@ _SELLER_PAYMENT_FIELDS = operator.attrgetter(
 
 @dataclass(frozen=True)
 class PaymentJob:
-    """What every per-seller computation shares (picklable; sent once per worker process).
+    """What every per-seller computation shares (picklable; sent once per worker).
 
     ``unverified``: sellers whose shortcut evaluations are not checked against cold
     full re-solves (default none: every seller is checked). ``nodes``: the base's

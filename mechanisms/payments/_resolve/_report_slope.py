@@ -148,8 +148,8 @@ def _seller_response(
     """``(dw/dΨ_i, da_i/dΨ_i)`` of the module docstring for the seller with record
     ``x_i``, weight ``a_i``, ``r_i`` and ``ℓ'_i`` at the base, from the base's shared
     terms (:class:`_BaseSlopeTerms`); ``da`` is NaN where ``dw`` is not finite. In one
-    compiled call: as NumPy expressions it was about fifteen array operations, 40 µs
-    a seller."""
+    compiled call (as NumPy expressions, about fifteen array operations: 14.5 µs a
+    seller against 4.9 µs, at ``d = 20``)."""
     p1_i = (s / D) * (S1 * a_i - Q_mu)
     p2_i = (s / D) * (n_free * a_i - c1)
     d = x_i.size
