@@ -18,13 +18,15 @@ and every chunk receives a reference to it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import pickle
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
     Executor,
@@ -332,6 +334,42 @@ def _run(
     and the others with ``carriers[1]`` (:class:`_Shared`), and collect the results
     in chunk order; a chunk answered :class:`_NeedsPayload` is sent again with
     ``carriers[0]``."""
+    with _older_objects_frozen():
+        return _collect(pool, fn, carriers, n_full, chunks, total, progress)
+
+
+@contextlib.contextmanager
+def _older_objects_frozen() -> Iterator[None]:
+    """The collector's oldest generation left alone while a call's chunks run: the
+    objects alive at its start (the interpreter's modules, the caller's data) are
+    moved to the permanent generation (:func:`gc.freeze`) and back at its end
+    (:func:`gc.unfreeze`: nothing is lost, a cycle among them is collected later as
+    before). The parent process feeds the pool and unpickles each chunk's results
+    while both cores run workers; a full collection there (150–220 ms measured with a
+    payment benchmark's heap, triggered by the results' objects) held the pool's
+    feeding thread, and a worker waited that long for its next chunk. Skipped where
+    the collector is disabled or something is already frozen (a pre-forking server's
+    own freeze is not undone)."""
+    if not gc.isenabled() or gc.get_freeze_count() > 0:
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _collect(
+    pool: Executor,
+    fn: Callable[..., Any],
+    carriers: tuple[Any, Any],
+    n_full: int,
+    chunks: Sequence[list[T]],
+    total: int,
+    progress: Progress | None,
+) -> list[R]:
+    """The body of :func:`_run`."""
     full, light = carriers
     pending = {
         pool.submit(fn, full if j < n_full else light, chunk): j

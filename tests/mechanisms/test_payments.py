@@ -496,6 +496,46 @@ def test_chunks_after_the_first_carry_the_token_and_a_worker_without_it_gets_the
     assert ex.calls == 2 + 2 * 5
 
 
+def test_chunks_run_with_the_older_objects_frozen_and_nothing_frozen_after() -> None:
+    """While a call's chunks run, the objects alive at its start are in the permanent
+    generation (a full collection in the parent does not walk them); afterwards the
+    collector is as before. A freeze someone else made is left alone (this test
+    session's own, ``tests/conftest.py``, is lifted here and made again at the end),
+    and so is a disabled collector."""
+    import gc
+
+    from mechanisms.payments import _executors
+
+    seen: list[int] = []
+
+    def count(shared: object, chunk: list[int]) -> list[int]:
+        seen.append(gc.get_freeze_count())
+        return chunk
+
+    session_freeze = gc.get_freeze_count()
+    gc.unfreeze()
+    try:
+        out = map_chunks(count, None, range(4), executor=SerialExecutor())
+        assert out == [0, 1, 2, 3]
+        assert min(seen) > 0
+        assert gc.get_freeze_count() == 0
+        gc.freeze()
+        before = gc.get_freeze_count()
+        with _executors._older_objects_frozen():
+            assert gc.get_freeze_count() == before
+        assert gc.get_freeze_count() == before
+        gc.unfreeze()
+        gc.disable()
+        try:
+            with _executors._older_objects_frozen():
+                assert gc.get_freeze_count() == 0
+        finally:
+            gc.enable()
+    finally:
+        if session_freeze:
+            gc.freeze()
+
+
 def test_seller_payments_pickle_to_equal_objects() -> None:
     """Results travel back from worker processes pickled: a seller's payment and its
     certificate come back equal field by field (with and without a certificate)."""
