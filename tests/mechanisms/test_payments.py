@@ -519,11 +519,10 @@ def test_chunks_run_with_the_older_objects_frozen_and_nothing_frozen_after() -> 
         assert out == [0, 1, 2, 3]
         assert min(seen) > 0
         assert gc.get_freeze_count() == 0
-        gc.freeze()
-        before = gc.get_freeze_count()
+        gc.freeze()  # someone else's freeze (objects in it may still be freed)
         with _executors._older_objects_frozen():
-            assert gc.get_freeze_count() == before
-        assert gc.get_freeze_count() == before
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0  # not undone
         gc.unfreeze()
         gc.disable()
         try:
