@@ -986,16 +986,26 @@ def _max_of(x: FloatArray) -> float:
 
 
 @_jit
+def least_cap_is_kcap(kcap: float, eps_max: FloatArray, eta: float) -> bool:
+    """Whether the cap ``min(kcap, ε^max/η)`` of the least ``ε^max`` is ``kcap > 0``,
+    and so every cap (with ``0 < η < ∞`` the rounded quotient is monotone in ``ε``);
+    ``False`` where that does not decide (a NaN ``ε^max``, ``η`` outside
+    ``(0, ∞)``, no records)."""
+    if not (kcap > 0.0 and 0.0 < eta < np.inf and eps_max.size > 0):
+        return False
+    lo = _min_of(eps_max)
+    return not math.isnan(lo) and min(kcap, lo / eta) == kcap
+
+
+@_jit
 def _caps_all_kcap(kcap: float, eps_max: FloatArray, eta: float) -> bool:
     """Whether every cap ``min(kcap, ε_i^max/η)`` is ``kcap > 0``. With ``0 < η < ∞``
     the rounded ``ε/η`` is monotone in ``ε``, so the smallest ``ε`` decides (no
     division per record); otherwise, or when it does not, record by record."""
     if not kcap > 0.0:
         return False
-    if 0.0 < eta < np.inf:
-        lo = _min_of(eps_max)
-        if not math.isnan(lo) and min(kcap, lo / eta) == kcap:  # (min(k, NaN) is k)
-            return True
+    if least_cap_is_kcap(kcap, eps_max, eta):
+        return True
     i = 0
     while i < eps_max.size and min(kcap, eps_max[i] / eta) == kcap:
         i += 1

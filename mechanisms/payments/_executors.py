@@ -218,7 +218,8 @@ def map_chunks(
         carriers = (full, full.by_token())
         task = functools.partial(_unwrapped, fn)
     try:
-        return _run(pool, task, carriers, n_workers, chunks, total, progress)
+        with _older_objects_frozen():
+            return _run(pool, task, carriers, n_workers, chunks, total, progress)
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -321,23 +322,6 @@ def _unwrapped(
     return fn(shared.obj, chunk)
 
 
-def _run(
-    pool: Executor,
-    fn: Callable[..., Any],
-    carriers: tuple[Any, Any],
-    n_full: int,
-    chunks: Sequence[list[T]],
-    total: int,
-    progress: Progress | None,
-) -> list[R]:
-    """Submit every chunk, the first ``n_full`` (one a worker) with ``carriers[0]``
-    and the others with ``carriers[1]`` (:class:`_Shared`), and collect the results
-    in chunk order; a chunk answered :class:`_NeedsPayload` is sent again with
-    ``carriers[0]``."""
-    with _older_objects_frozen():
-        return _collect(pool, fn, carriers, n_full, chunks, total, progress)
-
-
 @contextlib.contextmanager
 def _older_objects_frozen() -> Iterator[None]:
     """The collector's oldest generation left alone while a call's chunks run: the
@@ -360,7 +344,7 @@ def _older_objects_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _collect(
+def _run(
     pool: Executor,
     fn: Callable[..., Any],
     carriers: tuple[Any, Any],
@@ -369,7 +353,10 @@ def _collect(
     total: int,
     progress: Progress | None,
 ) -> list[R]:
-    """The body of :func:`_run`."""
+    """Submit every chunk, the first ``n_full`` (one a worker) with ``carriers[0]``
+    and the others with ``carriers[1]`` (:class:`_Shared`), and collect the results
+    in chunk order; a chunk answered :class:`_NeedsPayload` is sent again with
+    ``carriers[0]``."""
     full, light = carriers
     pending = {
         pool.submit(fn, full if j < n_full else light, chunk): j

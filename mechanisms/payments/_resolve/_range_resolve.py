@@ -70,7 +70,7 @@ from mechanisms.allocation._range._candidate_range import (
     resolve_one_seller,
     search_consts,
 )
-from mechanisms.allocation._weights_kernel import _jit, _min_of
+from mechanisms.allocation._weights_kernel import _jit, least_cap_is_kcap
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -375,29 +375,17 @@ def bound_status(a: FloatArray, caps: FloatArray) -> bytes:
 
 
 @_jit
-def _all_caps_kcap(kcap: float, eps_max: FloatArray, eta: float) -> bool:
-    """Whether every cap ``min(kcap, ε_k^max/η)`` is ``kcap > 0``, read from the least
-    ``ε^max`` alone (with ``0 < η < ∞`` the rounded quotient is monotone in ``ε``, as
-    :func:`mechanisms.allocation._weights_kernel._caps_all_kcap` reads it); ``False``
-    where that does not decide (a NaN cap, ``η`` outside ``(0, ∞)``), so the caller
-    forms each cap."""
-    if not (kcap > 0.0 and 0.0 < eta < np.inf and eps_max.size > 0):
-        return False
-    lo = _min_of(eps_max)
-    return not math.isnan(lo) and min(kcap, lo / eta) == kcap
-
-
-@_jit
 def weights_signature(
     a: FloatArray, kcap: float, eps_max: FloatArray, eta: float
 ) -> NDArray[np.uint8]:
     """:func:`bound_status` of ``a`` under the caps ``h_k = min(k/m, ε_k^max/η)``
     (``Problem.caps``) in one compiled pass: the same comparisons per seller (a NaN
-    weight reads as free). Where every cap is ``k/m`` (:func:`_all_caps_kcap`) the
-    pass takes no division and no branch per seller (18 → 10 µs at ``m = 10⁴``)."""
+    weight reads as free). Where every cap is ``k/m``
+    (:func:`mechanisms.allocation._weights_kernel.least_cap_is_kcap`) the pass takes
+    no division and no branch per seller (18 → 10 µs at ``m = 10⁴``)."""
     m = a.size
     out = np.empty(m, dtype=np.uint8)
-    if _all_caps_kcap(kcap, eps_max, eta):
+    if least_cap_is_kcap(kcap, eps_max, eta):
         top = kcap * (1 - 1e-9)
         for k in range(m):
             out[k] = 0 if a[k] <= 1e-12 else 1 + (a[k] >= top)
