@@ -17,7 +17,12 @@ from numpy.typing import NDArray
 
 from mechanisms.allocation._problem import Problem
 from mechanisms.payments._base_memo import base_memo
-from mechanisms.payments._kinks import breakpoints, cap_exit, crossing_bracket
+from mechanisms.payments._kinks import (
+    CROSSING_SHARE,
+    breakpoints,
+    cap_exit,
+    crossing_bracket,
+)
 from mechanisms.payments._resolve._seller_curve import (
     SellerCurve,
     Solver,
@@ -269,6 +274,13 @@ def find_critical_cost(
         lo, hi = _bracket_in_cache(curve, lo, hi)
     if not _settled(curve, lo, hi, rtol):
         lo, hi = _exit_pair(curve, lo, hi, rtol)
+    for _ in range(MAX_JUMP_PAIRS):
+        if _settled(curve, lo, hi, rtol):
+            break
+        pair = _jump_pair(curve, lo, hi, rtol)
+        if pair == (lo, hi):
+            break
+        lo, hi = pair
     for _ in range(max_steps):
         if _settled(curve, lo, hi, rtol):
             break
@@ -340,6 +352,54 @@ def _exit_pair(
         if curve.epsilon(z - one) > 0.0:
             return z - one, hi
         return lo, z - one
+    if curve.epsilon(z + delta) > 0.0:
+        return z + delta, hi
+    hi = z + delta
+    if _settled(curve, lo, hi, rtol):
+        return lo, hi
+    if curve.epsilon(z - delta) > 0.0:
+        return z - delta, hi
+    return lo, z - delta
+
+
+MAX_JUMP_PAIRS = 3
+""":func:`find_critical_cost` tries at most this many :func:`_jump_pair` in a row: a
+pair whose ``z + δ`` is still positive leaves ``lo`` on the next plateau of ``ε_i``
+(one jump per pair: Wisconsin's curves had up to two before the fall to 0)."""
+
+
+def _jump_pair(
+    curve: SellerCurve, lo: float, hi: float, rtol: float
+) -> tuple[float, float]:
+    """The bracket after a pair of re-solves ``z ± δ`` around the report ``z`` where
+    the optima at ``lo`` and ``hi`` cost the same (:meth:`SellerCurve.value_crossing`):
+    where ``ε_i`` falls to 0 from a plateau (the rule switches to an optimum without
+    the seller), ``s*_i = z`` exactly, and ``δ`` is sized for the stopping test as
+    :func:`_exit_pair`'s (``u`` does not rise above ``u(ε(lo))`` on the bracket), where
+    bisection took a re-solve per halving (some eighteen on Wisconsin). ``z + δ`` is
+    evaluated first: where it is still positive (``ε_i`` fell smoothly, the crossing
+    then lies below ``s*_i``) it becomes ``lo``; where ``hi`` lies within ``δ`` of
+    ``z``, ``z − δ`` alone is evaluated. ``[lo, hi]`` itself where there is no
+    such ``z`` inside, or where its rounding error is not within
+    :data:`mechanisms.payments._kinks.CROSSING_SHARE` of ``δ``."""
+    crossing = curve.value_crossing(lo, hi)
+    u_lo = curve.u(lo)
+    if crossing is None or not u_lo > 0.0:
+        return lo, hi
+    z, err = crossing
+    # the stopping test u(ε(z − δ))·2δ ≤ rtol·I passes with I the integral's lower
+    # bound now (u(ε(z − δ)) ≤ u(ε(lo))), or with the one z − δ adds, (z − δ − c)·u
+    delta = max(
+        0.45 * rtol * integral_lower_bound(curve, lo) / u_lo,
+        0.45 * rtol * (z - curve.report),
+    )
+    delta = min(delta, 0.5 * (z - lo))
+    if not (delta > 0.0 and err <= CROSSING_SHARE * delta):
+        return lo, hi
+    if hi - z <= delta:  # hi is near enough: one report below z settles the bracket
+        if curve.epsilon(z - delta) > 0.0:
+            return z - delta, hi
+        return lo, z - delta
     if curve.epsilon(z + delta) > 0.0:
         return z + delta, hi
     hi = z + delta

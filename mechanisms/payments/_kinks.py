@@ -135,7 +135,10 @@ def _probe(
     """A bracket ``(p0, p1)`` inside ``(x0, x1)`` around the curve's own estimate of
     the change (:meth:`SellerCurve.kink_guess`), narrow enough to end the search if
     the change lies inside it: half-width ``δ ≤ width/2`` with ``|Δu|·2δ ≤ atol`` at
-    the bracket's mean slope. Evaluating both ends costs two re-solves where
+    the bracket's mean slope. Without a kink's estimate, the crossing of the two
+    ends' optima (:meth:`SellerCurve.value_crossing`) is taken as a jump's, with
+    ``2δ ≤ atol/|Δu|`` for the bracket's whole ``|Δu|``, where its rounding error is
+    within :data:`CROSSING_SHARE` of ``δ``. Evaluating both ends costs two re-solves where
     bisection costs one per halving (about twenty per change at ``m = 10⁴``); the
     three sub-brackets it leaves are searched as before (a wrong guess only adds the
     two points; :func:`kink_brackets` halves a bracket left beside a missed probe
@@ -147,19 +150,36 @@ def _probe(
     if half_width <= width and (abs(curve.u(x1) - curve.u(x0)) * half_width <= atol):
         return None
     guess = curve.kink_guess(x0, x1)
+    jump = guess is None
+    err = 0.0
+    if jump:
+        crossing = curve.value_crossing(x0, x1)
+        guess, err = crossing if crossing is not None else (None, 0.0)
     if guess is None:
         return None
-    slope = abs(curve.u(x1) - curve.u(x0)) / (x1 - x0)
+    rise = abs(curve.u(x1) - curve.u(x0))
+    slope = rise / (x1 - x0)
     half = 0.5 * width
     if slope > 0.0 and atol > 0.0:
         half = min(half, 0.5 * float(np.sqrt(atol / slope)))
+        if jump:  # the whole rise at one point: |Δu|·2δ ≤ atol ends the search
+            half = min(half, 0.5 * atol / rise)
     half = min(half, 0.25 * (guess - x0), 0.25 * (x1 - guess))
+    if not err <= CROSSING_SHARE * half:
+        return None
     p0, p1 = guess - half, guess + half
     if not x0 < p0 < p1 < x1:
         return None
     curve.epsilon(p0)
     curve.epsilon(p1)
     return p0, p1
+
+
+CROSSING_SHARE = 1e-3
+"""A crossing of two optima's objectives (:meth:`SellerCurve.value_crossing`) places a
+pair of re-solves only where its rounding error is at most this share of the pair's
+half-width: the pair then brackets an exact crossing, and rounding differences between
+re-solves move the reports evaluated by a negligible share of the bracket."""
 
 
 MAX_JUMP_HALVINGS = 40

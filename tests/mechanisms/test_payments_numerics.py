@@ -846,6 +846,9 @@ class _StepCurve:
     def exit_psi(self, s: float) -> float | None:
         return None  # no allocation behind the stand-in: no a-step margin to read
 
+    def value_crossing(self, x0: float, x1: float) -> tuple[float, float] | None:
+        return None  # ... nor objective values whose lines could cross
+
 
 @pytest.mark.parametrize(
     ("estimate", "width", "most"),

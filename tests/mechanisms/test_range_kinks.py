@@ -317,14 +317,30 @@ class _AdversarialCurve:
         return True
 
 
+class _AdversarialCrossingCurve(_AdversarialCurve):
+    """The same, its guesses served as crossings of two optima's objectives (no
+    kink's estimate), with no rounding error: the probe pairs are then sized for a
+    jump, narrower than a kink's."""
+
+    def kink_guess(self, x0: float, x1: float) -> None:  # type: ignore[override]
+        return None
+
+    def value_crossing(self, x0: float, x1: float) -> tuple[float, float]:
+        return x0 + self.share * (x1 - x0), 0.0
+
+
+@pytest.mark.parametrize("crossing", [False, True])
 @pytest.mark.parametrize("share", [1.0 - 1e-9, 1e-9, 0.85, 0.5])
-def test_kink_search_progresses_whatever_the_guesses(share: float) -> None:
+def test_kink_search_progresses_whatever_the_guesses(
+    share: float, crossing: bool
+) -> None:
     """A guess just inside a bracket's end used to leave a bracket barely smaller
     than before, two re-solves at a time (a thousand probes without reaching the
     change); a bracket left beside a missed probe is now halved before it is probed
     again. So the change is bracketed to the search's width in a number of
     evaluations logarithmic in it, whatever the guesses."""
-    curve = _AdversarialCurve(kink=0.3, share=share)
+    cls = _AdversarialCrossingCurve if crossing else _AdversarialCurve
+    curve = cls(kink=0.3, share=share)
     curve.epsilon(0.0)
     curve.epsilon(1.0)
     out = _kinks.kink_brackets(curve, 0.0, 1.0, xrtol=1e-6, atol=1e-9)  # type: ignore[arg-type]

@@ -84,7 +84,10 @@ class LeanSolve:
     ``epsilon_total``, ``a_i``, ``h_i``: seller ``i``'s guarantee, weight and cap;
     ``(j, eta, A, s)``: the optimum (model, ``η`` and the a-step's multipliers);
     ``status``, ``kkt``, ``gap``: what :func:`allocation_check` would read from the
-    full path's allocation (``gap`` relative to ``1 + |G|``).
+    full path's allocation (``gap`` relative to ``1 + |G|``). ``a``: the whole
+    weight vector where the a-step returned one (``A`` and ``s`` are NaN where it
+    returned no multipliers besides), else ``None`` (the weights are then
+    ``clip(A − s r_j, 0, h)``).
     """
 
     index: int
@@ -100,6 +103,7 @@ class LeanSolve:
     status: str
     kkt: float
     gap: float
+    a: FloatArray | None = None
 
 
 class ActiveSignatures:
@@ -215,7 +219,7 @@ class RangeResolver(ActiveSignatures):
         A, s = (pt.state.A, pt.state.s) if pt.state is not None else (math.nan,) * 2
         return LeanSolve(
             i, psi_i, float(eps), a_i, h_i, pt.j, pt.eta, A, s, pt.value,
-            "optimal", kkt, gap,
+            "optimal", kkt, gap, pt.a,
         )  # fmt: skip
 
     def _own_weight(self, pt: RangePoint, i: int, psi_i: float) -> tuple[float, float]:
@@ -264,7 +268,11 @@ class RangeResolver(ActiveSignatures):
     def signature(self, lean: LeanSolve) -> bytes:
         """``bound_status`` of the whole ``a`` of a re-solve, in one compiled O(m) pass
         (:func:`range_signature`; the same floating-point operations as
-        :meth:`weights`, ``Problem.caps`` and :func:`bound_status`)."""
+        :meth:`weights`, ``Problem.caps`` and :func:`bound_status`). A re-solve whose
+        a-step returned the weights themselves (``lean.a``; no ``(A, s)``) is read as
+        :meth:`allocation_signature` reads a full solve's."""
+        if lean.a is not None:
+            return bound_status(lean.a, self.prob.caps(lean.eta))
         cfg = self.prob.cfg
         return range_signature(
             self.models.losses[lean.j], self.prob.psi, lean.index, lean.psi_i,
@@ -273,7 +281,10 @@ class RangeResolver(ActiveSignatures):
         ).tobytes()  # fmt: skip
 
     def weights(self, lean: LeanSolve) -> FloatArray:
-        """The whole ``a`` of a re-solve (O(m)): ``clip(A − s r_j, 0, h)``."""
+        """The whole ``a`` of a re-solve (O(m)): ``clip(A − s r_j, 0, h)``, or the
+        a-step's own weights where it returned them (``lean.a``)."""
+        if lean.a is not None:
+            return np.array(lean.a, dtype=float)
         cfg = self.prob.cfg
         psi = self.prob.psi.copy()
         psi[lean.index] = lean.psi_i
@@ -344,16 +355,20 @@ class RangeResolver(ActiveSignatures):
         """The base's optimum as seller ``i``'s re-solve at its own report: the
         search's best point ``(j, η, A, s)`` (the point the base allocation's weights
         ``clip(A − s r_j, 0, h)`` come from), so a kink between the report and the
-        first re-solve is located like any other. ``None`` without multipliers."""
+        first re-solve is located like any other. Where the a-step returned the
+        weights themselves, they stand in for the multipliers (``LeanSolve.a``)."""
         best = self.seed.best
-        if best.state is None or best.a is not None:
+        if best.state is None and best.a is None:
             return None
         psi_i = float(self.seed.psi[i])
         a_i, h_i = self._own_weight(best, i, psi_i)
         eps = float(self.base.epsilon_total[i])
+        A, s = (
+            (best.state.A, best.state.s) if best.state is not None else (math.nan,) * 2
+        )
         return LeanSolve(
-            i, psi_i, eps, a_i, h_i, best.j, best.eta, best.state.A, best.state.s,
-            best.value, "optimal", 0.0, 0.0,
+            i, psi_i, eps, a_i, h_i, best.j, best.eta, A, s, best.value, "optimal",
+            0.0, 0.0, best.a,
         )  # fmt: skip
 
     def same_model(self, x: LeanSolve | None, y: LeanSolve | None) -> bool:

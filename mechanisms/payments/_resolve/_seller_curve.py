@@ -460,6 +460,49 @@ class SellerCurve:
                 return float(z)
         return None
 
+    def value_crossing(self, x0: float, x1: float) -> tuple[float, float] | None:
+        """The report ``z`` in ``(x0, x1)`` where the optima re-solved at ``x0`` and
+        ``x1``, each held fixed, have the same objective, with a bound on its rounding
+        error, or ``None`` (linear ``u``, ``γ > 0``, lean re-solves at both ends,
+        ``ε_i`` lower at ``x1``).
+
+        A fixed point ``(j, η, a)`` holds ``Ψ_i`` only in ``γη·Ψ_i·a_i`` (``r_i`` of
+        the a-step, eq. (4.1)), so its objective is affine in ``Ψ_i`` with slope
+        ``g = γη·a_i``; the rule's optimum ``G(Ψ_i)``, the least over the range, is
+        concave and below both lines. Where ``ε_i`` jumps between the two optima
+        (a switch of model or ``η`` basin, or a fall to 0 from a plateau), ``G`` is the
+        lesser of the two lines and the switch is exactly where they cross:
+        ``Ψ* = Ψ₀ + (G₁ − G₀ − g₁(Ψ₁ − Ψ₀))/(g₀ − g₁)``. Where the optimum moves
+        smoothly in between, the crossing lies at or below the last change of the
+        two optima (the tangent at ``x0`` lies above ``G``): a guess callers evaluate.
+        ``Ψ*`` is mapped to a report linearly between the ends (exact for the
+        uniform prior, whose ``Ψ`` is affine).
+
+        The error bound: each ``G`` is a re-solve's value, good to a few units in
+        its last place (and re-solves reached from other warm starts differ there),
+        and their difference is divided by ``g₀ − g₁``, which is small where ``a_i``
+        is (``ε_i`` carried by its curvature term at a small ``λ``); callers place
+        nothing by a crossing whose bound is not well inside what they place."""
+        cfg = self.prob.cfg
+        if cfg.u != "linear" or not cfg.gamma > 0.0:
+            return None
+        p, q = self._kink_lean(x0), self._kink_lean(x1)
+        if p is None or q is None:
+            return None
+        g0 = cfg.gamma * p.eta * p.a_i
+        g1 = cfg.gamma * q.eta * q.a_i
+        span = q.psi_i - p.psi_i
+        if not (g0 > g1 and span > 0.0 and math.isfinite(span)):
+            return None
+        psi = p.psi_i + (q.value - p.value - g1 * span) / (g0 - g1)
+        scale = (x1 - x0) / span
+        z = x0 + (psi - p.psi_i) * scale
+        size = abs(p.value) + abs(q.value) + g1 * abs(span)
+        err = VALUE_ULPS * np.finfo(float).eps * size / (g0 - g1) * scale
+        if not (x0 < z < x1 and math.isfinite(err)):
+            return None
+        return float(z), float(err)
+
     def _secant_pairs(
         self, pts: list[float], x0: float, x1: float
     ) -> list[tuple[float, float, bool]]:
@@ -716,6 +759,12 @@ class SellerCurve:
             worst = max(worst, v - low)
             low = min(low, v)
         return float(worst)
+
+
+VALUE_ULPS = 16.0
+"""Units in the last place :meth:`SellerCurve.value_crossing` allows each re-solve's
+objective value (KKT-converged values from different warm starts differ in their last
+few)."""
 
 
 def _two_nearest(keys: Iterable[float], s: float) -> tuple[float, float | None]:
