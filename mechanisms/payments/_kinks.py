@@ -282,15 +282,19 @@ def cap_exit(
     (:meth:`SellerCurve.crossings`) the exit is a jump, found first by
     :func:`crossing_bracket` with a pair of width ``atol/u(lo)`` (a jump of at most
     ``u(lo)`` inside it moves the integral by at most ``atol/2``; ``atol = 0``: the
-    width ``xrtol·(hi − lo)``). ``None`` when seller ``i`` is not capped at ``lo``
-    or not free at ``hi``.
+    width ``xrtol·(hi − lo)``). Where the slack does not grow over the two lowest
+    free reports (no secant: a plateau beyond a jump out of the cap, a switch of
+    optimum), a pair around the crossing of the optima on either side
+    (:func:`_jump_pair`) is tried once first. ``None`` when seller ``i`` is not
+    capped at ``lo`` or not free at ``hi``.
     """
     if own_status(curve, lo) != 2 or own_status(curve, hi) != 1:
         return None
     tol = xrtol * (hi - lo)
     pairs = PAIR_STEPS
-    crossed = False
-    for _ in range(max_steps):
+    jumped = crossed = False
+    steps = 0
+    while steps < max_steps:
         s_cap, free = _exit_bracket(curve, lo, hi)
         s_free, width = free[0], free[0] - s_cap
         if width <= tol:
@@ -305,8 +309,16 @@ def cap_exit(
                 curve, s_cap, s_free, lambda s: own_status(curve, s) == 2,
                 functools.partial(_constant, half),
             ):  # fmt: skip
+                steps += 1
                 continue
         z = _exit_secant(curve, free, s_cap)
+        # no secant from the free side (its slack does not grow: a plateau beyond a
+        # jump out of the cap): once, besides the steps, a pair at the switch of
+        # optimum
+        if z is None and not jumped and _jump_pair(curve, s_cap, s_free, tol, atol, lo):
+            jumped = True
+            continue
+        steps += 1
         if z is not None and pairs > 0:
             pairs -= 1
             for p in (z - 0.5 * tol, z + 0.5 * tol):
@@ -321,6 +333,35 @@ def cap_exit(
         curve.epsilon(nxt)
     s_cap, free = _exit_bracket(curve, lo, hi)
     return s_cap, free[0]
+
+
+def _jump_pair(
+    curve: SellerCurve,
+    s_cap: float,
+    s_free: float,
+    tol: float,
+    atol: float,
+    lo: float,
+) -> bool:
+    """Evaluate a pair ``z ± δ`` around the crossing of the optima at ``s_cap`` and
+    ``s_free`` (:meth:`SellerCurve.value_crossing`), where the seller leaves its cap
+    by a jump: ``2δ ≤ tol`` and ``δ·u(lo) ≤ atol/2`` (a jump of at most ``u(lo)``
+    left inside moves the integral by at most ``atol/2``, as
+    :func:`crossing_bracket`'s pairs). Whether it was evaluated (a crossing inside,
+    its rounding error within :data:`CROSSING_SHARE` of ``δ``)."""
+    crossing = curve.value_crossing(s_cap, s_free)
+    if crossing is None:
+        return False
+    z, err = crossing
+    half = 0.5 * tol
+    top = curve.u(lo)
+    if atol > 0.0 and top > 0.0:
+        half = min(half, 0.5 * atol / top)
+    if not (err <= CROSSING_SHARE * half and s_cap < z - half < z + half < s_free):
+        return False
+    curve.epsilon(z - half)
+    curve.epsilon(z + half)
+    return True
 
 
 def _constant(value: float, _x: float) -> float:

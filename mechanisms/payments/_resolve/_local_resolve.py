@@ -140,7 +140,9 @@ class LocalSolve:
     ``ε_i^total``, and what :func:`mechanisms.payments._resolve._seller_curve.allocation_check`
     reads from :func:`local_resolve`'s allocation (``status``, the largest KKT
     residual, the range gap relative to ``1 + |G|``), without that allocation's O(m)
-    arrays (``ε``, ``ε^total``, copies of ``w`` and ``a``)."""
+    arrays (``ε``, ``ε^total``, copies of ``w`` and ``a``); ``value``: the search's
+    objective ``G`` at the point (of the certified problem, whose ``λ`` the
+    certificate may have raised: the same for every re-solve of one base)."""
 
     w: FloatArray
     weights: FloatArray
@@ -149,6 +151,7 @@ class LocalSolve:
     status: str
     kkt: float
     gap: float | None
+    value: float = math.nan
 
 
 @single_blas_thread
@@ -193,7 +196,10 @@ def local_resolve_seller(
     w, a = best.w, best.a
     w.flags.writeable = False
     a.flags.writeable = False
-    return LocalSolve(w, a, float(best.eta), eps_i, str(SolveStatus.OPTIMAL), kkt, gap)
+    return LocalSolve(
+        w, a, float(best.eta), eps_i, str(SolveStatus.OPTIMAL), kkt, gap,
+        float(best.search_value),
+    )  # fmt: skip
 
 
 def _certified_resolve(

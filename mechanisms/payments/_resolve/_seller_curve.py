@@ -114,6 +114,8 @@ class SellerCurve:
     reports: FloatArray | None = None
     # per report with weights: A − S·r_k of every seller (_weights_kink_guess)
     _scores: dict[float, FloatArray] = field(default_factory=dict)
+    # per shortcut re-solve: (G, Ψ_i, η, a_i) at its optimum (value_crossing)
+    values: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -162,6 +164,12 @@ class SellerCurve:
             )  # fmt: skip
             if local is not None:
                 self.points[s] = (local.w, local.weights, local.eta)
+                self.values[s] = (
+                    local.value,
+                    psi_i,
+                    local.eta,
+                    float(local.weights[self.index]),
+                )
                 self.fast_keys.add(s)
                 self.checks[s] = (local.status, local.kkt, local.gap)
                 self.cache[s] = local.epsilon_total
@@ -463,8 +471,8 @@ class SellerCurve:
     def value_crossing(self, x0: float, x1: float) -> tuple[float, float] | None:
         """The report ``z`` in ``(x0, x1)`` where the optima re-solved at ``x0`` and
         ``x1``, each held fixed, have the same objective, with a bound on its rounding
-        error, or ``None`` (linear ``u``, ``γ > 0``, lean re-solves at both ends,
-        ``ε_i`` lower at ``x1``).
+        error, or ``None`` (linear ``u``, ``γ > 0``, ``ε_i`` lower at ``x1``, and at
+        both ends a lean re-solve or at both a shortcut re-solve).
 
         A fixed point ``(j, η, a)`` holds ``Ψ_i`` only in ``γη·Ψ_i·a_i`` (``r_i`` of
         the a-step, eq. (4.1)), so its objective is affine in ``Ψ_i`` with slope
@@ -486,22 +494,36 @@ class SellerCurve:
         cfg = self.prob.cfg
         if cfg.u != "linear" or not cfg.gamma > 0.0:
             return None
-        p, q = self._kink_lean(x0), self._kink_lean(x1)
-        if p is None or q is None:
+        p, q = self._optimum_line(x0), self._optimum_line(x1)
+        if p is None or q is None or p[1] != q[1]:
             return None
-        g0 = cfg.gamma * p.eta * p.a_i
-        g1 = cfg.gamma * q.eta * q.a_i
-        span = q.psi_i - p.psi_i
+        (v0, _, psi0, g0), (v1, _, psi1, g1) = p, q
+        span = psi1 - psi0
         if not (g0 > g1 and span > 0.0 and math.isfinite(span)):
             return None
-        psi = p.psi_i + (q.value - p.value - g1 * span) / (g0 - g1)
+        psi = psi0 + (v1 - v0 - g1 * span) / (g0 - g1)
         scale = (x1 - x0) / span
-        z = x0 + (psi - p.psi_i) * scale
-        size = abs(p.value) + abs(q.value) + g1 * abs(span)
+        z = x0 + (psi - psi0) * scale
+        size = abs(v0) + abs(v1) + g1 * abs(span)
         err = VALUE_ULPS * np.finfo(float).eps * size / (g0 - g1) * scale
         if not (x0 < z < x1 and math.isfinite(err)):
             return None
         return float(z), float(err)
+
+    def _optimum_line(self, x: float) -> tuple[float, str, float, float] | None:
+        """``(G, source, Ψ_i, γη·a_i)`` of the optimum re-solved at ``x``: a lean
+        re-solve's (or the base's optimum in that form), else a shortcut's
+        (:meth:`value_crossing`); values of the two kinds are not compared (the
+        shortcut's ``G`` is the certified problem's, whose ``λ`` may be raised)."""
+        gamma = self.prob.cfg.gamma
+        lean = self._kink_lean(x)
+        if lean is not None:
+            return lean.value, "lean", lean.psi_i, gamma * lean.eta * lean.a_i
+        got = self.values.get(float(x))
+        if got is None:
+            return None
+        value, psi_i, eta, a_i = got
+        return value, "shortcut", psi_i, gamma * eta * a_i
 
     def _secant_pairs(
         self, pts: list[float], x0: float, x1: float
