@@ -177,9 +177,11 @@ class StrictResolver(ActiveSignatures):
         self, lo: LeanSolve, hi: LeanSolve
     ) -> tuple[float, bool, bool] | None:
         """One status that differs between two re-solves' signatures, as
-        ``(Ψ_k, at_cap, own)``: the first count that differs names one seller and one
-        bound (the dearest capped other seller leaving its cap, the dearest non-zero
-        one reaching 0, or seller ``i`` itself, ``own``), whose margin
+        ``(Ψ_k, at_cap, own)``: seller ``i``'s own status where it differs (``own``:
+        the change that bends ``ε_i`` itself; while the seller sits at its cap, the
+        other sellers' changes leave ``u`` level and need no search), else the first
+        count that differs names one seller and one bound (the dearest capped other
+        seller leaving its cap, the dearest non-zero one reaching 0), whose margin
         (:meth:`kink_margin`) crosses 0 where that status changes. ``None`` when the
         signatures agree."""
         s0 = np.frombuffer(self.signature(lo), dtype=np.int64)
@@ -189,12 +191,12 @@ class StrictResolver(ActiveSignatures):
         def psi_of_other(k: int) -> float:  # the k-th cheapest other seller's Ψ
             return float(self.sorted_psi[k if k < ri else k + 1])
 
+        if s0[2] != s1[2]:
+            return math.nan, 2 in (s0[2], s1[2]), True
         if s0[0] != s1[0]:
             return psi_of_other(int(min(s0[0], s1[0]))), True, False
         if s0[0] + s0[1] != s1[0] + s1[1]:
             return psi_of_other(int(min(s0[0] + s0[1], s1[0] + s1[1]))), False, False
-        if s0[2] != s1[2]:
-            return math.nan, 2 in (s0[2], s1[2]), True
         return None
 
     def kink_margin(self, lean: LeanSolve, boundary: tuple[float, bool, bool]) -> float:
