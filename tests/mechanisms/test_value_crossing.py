@@ -94,10 +94,10 @@ def test_signature_of_a_re_solve_that_returned_weights_is_the_full_solves(
 
 
 def test_value_crossing_is_where_epsilon_jumps(job: PaymentJob) -> None:
-    """For neighbouring reports on two plateaus, the crossing lies within its own
-    rounding bound (and 1e-12 relative) of the jump bisected with full solves to
-    1e-14; the two lines are tangent to the optimum, so a wrong slope ``γη·a_i`` or
-    value puts it off by a share of the bracket."""
+    """For neighbouring reports on two plateaus with one jump between them, the
+    crossing lies within its own rounding bound, or 1e-12 relative if that is
+    larger, of the jump bisected with full solves to 1e-14; a wrong slope
+    ``γη·a_i`` or value puts it off by a share of the bracket."""
     errors = []
     for i in _winners(job, 4):
         curve = _curve(job, i)
