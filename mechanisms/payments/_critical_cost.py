@@ -349,17 +349,29 @@ def _exit_pair(
     width = hi - z
     one = 0.5 * (math.sqrt(width * width + 2.0 * rtol * bound / slope) - width)
     if EXIT_ACCURACY * (z - curve.report) <= one < z - lo:
-        if curve.epsilon(z - one) > 0.0:
-            return z - one, hi
-        return lo, z - one
+        return _split_at(curve, lo, hi, z - one)
+    return _pair_at(curve, lo, hi, z, delta, rtol)
+
+
+def _split_at(
+    curve: SellerCurve, lo: float, hi: float, x: float
+) -> tuple[float, float]:
+    """The bracket ``[lo, hi]`` after a re-solve at ``x`` inside it."""
+    return (x, hi) if curve.epsilon(x) > 0.0 else (lo, x)
+
+
+def _pair_at(
+    curve: SellerCurve, lo: float, hi: float, z: float, delta: float, rtol: float
+) -> tuple[float, float]:
+    """The bracket ``[lo, hi]`` after the pair ``z ± δ`` inside it: ``z + δ`` first,
+    which becomes ``lo`` where ``ε_i`` is still positive there; else ``z − δ``, unless
+    ``[lo, z + δ]`` already passes the stopping test."""
     if curve.epsilon(z + delta) > 0.0:
         return z + delta, hi
     hi = z + delta
     if _settled(curve, lo, hi, rtol):
         return lo, hi
-    if curve.epsilon(z - delta) > 0.0:
-        return z - delta, hi
-    return lo, z - delta
+    return _split_at(curve, lo, hi, z - delta)
 
 
 MAX_JUMP_PAIRS = 3
@@ -397,17 +409,8 @@ def _jump_pair(
     if not (delta > 0.0 and err <= CROSSING_SHARE * delta):
         return lo, hi
     if hi - z <= delta:  # hi is near enough: one report below z settles the bracket
-        if curve.epsilon(z - delta) > 0.0:
-            return z - delta, hi
-        return lo, z - delta
-    if curve.epsilon(z + delta) > 0.0:
-        return z + delta, hi
-    hi = z + delta
-    if _settled(curve, lo, hi, rtol):
-        return lo, hi
-    if curve.epsilon(z - delta) > 0.0:
-        return z - delta, hi
-    return lo, z - delta
+        return _split_at(curve, lo, hi, z - delta)
+    return _pair_at(curve, lo, hi, z, delta, rtol)
 
 
 def _bracket_in_cache(curve: SellerCurve, lo: float, hi: float) -> tuple[float, float]:
