@@ -213,6 +213,55 @@ def test_a_flat_profile_takes_the_shortcut_from_certified_bounds() -> None:
     assert taken >= 16
 
 
+def test_a_near_tie_with_a_neighbouring_grid_point_keeps_the_shortcut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At ``γ = 10⁻³`` a raised report lifts the best grid value to within the cell
+    test's margin of a neighbour's: the optimum lies between the two grid points,
+    which the full search may pick either of. The shortcut keeps such raises when its
+    polished ``η`` lies between the two (where both searches' cells overlap), and
+    then agrees with the cold full search; declining every tie (the rule before)
+    takes none of them."""
+    cfg = CFG.with_(gamma=1e-3)
+    ties: list[tuple[float, float] | None] = []
+    tied_cell = _local_resolve._tied_cell
+
+    def recorded(*args: Any) -> tuple[float, float] | None:
+        ties.append(tied_cell(*args))
+        return ties[-1]
+
+    monkeypatch.setattr(_local_resolve, "_tied_cell", recorded)
+    taken = 0
+    for seed in (0, 1):
+        prob = dataclasses.replace(instance(seed, 12, capped=False), cfg=cfg)
+        base = solve_allocation(prob)
+        assert base.certified
+        nodes = stale_nodes(prob, base)
+        for i in range(prob.m):
+            psi = prob.psi.copy()
+            psi[i] *= 3.0
+            raised = dataclasses.replace(prob, psi=psi)
+            n_ties = len(ties)
+            fast = local_resolve(raised, base, nodes=nodes)
+            if len(ties) == n_ties or ties[-1] is None:
+                continue  # no tie (or one the shortcut declines)
+            lo, hi = ties[-1]
+            grid = np.asarray(base.profile.grid)
+            assert grid[grid > lo][0] == hi  # one grid step: the cells' overlap
+            if fast is None:
+                continue
+            assert lo <= fast.eta <= hi
+            taken += 1
+            cold = solve_allocation(raised)
+            np.testing.assert_allclose(
+                fast.epsilon_total, cold.epsilon_total, rtol=1e-8, atol=1e-10
+            )
+            monkeypatch.setattr(_local_resolve, "_tied_cell", lambda *a: None)
+            assert local_resolve(raised, base, nodes=nodes) is None
+            monkeypatch.setattr(_local_resolve, "_tied_cell", recorded)
+    assert taken >= 20
+
+
 def test_stale_nodes_are_graded_and_bound_the_base() -> None:
     """The stale set is the base's own branch-and-bound partition: nodes closer to
     the optimum than the evenly spaced fine nodes, each bound at most the base's

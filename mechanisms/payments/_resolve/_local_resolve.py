@@ -13,7 +13,11 @@ re-solve at ``j*`` is skipped when ``G`` at the base's grid solution there, eval
 the new ``Ψ`` (an upper bound on ``P_j*``), already clears the other cells' floors.
 The shortcut is used only when that certificate holds and the polished ``η`` stays in
 the cell ``[η_{j*−1}, η_{j*+1}]``; otherwise it returns ``None`` and the caller runs
-the full search. Linear ``u`` only (the polish is defined there).
+the full search. Where the cell test fails at a neighbour
+``k = j* ± 1`` alone (a near tie of two grid values, the optimum between them, which
+the full search may pick either of), the two cells overlap between ``η_{j*}`` and
+``η_k``, and the polished ``η`` must lie there (:func:`_tied_cell`). Linear ``u`` only
+(the polish is defined there).
 
 The base values are the grid solves' values, not bounds, hence the margin ``MARGIN``
 above. Where the profile is flat in ``η`` (grid values within ``MARGIN`` of each
@@ -252,6 +256,7 @@ def _certified_resolve(
         upper = search_value(prob, w_j, a_j, float(grid[j]))
     n_iter = 0
     node_floor = fixed.node_floors[j]
+    cell = fixed.cells[j]
 
     def keeps_cell(upper: float) -> bool:
         return upper < floor - MARGIN * (1.0 + abs(upper)) or (
@@ -262,7 +267,11 @@ def _certified_resolve(
         at_j = solve_at_eta(prob, float(grid[j]), w0=w_j, a0=a_j, tol=GRID_TOL)
         upper, n_iter = at_j.search_value, at_j.iterations
         if not keeps_cell(upper):
-            return None
+            values = prof.grid_values if lower_bounds is None else lower_bounds
+            tied = _tied_cell(prob, fixed, j, upper, values)
+            if tied is None:
+                return None
+            cell = tied
     w_s, a_s, eta_s = (base.w, base.weights, base.eta) if start is None else start
     lo, hi = fixed.lo, fixed.hi
     best = solve_and_polish(
@@ -270,7 +279,7 @@ def _certified_resolve(
         hi=hi, eta_rtol=ETA_RTOL, hessian0=hessian,
         losses0=base_losses(prob, base) if w_s is base.w else None,
     )  # fmt: skip
-    cell_lo, cell_hi = fixed.cells[j]
+    cell_lo, cell_hi = cell
     # the upper bound and the polished value are the same G by two roundings where
     # the polish ends at the grid point itself (an end of the range): compare them
     # with the rounding allowance of grid_error
@@ -300,14 +309,53 @@ def _certified_resolve(
     return prob, best, cert, n_iter + best.iterations, 2
 
 
+def _tied_cell(
+    prob: Problem, fixed: _FixedPart, j: int, upper: float, values: FloatArray
+) -> tuple[float, float] | None:
+    """Where the floors show the full search's grid minimum at ``j`` **or at a
+    neighbour of** ``j``: the part of ``j``'s cell ``[η_{j−1}, η_{j+1}]`` that the
+    neighbours' cells share, else ``None``. ``upper``: the re-solved value at
+    ``η_j``; ``values``: the floors the margin test reads (the base's grid values or
+    the caller's lower bounds).
+
+    A grid point ``k`` passes when its floor clears ``upper`` as in the cell test
+    (``values[k]`` by the margin, or its certified node bound by ``grid_error``). A
+    neighbour ``k = j ± 1`` that does not pass may hold the full search's minimum
+    instead of ``j``, a near tie of two grid values where the optimum lies between
+    them; the full search's refinement then runs in ``[η_{k−1}, η_{k+1}]``, which
+    shares with ``j``'s cell the interval between ``η_j`` and ``η_k``. When the
+    shortcut's polished ``η`` lies there (the caller's test), both searches end at
+    the same local optimum of the profile, as in ``j``'s cell alone. Any other point
+    that does not pass: ``None``."""
+    err_j = grid_error(prob, fixed.lam_conv, upper)
+    margin = MARGIN * (1.0 + abs(upper))
+    grid = fixed.grid
+    cell_lo, cell_hi = fixed.cells[j]
+    for k in range(grid.size):
+        if (
+            k == j
+            or upper < float(values[k]) - margin
+            or upper + err_j < fixed.node_bounds[k]
+        ):
+            continue
+        if k == j - 1:
+            cell_hi = float(grid[j])
+        elif k == j + 1:
+            cell_lo = float(grid[j])
+        else:
+            return None
+    return cell_lo, cell_hi
+
+
 @dataclass(frozen=True, eq=False)
 class _FixedPart:
     """What the shortcut reads from the base and the problem's records, caps and
     configuration, the same for every re-solve of a payment job
     (:func:`_fixed_part`): the effective configuration (``λ`` raised where the rule
     raises it) and ``λ_conv``, the base's ``η`` profile and grid with its ends, each
-    grid point's cell ``[η_{j−1}, η_{j+1}]`` and the least certified base bound of
-    the other grid points (:func:`_node_floors`), and the best grid point of the
+    grid point's cell ``[η_{j−1}, η_{j+1}]``, the certified base bounds of the grid
+    points and the least of the others' at each (:func:`_node_floors`), and the best
+    grid point of the
     base's values with the least value of the others (the shortcut's cell and floor
     where no other lower bounds are given)."""
 
@@ -321,6 +369,7 @@ class _FixedPart:
     hi: float
     cells: tuple[tuple[float, float], ...]
     node_floors: tuple[float, ...]
+    node_bounds: tuple[float, ...]
     grid_best: int
     grid_floor: float
 
@@ -364,7 +413,8 @@ def _compute_fixed(prob: Problem, base: Allocation) -> _FixedPart | None:
     best, floor = _best_and_floor(prof.grid_values)
     return _FixedPart(
         prob.X, prob.eps_max, cfg, lam_conv, prof, grid, float(grid[0]),
-        float(grid[-1]), cells, _node_floors(base_cert.node_bounds), best, floor,
+        float(grid[-1]), cells, _node_floors(base_cert.node_bounds),
+        tuple(base_cert.node_bounds), best, floor,
     )  # fmt: skip
 
 
