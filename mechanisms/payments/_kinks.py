@@ -161,7 +161,7 @@ def _probe(
     slope = rise / (x1 - x0)
     half = 0.5 * width
     if slope > 0.0 and atol > 0.0:
-        half = min(half, 0.5 * float(np.sqrt(atol / slope)))
+        half = min(half, PROBE_SHARE * 0.5 * float(np.sqrt(atol / slope)))
         if jump:  # the whole rise at one point: |Δu|·2δ ≤ atol ends the search
             half = min(half, 0.5 * atol / rise)
     half = min(half, 0.25 * (guess - x0), 0.25 * (x1 - guess))
@@ -173,6 +173,12 @@ def _probe(
     curve.epsilon(p0)
     curve.epsilon(p1)
     return p0, p1
+
+
+PROBE_SHARE = 0.9
+"""A kink's probe pair is this share of the widest that passes the area test at the
+bracket's mean slope: the slope at the change differs from the mean, and a pair just
+too wide took one more re-solve, a bisection, to pass."""
 
 
 CROSSING_SHARE = 1e-3

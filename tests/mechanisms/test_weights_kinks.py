@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from mechanisms.payments._payments import PaymentJob, seller_payment
+from mechanisms.payments._resolve import _seller_curve
 from mechanisms.payments._resolve._seller_curve import SellerCurve
 from tests.mechanisms.test_range_kinks import Setting, job_curve, market_job
 
@@ -89,3 +90,69 @@ def test_payments_with_kinks_from_the_weights_agree_with_bisection(
         assert got.converged
         assert got.payment == pytest.approx(ref.payment, rel=job.rtol)
     assert sum(p.n_solves for p in located) < sum(p.n_solves for p in bisected)
+
+
+def _guess_errors(job: PaymentJob, costs: np.ndarray) -> np.ndarray:
+    """The kink guesses' distances to the change (bisected to 1e-9 of each bracket
+    holding one status change of one step), relative to the bracket."""
+    errors = []
+    for i in np.flatnonzero(job.base.epsilon > 0)[:12]:
+        i = int(i)
+        report = float(costs[i])
+        curve = job_curve(job, i, report)
+        for x in np.linspace(report, min(report + 0.4, 1.0), 25)[1:]:
+            curve.epsilon(float(x))
+        for x0, x1 in itertools.pairwise(sorted(curve.cache)):
+            c0 = np.frombuffer(curve.signature(x0), dtype=np.uint8).astype(int)
+            c1 = np.frombuffer(curve.signature(x1), dtype=np.uint8).astype(int)
+            if np.abs(c0 - c1).sum() != 1:
+                continue
+            z = curve.kink_guess(x0, x1)
+            assert z is not None
+            a, b = x0, x1
+            while b - a > 1e-9 * (x1 - x0):
+                mid = 0.5 * (a + b)
+                if curve.signature(mid) == curve.signature(x0):
+                    a = mid
+                else:
+                    b = mid
+            errors.append(abs(z - a) / (x1 - x0))
+    return np.array(errors)
+
+
+def test_the_quadratic_through_the_far_end_refines_the_secants_guess(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the bracket's far end as a third point, the guesses of the second
+    setting land closer to the change than the secants' alone: the worst error
+    falls from 7.1 % of the bracket to 2.5 %, the median from 0.76 % to 0.64 %."""
+    job, costs = _job(SETTINGS[1])
+    refined = _guess_errors(job, costs)
+    monkeypatch.setattr(_seller_curve, "_quadratic_root", lambda *args: args[-1])
+    secant = _guess_errors(job, costs)
+    assert refined.size == secant.size >= 20
+    assert refined.max() <= 0.5 * secant.max()
+    assert np.median(refined) <= np.median(secant)
+
+
+def test_quadratic_root_is_the_zero_of_the_parabola_through_three_points() -> None:
+    """On margins that are exact parabolas, the refined zero is the parabola's zero
+    nearest the guess (the other lies outside the points' span), where the secant
+    through the first two points misses it by more than 1 %; margins without a
+    real zero leave the guess unchanged."""
+    roots = np.array([0.55, 0.62, 0.71])
+    curv = np.array([0.3, -0.4, 0.5])
+
+    def g(x: float) -> np.ndarray:
+        return (x - roots) * (1.0 + curv * (x - roots))
+
+    a, b, c = 0.2, 0.4, 0.9
+    ga, gb, gc = g(a), g(b), g(c)
+    secant = a - ga * (b - a) / (gb - ga)
+    assert np.abs(secant - roots).min() > 0.01
+    got = _seller_curve._quadratic_root(a, b, c, ga, gb, gc, secant)
+    np.testing.assert_allclose(got, roots, atol=1e-12)
+    # x² − 2x + 2 > 0 everywhere: no zero to refine to
+    ga, gb, gc = (np.full(3, x * x - 2.0 * x + 2.0) for x in (a, b, c))
+    kept = _seller_curve._quadratic_root(a, b, c, ga, gb, gc, secant)
+    np.testing.assert_array_equal(kept, secant)
