@@ -291,7 +291,7 @@ def cap_exit(
     width ``xrtol·(hi − lo)``). Where the slack does not grow over the two lowest
     free reports (no secant: a plateau beyond a jump out of the cap, a switch of
     optimum), a pair around the crossing of the optima on either side
-    (:func:`_jump_pair`) is tried once first. ``None`` when seller ``i`` is not
+    (:func:`_cap_jump_pair`) is tried once first. ``None`` when seller ``i`` is not
     capped at ``lo`` or not free at ``hi``.
     """
     if own_status(curve, lo) != 2 or own_status(curve, hi) != 1:
@@ -321,7 +321,11 @@ def cap_exit(
         # no secant from the free side (its slack does not grow: a plateau beyond a
         # jump out of the cap): once, besides the steps, a pair at the switch of
         # optimum
-        if z is None and not jumped and _jump_pair(curve, s_cap, s_free, tol, atol, lo):
+        if (
+            z is None
+            and not jumped
+            and _cap_jump_pair(curve, s_cap, s_free, tol, atol, lo)
+        ):
             jumped = True
             continue
         steps += 1
@@ -341,7 +345,7 @@ def cap_exit(
     return s_cap, free[0]
 
 
-def _jump_pair(
+def _cap_jump_pair(
     curve: SellerCurve,
     s_cap: float,
     s_free: float,
