@@ -381,8 +381,9 @@ def _integral(
     changes bracketed before the first pass),
     re-run split at the kinks (changes of the active set) located between the
     evaluated reports until no new one is found (for a seller at its cap at its
-    report, also before the first pass: :func:`_capped_kinks`); plus the bracket ``[lo, hi]`` as a
-    triangle (``ε`` falls to 0 inside it; its area is also added to the error bound).
+    report, also before the first pass: :func:`_capped_kinks`); plus the bracket
+    ``[lo, hi]`` as a triangle (``ε`` falls to 0 inside it; its area is also added
+    to the error bound).
 
     The kinks are looked for after every pass, not only after one that missed its
     tolerance: across a kink inside a panel the Simpson–Richardson estimate assumes a

@@ -172,8 +172,9 @@ def test_a_capped_sellers_kinks_are_located_before_the_first_pass(
     cap; its kinks located before the quadrature's first pass save the panels that
     pass would spend bisecting into the fall (on all 18 capped winners here, 740 →
     473 re-solves; six are paid here), and the payments agree with those of the
-    search after the pass within the payment tolerance (the test above checks that
-    search against a 1000 times tighter tolerance)."""
+    search after the pass within the payment tolerance (which
+    ``test_payments_with_kinks_from_the_weights_agree_with_bisection`` checks
+    against a 1000 times tighter tolerance)."""
     job, costs = _job(SETTINGS[1])
     capped = [
         int(i)

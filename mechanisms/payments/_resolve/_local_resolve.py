@@ -13,11 +13,11 @@ re-solve at ``j*`` is skipped when ``G`` at the base's grid solution there, eval
 the new ``Ψ`` (an upper bound on ``P_j*``), already clears the other cells' floors.
 The shortcut is used only when that certificate holds and the polished ``η`` stays in
 the cell ``[η_{j*−1}, η_{j*+1}]``; otherwise it returns ``None`` and the caller runs
-the full search. Where the cell test fails at a neighbour
-``k = j* ± 1`` alone (a near tie of two grid values, the optimum between them, which
-the full search may pick either of), the two cells overlap between ``η_{j*}`` and
-``η_k``, and the polished ``η`` must lie there (:func:`_tied_cell`). Linear ``u`` only
-(the polish is defined there).
+the full search. Where the cell test fails at a neighbour ``k = j* ± 1`` alone (a
+near tie of two grid values, the optimum between them, which the full search may pick
+either of), the two cells overlap between ``η_{j*}`` and ``η_k``, and the polished
+``η`` must lie there (:func:`_tied_cell`). Linear ``u`` only (the polish is defined
+there).
 
 The base values are the grid solves' values, not bounds, hence the margin ``MARGIN``
 above. Where the profile is flat in ``η`` (grid values within ``MARGIN`` of each
@@ -355,9 +355,8 @@ class _FixedPart:
     raises it) and ``λ_conv``, the base's ``η`` profile and grid with its ends, each
     grid point's cell ``[η_{j−1}, η_{j+1}]``, the certified base bounds of the grid
     points and the least of the others' at each (:func:`_node_floors`), and the best
-    grid point of the
-    base's values with the least value of the others (the shortcut's cell and floor
-    where no other lower bounds are given)."""
+    grid point of the base's values with the least value of the others (the
+    shortcut's cell and floor where no other lower bounds are given)."""
 
     X: FloatArray
     eps_max: FloatArray
