@@ -348,14 +348,13 @@ def _mean_winner_epsilon(base: Allocation) -> float:
     return base_memo(base, "mean_winner_epsilon", None, mean)
 
 
-def _capped_kinks(
-    job: PaymentJob, curve: SellerCurve, crit: CriticalCost
-) -> list[float]:
-    """Kinks located before the quadrature's first pass, for a seller at its cap at
-    its own report whose curve does not locate kinks itself (the weights' path):
-    both ends of each bracket of :func:`mechanisms.payments._kinks.breakpoints`
-    between the reports evaluated so far (the report, the critical cost's and the
-    cap exit's), else none.
+def _capped_kinks(curve: SellerCurve, hi: float, atol: float) -> list[float]:
+    """Kinks on ``[c, hi]`` located before the quadrature's first pass, for a seller
+    at its cap at its own report ``c`` whose curve does not locate kinks itself (the
+    weights' path): both ends of each bracket of
+    :func:`mechanisms.payments._kinks.breakpoints` (to ``atol``) between the reports
+    evaluated so far (the report, the critical cost's and the cap exit's), else
+    none.
 
     Such a seller's ``ε_i`` sits on a plateau and then falls, often steeply, as it
     leaves its cap, with other sellers changing status along the fall. A first pass
@@ -368,8 +367,7 @@ def _capped_kinks(
     c = curve.report
     if curve.own_status(c) != 2:
         return []
-    atol = 0.125 * job.rtol * abs(crit.lo - c) * curve.u(c)
-    return breakpoints(curve, c, crit.lo, atol=atol)
+    return breakpoints(curve, c, hi, atol=atol)
 
 
 def _integral(
@@ -410,12 +408,12 @@ def _integral(
     # makes the adaptive rule split it many times), and a later pass does not search
     # again inside a bracket whose ends it already splits at.
     known: list[tuple[float, float]] = []
+    jump_atol = 0.125 * job.rtol * abs(crit.lo - c) * curve.u(c)
     if curve.locates_kinks:
-        jump_atol = 0.125 * job.rtol * abs(crit.lo - c) * curve.u(c)
         known = kink_brackets(curve, c, crit.lo, atol=jump_atol)
         kinks = _with_brackets(kinks, known, c, crit.lo)
     else:
-        kinks = sorted(set(kinks) | set(_capped_kinks(job, curve, crit)))
+        kinks = sorted(set(kinks) | set(_capped_kinks(curve, crit.lo, jump_atol)))
     cfg = job.prob.cfg
     if split:
         # only where the logarithm bends on the sweep: a_i/(4λ) well below 1 at the

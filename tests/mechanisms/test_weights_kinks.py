@@ -36,40 +36,19 @@ def _job(setting: Setting, m: int = 120) -> tuple[PaymentJob, np.ndarray]:
 
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_kink_guess_from_the_weights_finds_where_the_status_changes(
-    setting: Setting,
+    setting: Setting, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """For brackets holding one status change (one seller, one step), located by
     bisecting the signatures to 1e-6 of the bracket, the estimate lies inside the
-    bracket, within 20 % of it of the change, and within 1 % for half (a secant of
-    a margin that is smooth on either side, through reports 1/24 of the sweep
+    bracket, within 20 % of it of the change, and within 1 % for half (a secant,
+    refined on a parabola where seller ``i`` keeps its status, of a margin that is
+    smooth on either side, through reports 1/24 of the sweep
     apart, where ``w`` and ``η`` move too; the midpoint is off by up to 50 %, a
     margin with a wrong ``S`` or ``r_k`` by far more)."""
     job, costs = _job(setting)
-    errors: list[float] = []
-    for i in np.flatnonzero(job.base.epsilon > 0)[:12]:
-        i = int(i)
-        report = float(costs[i])
-        curve = job_curve(job, i, report)
-        for x in np.linspace(report, min(report + 0.4, 1.0), 25)[1:]:
-            curve.epsilon(float(x))
-        for x0, x1 in itertools.pairwise(sorted(curve.cache)):
-            c0 = np.frombuffer(curve.signature(x0), dtype=np.uint8).astype(int)
-            c1 = np.frombuffer(curve.signature(x1), dtype=np.uint8).astype(int)
-            if np.abs(c0 - c1).sum() != 1:
-                continue  # not exactly one status change of one step
-            z = curve.kink_guess(x0, x1)
-            assert z is not None
-            assert x0 < z < x1
-            a, b = x0, x1
-            while b - a > 1e-6 * (x1 - x0):
-                mid = 0.5 * (a + b)
-                if curve.signature(mid) == curve.signature(x0):
-                    a = mid
-                else:
-                    b = mid
-            errors.append(abs(z - a) / (x1 - x0))
+    errors, _ = _guess_errors(job, costs, monkeypatch)
     assert len(errors) >= 5
-    assert max(errors) <= 0.2, errors
+    assert errors.max() <= 0.2, errors
     assert np.median(errors) <= 0.01, errors
 
 
@@ -98,7 +77,8 @@ def _guess_errors(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The kink guesses' distances to the change (bisected to 1e-6 of each bracket
     holding one status change of one step), relative to the bracket: refined on the
-    quadratic, and the secants' alone (the refinement replaced by the identity)."""
+    quadratic, and the secants' alone (the refinement replaced by the identity); each
+    refined guess must lie inside its bracket."""
     refined, secant = [], []
     for i in np.flatnonzero(job.base.epsilon > 0)[:12]:
         i = int(i)
@@ -110,13 +90,14 @@ def _guess_errors(
             c0 = np.frombuffer(curve.signature(x0), dtype=np.uint8).astype(int)
             c1 = np.frombuffer(curve.signature(x1), dtype=np.uint8).astype(int)
             if np.abs(c0 - c1).sum() != 1:
-                continue
+                continue  # not exactly one status change of one step
             z = curve.kink_guess(x0, x1)
             with monkeypatch.context() as patch:
                 patch.setattr(_seller_curve, "_quadratic_root", lambda *args: args[-1])
                 z_secant = curve.kink_guess(x0, x1)
             assert z is not None
             assert z_secant is not None
+            assert x0 < z < x1
             a, b = x0, x1
             while b - a > 1e-6 * (x1 - x0):
                 mid = 0.5 * (a + b)

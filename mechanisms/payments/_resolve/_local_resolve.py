@@ -259,9 +259,7 @@ def _certified_resolve(
     cell = fixed.cells[j]
 
     def keeps_cell(upper: float) -> bool:
-        return upper < floor - MARGIN * (1.0 + abs(upper)) or (
-            upper + grid_error(prob, lam_conv, upper) < node_floor
-        )
+        return _clears(upper, floor, node_floor, grid_error(prob, lam_conv, upper))
 
     if not keeps_cell(upper):
         at_j = solve_at_eta(prob, float(grid[j]), w0=w_j, a0=a_j, tol=GRID_TOL)
@@ -309,6 +307,14 @@ def _certified_resolve(
     return prob, best, cert, n_iter + best.iterations, 2
 
 
+def _clears(upper: float, floor: float, bound: float, err: float) -> bool:
+    """The cell test against one floor: ``upper`` (an upper bound on the re-solve's
+    grid value in the shortcut's cell) below the base's grid value ``floor`` by the
+    margin ``MARGIN``, or ``upper`` plus the grid solve's error ``err``
+    (:func:`grid_error`) below the certified base bound ``bound``."""
+    return upper < floor - MARGIN * (1.0 + abs(upper)) or upper + err < bound
+
+
 def _tied_cell(
     prob: Problem, fixed: _FixedPart, j: int, upper: float, values: FloatArray
 ) -> tuple[float, float] | None:
@@ -328,15 +334,10 @@ def _tied_cell(
     the same local optimum of the profile, as in ``j``'s cell alone. Any other point
     that does not pass: ``None``."""
     err_j = grid_error(prob, fixed.lam_conv, upper)
-    margin = MARGIN * (1.0 + abs(upper))
     grid = fixed.grid
     cell_lo, cell_hi = fixed.cells[j]
     for k in range(grid.size):
-        if (
-            k == j
-            or upper < float(values[k]) - margin
-            or upper + err_j < fixed.node_bounds[k]
-        ):
+        if k == j or _clears(upper, float(values[k]), fixed.node_bounds[k], err_j):
             continue
         if k == j - 1:
             cell_hi = float(grid[j])
