@@ -76,13 +76,18 @@ def instance(seed: int, m: int, capped: bool, cfg: MechanismConfig = CFG) -> Pro
     return Problem(X, y, psi, eps_max, cfg)
 
 
+def _raised(prob: Problem, i: int, factor: float) -> Problem:
+    """``prob`` with seller ``i``'s virtual cost ``Ψ_i`` scaled by ``factor``."""
+    psi = prob.psi.copy()
+    psi[i] *= factor
+    return dataclasses.replace(prob, psi=psi)
+
+
 def compare(prob: Problem, i: int, factor: float) -> tuple[bool, bool]:
     """Raise ``Ψ_i`` by ``factor``; check a certified shortcut against the cold solve.
     Returns (shortcut taken, active set changed)."""
     base = solve_allocation(prob)
-    psi = prob.psi.copy()
-    psi[i] *= factor
-    raised = dataclasses.replace(prob, psi=psi)
+    raised = _raised(prob, i, factor)
     if not base.certified:  # e.g. binding ε^max caps: the shortcut must decline
         assert local_resolve(raised, base, nodes=stale_nodes(prob, base)) is None
         return False, False
@@ -170,9 +175,7 @@ def test_without_sigma_the_shortcut_is_one_solve_at_the_lowest_eta() -> None:
         assert base.eta == lo
         for i in range(0, prob.m, 3):
             for factor in (1.01, 3.0):
-                psi = prob.psi.copy()
-                psi[i] *= factor
-                raised = dataclasses.replace(prob, psi=psi)
+                raised = _raised(prob, i, factor)
                 fast = local_resolve(raised, base)
                 assert fast is not None
                 assert fast.certified
@@ -199,9 +202,7 @@ def test_a_flat_profile_takes_the_shortcut_from_certified_bounds() -> None:
         assert base.certified
         nodes = stale_nodes(prob, base)
         for i in range(prob.m):
-            psi = prob.psi.copy()
-            psi[i] *= 2.0
-            raised = dataclasses.replace(prob, psi=psi)
+            raised = _raised(prob, i, 2.0)
             fast = local_resolve(raised, base, nodes=nodes)
             if fast is None:
                 continue
@@ -238,9 +239,7 @@ def test_a_near_tie_with_a_neighbouring_grid_point_keeps_the_shortcut(
         assert base.certified
         nodes = stale_nodes(prob, base)
         for i in range(prob.m):
-            psi = prob.psi.copy()
-            psi[i] *= 3.0
-            raised = dataclasses.replace(prob, psi=psi)
+            raised = _raised(prob, i, 3.0)
             n_ties = len(ties)
             fast = local_resolve(raised, base, nodes=nodes)
             if len(ties) == n_ties or ties[-1] is None:
@@ -290,9 +289,7 @@ def test_renewed_bounds_are_lower_bounds_of_the_raised_problem() -> None:
         prob = instance(seed, 12, capped=False)
         base = solve_allocation(prob)
         stale = stale_nodes(prob, base)
-        psi = prob.psi.copy()
-        psi[i] *= 4.0
-        raised = dataclasses.replace(prob, psi=psi)
+        raised = _raised(prob, i, 4.0)
         cold = solve_allocation(raised)
         eff, lam_conv = effective_problem(raised)
         best = solve_at_eta(eff, cold.eta, w0=cold.w, a0=cold.weights)
@@ -323,9 +320,7 @@ def test_cached_stale_cells_give_the_same_certificate() -> None:
         base = solve_allocation(prob)
         stale = stale_nodes(prob, base)
         assert isinstance(stale, StaleNodes)
-        psi = prob.psi.copy()
-        psi[i] *= factor
-        raised = dataclasses.replace(prob, psi=psi)
+        raised = _raised(prob, i, factor)
         eff, lam_conv = effective_problem(raised)
         cold = solve_allocation(raised)
         best = solve_at_eta(eff, cold.eta, w0=cold.w, a0=cold.weights)
@@ -366,9 +361,7 @@ def compare_range(
     base = solve_allocation(prob) if base is None else base
     if base.certificate is None or base.certificate.rule != "candidate_models":
         return False, False
-    psi = prob.psi.copy()
-    psi[i] *= factor
-    moved = dataclasses.replace(prob, psi=psi)
+    moved = _raised(prob, i, factor)
     fast = solve_allocation(moved, warm_start=base)
     cold = solve_allocation(moved)
     assert fast.certificate.models is base.certificate.models  # nothing retrained
