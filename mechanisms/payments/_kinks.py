@@ -66,6 +66,8 @@ def kink_brackets(
     for a, b in itertools.pairwise(pts):
         if any(k0 <= a and b <= k1 for k0, k1 in known):
             continue
+        if _slight(curve, a, b, hi - lo, atol):
+            continue
         # (x0, x1, may_probe): a bracket left beside a probe that missed the change
         # is halved before it is probed again. A guess just inside a bracket's end
         # otherwise leaves a bracket barely smaller, two re-solves at a time
@@ -94,6 +96,47 @@ def kink_brackets(
                 continue
             stack += [(mid, x1, True), (x0, mid, True)]
     return sorted(out)
+
+
+SLIGHT_SHARE = 0.5
+"""Share of a kink search's ``atol`` that the slope jumps left unlocated
+(:func:`_slight`) may cost together, over a seller's sweep."""
+
+HINGE_FACTOR = 1.0
+"""A slope jump of ``Δ`` left inside a panel of width ``H`` is charged
+``HINGE_FACTOR·|Δ|·H²``: six times the largest error of the quadrature's equispaced
+panels on a hinge ``Δ·(x − t)₊`` (the tangent panel's ``|Δ|H²/6``; the trapezoid's
+``|Δ|H²/8``, Simpson's ``|Δ|H²/24``), for the panels on scattered nodes and for the
+estimate of ``Δ`` (taken at the pair's ends, the other sellers as at the base)."""
+
+
+def _slight(
+    curve: SellerCurve, x0: float, x1: float, width: float, atol: float
+) -> bool:
+    """Whether the changes of the active set between the evaluated reports ``x0 <
+    x1`` may stay unlocated: each is another seller's between neighbouring
+    statuses, so ``u`` only changes slope there
+    (:meth:`SellerCurve.kink_slope_bound`), and what those slope jumps can cost
+    inside a panel as wide as the search's range, ``HINGE_FACTOR·|Δ|·width²``,
+    fits with the pairs already left in :data:`SLIGHT_SHARE` of ``atol``. At
+    ``m = 10⁴`` a change of one seller among thousands moves ``ε_i``'s slope by
+    ``10⁻⁸`` of itself, far below what locating it (two re-solves) could buy.
+    Recorded in ``curve.slight_kinks`` (the sweep adds it to its error)."""
+    if not hasattr(curve, "kink_slope_bound"):  # a curve without the estimate
+        return False
+    if atol <= 0.0 or curve.signature(x0) == curve.signature(x1):
+        return False
+    if (x0, x1) in curve.slight_kinks:
+        return True
+    bound = curve.kink_slope_bound(x0, x1)
+    if bound is None:
+        return False
+    cost = HINGE_FACTOR * bound * width**2
+    spent = sum(curve.slight_kinks.values())
+    if not spent + cost <= SLIGHT_SHARE * atol:
+        return False
+    curve.slight_kinks[(x0, x1)] = cost
+    return True
 
 
 def _kink_not_jump(curve: SellerCurve, x0: float, x1: float) -> bool:

@@ -357,18 +357,34 @@ def _flat_panel(
     return None
 
 
+TANGENT_SHARE = 1.0 / 16.0
+"""A piece is taken from its ends and the slope at one end (:func:`_tangent_panel`)
+only where that estimate is at most this share of the tolerance. The estimate is the
+parabola's curvature, and a curve whose curvature changes sign inside the piece
+departs from a parabola of little curvature: for ``f = β(x³ − ahx²)`` on ``[0, h]``
+the parabola's error is ``βh⁴/12`` whatever ``a``, its estimate ``|1 − a|·βh⁴/6``.
+At ``m = 10⁴`` a seller's ``ε_i`` between the other sellers' status changes is close
+to such a cubic: at the full tolerance 9 of 111 winners were paid ``1.2·10⁻⁵`` off
+their brute-force integrals (seed 1 draw 17 of ``benchmarks/random_configs.py``), at
+a sixteenth the worst was ``2.5·10⁻⁹`` (those pieces take their midpoint: Simpson's
+rule, exact on cubics). A sixteenth narrows the blind spot (``|1 − a| < 1/32`` of
+the bend is still missed) without removing it; where it matters the slope at the far
+end would (a Hermite panel)."""
+
+
 def _tangent_panel(
     h: float, f0: float, f1: float, d0: float, rtol: float
 ) -> tuple[float, float] | None:
     """The integral over ``[x₀, x₀ + h]`` of the parabola through ``f₀``, ``f₁`` at
     the ends with slope ``d₀`` at ``x₀``, and ``(h/6)|f₁ − f₀ − d₀h|`` as its error,
-    where that is at most ``FLAT_SHARE·rtol`` of the value; else ``None``.
+    where that is at most ``TANGENT_SHARE·rtol`` of the value; else ``None``.
 
     The parabola ``q(x) = f₀ + d₀x + κx²``, ``κ = (f₁ − f₀ − d₀h)/h²``, has
     ``∫q = T − κh³/6`` with ``T = h(f₀ + f₁)/2`` the trapezoid; ``|κ|h³/6``, the
-    trapezoid's error for ``q``, is the estimate (for a smooth ``f`` the parabola's
-    own error is smaller by a factor ``O(h)``: conservative, as
-    :func:`_flat_panel`'s). It is :func:`_flat_panel` with the slope at one end in
+    trapezoid's error for ``q``, is the estimate (for a smooth ``f`` of nearly
+    constant curvature the parabola's own error is smaller by a factor ``O(h)``; a
+    curvature that changes sign inside the piece hides from it, hence the smaller
+    share, :data:`TANGENT_SHARE`). It is :func:`_flat_panel` with the slope at one end in
     place of the value at the midpoint, and sees what that rule sees: the curve's
     departure from the line through its ends, here as the end value's departure
     from the tangent. A payment sweep's first piece gets the slope at the seller's
@@ -384,7 +400,7 @@ def _tangent_panel(
     kappa_h3 = h * (f1 - f0 - d0 * h)  # κh³
     value = 0.5 * h * (f0 + f1) - kappa_h3 / 6.0
     est = abs(kappa_h3) / 6.0
-    if math.isfinite(value) and est <= FLAT_SHARE * rtol * abs(value):
+    if math.isfinite(value) and est <= TANGENT_SHARE * rtol * abs(value):
         return value, est
     return None
 

@@ -14,7 +14,7 @@ import pytest
 
 from mechanisms import MechanismConfig, UniformPrior, allocate
 from mechanisms.payments._payments import payment_job
-from mechanisms.payments._quadrature import FLAT_SHARE, _tangent_panel, integrate
+from mechanisms.payments._quadrature import TANGENT_SHARE, _tangent_panel, integrate
 from mechanisms.payments._resolve._local_resolve import local_resolve
 from mechanisms.payments._resolve._report_slope import report_slope
 from mechanisms.payments._resolve._seller_curve import SellerCurve
@@ -73,9 +73,7 @@ def test_slope_at_the_report_equals_a_richardson_difference_of_re_solves() -> No
         assert slope == pytest.approx(fd, rel=1e-6, abs=0.0)
         # the model's response matters here: with it removed (a Hessian so large
         # that dw/dΨ_i vanishes) the slope misses the difference by far more
-        stiff = report_slope(
-            job.prob, base, 1e12 * job.hessian, PRIOR, i, c
-        )
+        stiff = report_slope(job.prob, base, 1e12 * job.hessian, PRIOR, i, c)
         assert stiff is not None
         assert abs(stiff - fd) > 1e-4 * abs(fd)
         checked += 1
@@ -121,7 +119,7 @@ def test_tangent_panel_is_exact_for_a_parabola_and_declines_a_wrong_slope() -> N
     assert est == pytest.approx(abs(0.5 * h * (f0 + f1) - exact), rel=1e-6)
     # a slope that disagrees with the chord is not taken
     assert _tangent_panel(h, f0, f1, d0 + 1e-3, 1e-5) is None
-    assert FLAT_SHARE * 1e-5 * abs(exact) < abs(1e-3 * h * h / 6)
+    assert TANGENT_SHARE * 1e-5 * abs(exact) < abs(1e-3 * h * h / 6)
 
 
 def test_quadrature_takes_the_tangent_instead_of_the_midpoint() -> None:
@@ -183,7 +181,9 @@ def test_the_first_re_solve_starts_at_the_first_order_prediction() -> None:
         assert not np.array_equal(start[0], base.w)
         prob = job.prob.with_seller_psi(i, psi_top)
         kw = {"nodes": job.nodes, "fit_w": False, "hessian": job.hessian}
-        from_base = local_resolve(prob, base, start=(base.w, base.weights, base.eta), **kw)
+        from_base = local_resolve(
+            prob, base, start=(base.w, base.weights, base.eta), **kw
+        )
         from_pred = local_resolve(prob, base, start=start, **kw)
         assert from_base is not None
         assert from_pred is not None

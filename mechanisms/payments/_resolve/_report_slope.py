@@ -39,7 +39,9 @@ sweep's first re-solve (``SellerCurve._predicted_point``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,6 +85,11 @@ class _BaseSlopeTerms:
     u_ag: FloatArray  # Σ_M a_j G_j
     h_inv: FloatArray  # (∇²F)⁻¹, d × d
     curvature_lam: float | None  # λ of the curvature term, None without it
+    hessian: FloatArray  # ∇²F itself (kink_slope_change updates it)
+    X: FloatArray  # the effective problem's records
+    caps: FloatArray  # h_j = min(k/m, ε_j^max/η)
+    mu: float
+    norm2: float  # ‖a‖²
 
 
 @dataclass(frozen=True)
@@ -103,14 +110,7 @@ def response(
     linear ``u``, the logistic loss, ``μ > 0``, no ``ε^max`` cap below ``k/m``,
     ``η`` at an end of its range with the profile pushing outward, seller ``i``
     free, and a frozen positive definite ``hessian`` (the job's)."""
-    if hessian is None:
-        return None
-    # once per (base, Hessian) and process; the problem is the base's own
-    entry = base_memo(
-        base, "report_slope_terms", hessian,
-        lambda: (prob, _base_terms(prob, base, hessian)),
-    )  # fmt: skip
-    terms = entry[1] if entry[0] is prob else _base_terms(prob, base, hessian)
+    terms = _terms(prob, base, hessian)
     if terms is None or not terms.free[i]:
         return None
     a_i = float(base.weights[i])
@@ -125,6 +125,23 @@ def response(
     if not math.isfinite(da):  # NaN where dw is not finite
         return None
     return Response(dw, da, deps)
+
+
+def _terms(
+    prob: Problem, base: Allocation, hessian: FloatArray | None
+) -> _BaseSlopeTerms | None:
+    """:class:`_BaseSlopeTerms` of the base, once per (base, Hessian) and process."""
+    if hessian is None:
+        return None
+    # the problem is the base's own
+    entry = base_memo(
+        base, "report_slope_terms", hessian,
+        lambda: (prob, _base_terms(prob, base, hessian)),
+    )  # fmt: skip
+    terms: _BaseSlopeTerms | None = (
+        entry[1] if entry[0] is prob else _base_terms(prob, base, hessian)
+    )
+    return terms
 
 
 @_jit
@@ -279,4 +296,145 @@ def _base_terms(
         u_ag=kernel_array(a_m @ G),
         h_inv=kernel_array(h_inv),
         curvature_lam=float(cfg.lam) if cfg.curvature_overhead else None,
+        hessian=np.asarray(hessian, dtype=np.float64),
+        X=np.asarray(eff.X, dtype=np.float64),
+        caps=np.asarray(eff.caps(eta), dtype=np.float64),
+        mu=float(cfg.mu),
+        norm2=float(a @ a),
     )
+
+
+class _Sums(NamedTuple):
+    """The free set's sums of the module docstring at one state: ``|M|``, ``S₁``,
+    ``Q``, ``c₁`` and ``Σ_M G_j``, ``Σ_M r_j G_j``, ``Σ_M a_j G_j``."""
+
+    n: float
+    S1: float
+    Q: float
+    c1: float
+    u_g: FloatArray
+    u_rg: FloatArray
+    u_ag: FloatArray
+
+    def toggled(self, sign: float, r_j: float, a_j: float, g_j: FloatArray) -> _Sums:
+        """The sums with seller ``j`` (``r_j``, ``a_j``, row ``G_j``) added to the free
+        set (``sign = 1``) or taken out of it (``sign = −1``)."""
+        return _Sums(
+            self.n + sign,
+            self.S1 + sign * r_j,
+            self.Q + sign * a_j * r_j,
+            self.c1 + sign * a_j,
+            self.u_g + sign * g_j,
+            self.u_rg + sign * r_j * g_j,
+            self.u_ag + sign * a_j * g_j,
+        )
+
+
+def _coupling(sums: _Sums, s: float, mu: float) -> FloatArray:
+    """The rank-two part of ``Gᵀ(∂a/∂r)G`` in ``∇²F`` (module docstring's ``J``
+    without its ``−sI``): ``u_g p₁ᵀ − u_rg p₂ᵀ`` with ``p₁ = Σ_M p₁ⱼG_j``,
+    ``p₂ = Σ_M p₂ⱼG_j``."""
+    q_mu = sums.Q + mu**2 * s
+    D = sums.S1 * sums.c1 - sums.n * q_mu
+    p1 = (s / D) * (sums.S1 * sums.u_ag - q_mu * sums.u_g)
+    p2 = (s / D) * (sums.n * sums.u_ag - sums.c1 * sums.u_g)
+    out: FloatArray = np.outer(sums.u_g, p1) - np.outer(sums.u_rg, p2)
+    return out
+
+
+def _weight_slope(
+    sums: _Sums,
+    s: float,
+    mu: float,
+    hessian: FloatArray,
+    a_i: float,
+    r_i: float,
+    g_i: FloatArray,
+    gamma_eta: float,
+) -> float:
+    """``da_i/dΨ_i`` (module docstring) at the state ``sums``, ``s``, ``∇²F``."""
+    q_mu = sums.Q + mu**2 * s
+    D = sums.S1 * sums.c1 - sums.n * q_mu
+    p1_i = (s / D) * (sums.S1 * a_i - q_mu)
+    p2_i = (s / D) * (sums.n * a_i - sums.c1)
+    b = -s * g_i + p1_i * sums.u_g - p2_i * sums.u_rg
+    dw = -gamma_eta * np.linalg.solve(hessian, b)
+    v_i = float(g_i @ dw)
+    a_v, one_v = float(sums.u_ag @ dw), float(sums.u_g @ dw)
+    p1_v = (s / D) * (sums.S1 * a_v - q_mu * one_v)
+    p2_v = (s / D) * (sums.n * a_v - sums.c1 * one_v)
+    j_ii = -s + p1_i - r_i * p2_i
+    return gamma_eta * j_ii + (-s * v_i + p1_v - r_i * p2_v)
+
+
+def kink_slope_change(
+    prob: Problem,
+    base: Allocation,
+    hessian: FloatArray | None,
+    i: int,
+    a_i: float,
+    psi_i: float,
+    changes: Sequence[tuple[int, int, int]],
+) -> float | None:
+    """``Σ |Δ(dε_i^total/dΨ_i)|`` over ``changes``: the jumps of seller ``i``'s slope
+    where other sellers change status, estimated at the state where seller ``i``
+    has weight ``a_i`` and virtual cost ``psi_i`` (the other sellers as at the base).
+
+    ``changes`` holds ``(j, before, after)`` statuses (0 at zero, 1 free, 2 at the
+    cap). Where seller ``j`` joins or leaves the free set ``M`` at ``a_j = 0`` or at
+    its cap ``h_j``, the allocation stays continuous (so does ``ε_i``), and only
+    the derivative of the a-step changes: ``|M|``, ``S₁``, ``Q``, ``c₁`` and the
+    three ``d``-vector sums gain or lose ``j``'s terms, and ``∇²F`` its term of
+    ``Gᵀ(∂a/∂r)G`` (``−sG_jG_jᵀ`` and the rank-two coupling). The slope
+    ``da_i/dΨ_i`` of the module docstring is evaluated on both sides, the model's
+    response included. The state is the base's with seller ``i``'s own terms
+    replaced (its weight, ``r_i``, ``‖a‖``); the others drift by ``O(1/m)`` along the
+    sweep, which the caller's safety factor covers. ``None`` where
+    :func:`response`'s conditions fail at the base, seller ``i`` is not free there,
+    or a change is not between neighbouring statuses (``0 ↔ 2`` skips the free set)
+    or is seller ``i``'s own."""
+    t = _terms(prob, base, hessian)
+    if t is None or not t.free[i] or not (a_i > 0.0 and math.isfinite(psi_i)):
+        return None
+    a0, r0 = float(base.weights[i]), float(t.r[i])
+    r_i = r0 + t.gamma_eta * (psi_i - float(prob.psi[i]))
+    g_i = t.dl[i] * t.X[i]
+    q0 = t.Q_mu - t.mu**2 * t.s
+    at_base = _Sums(float(t.n_free), t.S1, q0, t.c1, t.u_g, t.u_rg, t.u_ag)
+    here = _Sums(
+        at_base.n,
+        t.S1 + (r_i - r0),
+        q0 + (a_i * r_i - a0 * r0),
+        t.c1 + (a_i - a0),
+        t.u_g,
+        t.u_rg + (r_i - r0) * g_i,
+        t.u_ag + (a_i - a0) * g_i,
+    )
+    norm2 = t.norm2 + a_i**2 - a0**2
+    if not norm2 > 0.0:
+        return None
+    s = math.sqrt(norm2) / t.mu
+    H = t.hessian - _coupling(at_base, t.s, t.mu) + _coupling(here, s, t.mu)
+    slope = _weight_slope(here, s, t.mu, H, a_i, r_i, g_i, t.gamma_eta)
+    total = 0.0
+    for j, before, after in changes:
+        if j == i or {before, after} not in ({0, 1}, {1, 2}):
+            return None
+        a_j = 0.0 if 0 in (before, after) else float(t.caps[j])
+        g_j = t.dl[j] * t.X[j]
+        sign = -1.0 if t.free[j] else 1.0
+        other = here.toggled(sign, float(t.r[j]), a_j, g_j)
+        H_j = (
+            H
+            - sign * s * np.outer(g_j, g_j)
+            - _coupling(here, s, t.mu)
+            + _coupling(other, s, t.mu)
+        )
+        total += abs(
+            _weight_slope(other, s, t.mu, H_j, a_i, r_i, g_i, t.gamma_eta) - slope
+        )
+    deps = t.eta
+    if t.curvature_lam is not None:
+        deps += 2.0 / (4.0 * t.curvature_lam + a_i)
+    out = deps * total
+    return out if math.isfinite(out) else None

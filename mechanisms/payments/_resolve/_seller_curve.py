@@ -36,6 +36,7 @@ from mechanisms.payments._resolve._range_resolve import (
 )
 from mechanisms.payments._resolve._report_slope import (
     Response,
+    kink_slope_change,
     report_slope,
     response,
 )
@@ -44,6 +45,7 @@ from mechanisms.payments._resolve._strict_resolve import (
     strict_resolver,
 )
 from mechanisms.priors import CostPrior
+from mechanisms.priors._ironing import IronedPrior
 from mechanisms.result import Allocation
 
 FloatArray = NDArray[np.float64]
@@ -116,6 +118,9 @@ class SellerCurve:
     _scores: dict[float, FloatArray] = field(default_factory=dict)
     # per shortcut re-solve: (G, Ψ_i, η, a_i) at its optimum (value_crossing)
     values: dict[float, tuple[float, float, float, float]] = field(default_factory=dict)
+    # pairs of evaluated reports whose changes of the active set were left unlocated
+    # (mechanisms.payments._kinks.kink_brackets): the bound on what each can cost
+    slight_kinks: dict[tuple[float, float], float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.base.profile is not None:
@@ -770,6 +775,48 @@ class SellerCurve:
         if self._response is None:
             return None
         return self._report_slope
+
+    def kink_slope_bound(self, x0: float, x1: float) -> float | None:
+        """An estimate of ``Σ |Δ du/ds|`` over the slope jumps between the evaluated
+        reports ``x0 < x1``, where every change of the active set between them is
+        another seller's between neighbouring statuses and ``u`` is continuous
+        across it; ``None`` where that is not known.
+
+        Under the conditions of :meth:`tangent` at both ends (linear ``u``, ``η`` at
+        the base's end of its range, seller ``i`` free, fitted weights known), the
+        jump of each change is
+        :func:`mechanisms.payments._resolve._report_slope.kink_slope_change`'s,
+        evaluated at both ends' own weight and virtual cost; the larger is taken,
+        times the larger ``|Ψ'|`` of the two ends."""
+        if (
+            not self.fast
+            or self.prob.cfg.u != "linear"
+            or isinstance(self.prior, IronedPrior)
+            or self._response is None
+        ):
+            return None
+        ends = []
+        for x in (float(x0), float(x1)):
+            point = self.points.get(x)
+            if point is None or point[2] != self.base.eta or self.own_status(x) != 1:
+                return None
+            ends.append((x, float(point[1][self.index])))
+        sig0 = np.frombuffer(self.signature(x0), dtype=np.uint8)
+        sig1 = np.frombuffer(self.signature(x1), dtype=np.uint8)
+        changed = np.flatnonzero(sig0 != sig1)
+        changes = [(int(j), int(sig0[j]), int(sig1[j])) for j in changed]
+        worst = 0.0
+        for x, a_i in ends:
+            psi_i = float(self.prior.virtual_cost(x))
+            jump = kink_slope_change(
+                self.prob, self.base, self.hessian, self.index, a_i, psi_i, changes
+            )
+            dpsi = abs(float(self.prior.virtual_cost_derivative(x)))
+            if jump is None or not math.isfinite(dpsi):
+                return None
+            worst = max(worst, jump)
+        dpsi = max(abs(float(self.prior.virtual_cost_derivative(x))) for x, _ in ends)
+        return worst * dpsi
 
     def u(self, s: float) -> float:
         """``u(ε_i(s))`` — the integrand of the Myerson payment."""
