@@ -29,6 +29,13 @@ Cholesky factor) and the scalars are computed once per base and process; a selle
 re-solves (``tests/mechanisms/test_report_slope.py``): the same to ``10⁻⁸`` relative
 where the model's response is ``10⁻³`` of the slope.
 
+Where another seller ``j`` joins or leaves the free set (at ``a_j = 0`` or its cap),
+``ε_i`` stays continuous and its slope jumps: :func:`kink_slope_change` evaluates the
+slope above with ``j``'s terms added to or removed from the sums and from ``∇²F``'s
+``GᵀJG`` part, at seller ``i``'s own weight and virtual cost along its sweep, and the
+payment sweep leaves such changes unlocated where the jumps are too small to matter
+(:func:`mechanisms.payments._kinks.kink_brackets`).
+
 :meth:`mechanisms.payments._resolve._seller_curve.SellerCurve.tangent` hands the slope
 to the quadrature's first piece (:mod:`mechanisms.payments._quadrature`, the tangent
 panel) where the evaluation at the piece's other end still has ``η`` at the same end
@@ -414,6 +421,24 @@ def kink_slope_change(
     if not norm2 > 0.0:
         return None
     s = math.sqrt(norm2) / t.mu
+    try:
+        return _slope_jumps(t, i, here, at_base, s, a_i, r_i, g_i, changes)
+    except (ZeroDivisionError, np.linalg.LinAlgError):  # a degenerate a-step
+        return None
+
+
+def _slope_jumps(
+    t: _BaseSlopeTerms,
+    i: int,
+    here: _Sums,
+    at_base: _Sums,
+    s: float,
+    a_i: float,
+    r_i: float,
+    g_i: FloatArray,
+    changes: Sequence[tuple[int, int, int]],
+) -> float | None:
+    """The body of :func:`kink_slope_change` at the state ``here``."""
     H = t.hessian - _coupling(at_base, t.s, t.mu) + _coupling(here, s, t.mu)
     slope = _weight_slope(here, s, t.mu, H, a_i, r_i, g_i, t.gamma_eta)
     total = 0.0
