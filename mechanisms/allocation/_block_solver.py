@@ -64,7 +64,7 @@ def weights_step(
     """Exact a-block minimiser for the given per-record losses ``ℓ_i``."""
     cfg = prob.cfg
     caps = prob.caps(eta)
-    if cfg.u == "linear":
+    if cfg.p == 1.0:  # linear u, or the power utility at p = 1: the same a-step
         r = losses + cfg.gamma * eta * prob.psi
         return solve_weights_compiled(r, caps, cfg.mu, state)
     return _weights_step_power(prob, losses, eta, caps), None

@@ -7,12 +7,18 @@ formulas (``tests.mechanisms.conftest``), never from the package's own residuals
 
 from __future__ import annotations
 
+import warnings
+
 import cvxpy as cp
 import numpy as np
 import pytest
 
 from mechanisms import Allocation, MechanismConfig, UniformPrior, allocate
-from mechanisms.allocation._block_solver import solve_at_eta
+from mechanisms.allocation._block_solver import (
+    _weights_step_power,
+    solve_at_eta,
+    weights_step,
+)
 from mechanisms.allocation._eta_search import eta_bounds
 from mechanisms.allocation._problem import Problem
 from tests.mechanisms.conftest import (
@@ -249,3 +255,37 @@ def test_linear_u_eta_is_the_closed_form(rng: np.random.Generator):
         alloc = allocate(X, y, c, PRIOR, cfg)
         eta_star = np.sqrt(cfg.sigma / (cfg.gamma * psi @ alloc.weights))
         assert alloc.eta == pytest.approx(eta_star, rel=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_power_utility_at_p_one_takes_the_linear_a_step(seed: int) -> None:
+    """``u(ε) = ε^p`` at ``p = 1`` is the linear utility: its a-step is the linear
+    one's closed form, which solves the same conic programme (to the conic solver's
+    accuracy), at a few milliseconds less a step."""
+    rng = np.random.default_rng(seed)
+    m = 25
+    X = rng.normal(size=(m, 3))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    y = np.where(rng.random(m) < 0.5, 1.0, -1.0)
+    psi = 2.0 * rng.uniform(0.05, 0.9, size=m)
+    cfg = MechanismConfig(gamma=0.7, lam=0.1, mu=0.8, k=3.0, u="power", u_power=1.0)
+    prob = Problem(X, y, psi, np.full(m, np.inf), cfg)
+    losses = rng.uniform(0.1, 1.5, size=m)
+    eta = 1.3
+    a, state = weights_step(prob, losses, eta, None)
+    assert state is not None  # the linear utility's multipliers came back
+    with warnings.catch_warnings():  # CLARABEL may call its answer inaccurate
+        warnings.filterwarnings("ignore", "Solution may be inaccurate")
+        conic = _weights_step_power(prob, losses, eta, prob.caps(eta))
+    np.testing.assert_allclose(a, conic, atol=1e-5)
+    assert a.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.all((a >= 0.0) & (a <= prob.caps(eta) + 1e-15))
+    # the closed form is the programme's optimum: no higher than the conic answer
+    r = losses + cfg.gamma * eta * psi
+    value = float(r @ a + cfg.mu * np.linalg.norm(a))
+    assert value <= float(r @ conic + cfg.mu * np.linalg.norm(conic)) + 1e-12
+    # at p = 1.5 the conic programme still runs (no multipliers)
+    power15 = Problem(X, y, psi, np.full(m, np.inf), cfg.with_(u_power=1.5))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Solution may be inaccurate")
+        assert weights_step(power15, losses, eta, None)[1] is None
