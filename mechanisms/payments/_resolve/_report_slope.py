@@ -336,42 +336,21 @@ class _Sums(NamedTuple):
             self.u_ag + sign * a_j * g_j,
         )
 
+    def q_mu_and_d(self, s: float, mu: float) -> tuple[float, float]:
+        """``Q + μ²s`` and ``D = S₁c₁ − |M|(Q + μ²s)`` at the scale ``s``."""
+        q_mu = self.Q + mu**2 * s
+        return q_mu, self.S1 * self.c1 - self.n * q_mu
+
 
 def _coupling(sums: _Sums, s: float, mu: float) -> FloatArray:
     """The rank-two part of ``Gᵀ(∂a/∂r)G`` in ``∇²F`` (module docstring's ``J``
     without its ``−sI``): ``u_g p₁ᵀ − u_rg p₂ᵀ`` with ``p₁ = Σ_M p₁ⱼG_j``,
     ``p₂ = Σ_M p₂ⱼG_j``."""
-    q_mu = sums.Q + mu**2 * s
-    D = sums.S1 * sums.c1 - sums.n * q_mu
+    q_mu, D = sums.q_mu_and_d(s, mu)
     p1 = (s / D) * (sums.S1 * sums.u_ag - q_mu * sums.u_g)
     p2 = (s / D) * (sums.n * sums.u_ag - sums.c1 * sums.u_g)
     out: FloatArray = np.outer(sums.u_g, p1) - np.outer(sums.u_rg, p2)
     return out
-
-
-def _weight_slope(
-    sums: _Sums,
-    s: float,
-    mu: float,
-    hessian: FloatArray,
-    a_i: float,
-    r_i: float,
-    g_i: FloatArray,
-    gamma_eta: float,
-) -> float:
-    """``da_i/dΨ_i`` (module docstring) at the state ``sums``, ``s``, ``∇²F``."""
-    q_mu = sums.Q + mu**2 * s
-    D = sums.S1 * sums.c1 - sums.n * q_mu
-    p1_i = (s / D) * (sums.S1 * a_i - q_mu)
-    p2_i = (s / D) * (sums.n * a_i - sums.c1)
-    b = -s * g_i + p1_i * sums.u_g - p2_i * sums.u_rg
-    dw = -gamma_eta * np.linalg.solve(hessian, b)
-    v_i = float(g_i @ dw)
-    a_v, one_v = float(sums.u_ag @ dw), float(sums.u_g @ dw)
-    p1_v = (s / D) * (sums.S1 * a_v - q_mu * one_v)
-    p2_v = (s / D) * (sums.n * a_v - sums.c1 * one_v)
-    j_ii = -s + p1_i - r_i * p2_i
-    return gamma_eta * j_ii + (-s * v_i + p1_v - r_i * p2_v)
 
 
 def kink_slope_change(
@@ -422,7 +401,7 @@ def kink_slope_change(
         return None
     s = math.sqrt(norm2) / t.mu
     try:
-        return _slope_jumps(t, i, here, at_base, s, a_i, r_i, g_i, changes)
+        return _slope_jumps(t, i, here, at_base, s, a_i, r_i, changes)
     except (ZeroDivisionError, np.linalg.LinAlgError):  # a degenerate a-step
         return None
 
@@ -435,12 +414,24 @@ def _slope_jumps(
     s: float,
     a_i: float,
     r_i: float,
-    g_i: FloatArray,
     changes: Sequence[tuple[int, int, int]],
 ) -> float | None:
     """The body of :func:`kink_slope_change` at the state ``here``."""
-    H = t.hessian - _coupling(at_base, t.s, t.mu) + _coupling(here, s, t.mu)
-    slope = _weight_slope(here, s, t.mu, H, a_i, r_i, g_i, t.gamma_eta)
+    x_i, dl_i = kernel_array(t.X[i]), float(t.dl[i])
+
+    def weight_slope(sums: _Sums, hessian: FloatArray) -> float:
+        """``da_i/dΨ_i`` at the state ``sums`` (:func:`_seller_response`)."""
+        q_mu, D = sums.q_mu_and_d(s, t.mu)
+        _, da = _seller_response(
+            x_i, a_i, r_i, dl_i, s, D, sums.S1, q_mu, sums.c1, sums.n, t.gamma_eta,
+            kernel_array(sums.u_g), kernel_array(sums.u_rg), kernel_array(sums.u_ag),
+            kernel_array(np.asarray(np.linalg.inv(hessian), dtype=np.float64)),
+        )  # fmt: skip
+        return float(da)
+
+    coupling = _coupling(here, s, t.mu)
+    H = t.hessian - _coupling(at_base, t.s, t.mu) + coupling
+    slope = weight_slope(here, H)
     total = 0.0
     for j, before, after in changes:
         if j == i or {before, after} not in ({0, 1}, {1, 2}):
@@ -449,15 +440,8 @@ def _slope_jumps(
         g_j = t.dl[j] * t.X[j]
         sign = -1.0 if t.free[j] else 1.0
         other = here.toggled(sign, float(t.r[j]), a_j, g_j)
-        H_j = (
-            H
-            - sign * s * np.outer(g_j, g_j)
-            - _coupling(here, s, t.mu)
-            + _coupling(other, s, t.mu)
-        )
-        total += abs(
-            _weight_slope(other, s, t.mu, H_j, a_i, r_i, g_i, t.gamma_eta) - slope
-        )
+        H_j = H - sign * s * np.outer(g_j, g_j) - coupling + _coupling(other, s, t.mu)
+        total += abs(weight_slope(other, H_j) - slope)
     deps = t.eta
     if t.curvature_lam is not None:
         deps += 2.0 / (4.0 * t.curvature_lam + a_i)

@@ -805,17 +805,16 @@ class SellerCurve:
         sig1 = np.frombuffer(self.signature(x1), dtype=np.uint8)
         changed = np.flatnonzero(sig0 != sig1)
         changes = [(int(j), int(sig0[j]), int(sig1[j])) for j in changed]
-        worst = 0.0
+        worst, dpsi = 0.0, 0.0
         for x, a_i in ends:
             psi_i = float(self.prior.virtual_cost(x))
             jump = kink_slope_change(
                 self.prob, self.base, self.hessian, self.index, a_i, psi_i, changes
             )
-            dpsi = abs(float(self.prior.virtual_cost_derivative(x)))
+            dpsi = max(dpsi, abs(float(self.prior.virtual_cost_derivative(x))))
             if jump is None or not math.isfinite(dpsi):
                 return None
             worst = max(worst, jump)
-        dpsi = max(abs(float(self.prior.virtual_cost_derivative(x))) for x, _ in ends)
         return worst * dpsi
 
     def u(self, s: float) -> float:
